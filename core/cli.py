@@ -1,0 +1,32 @@
+"""The ``gpuready`` command line. Only this layer prints and chooses exit codes."""
+
+from __future__ import annotations
+
+import click
+
+from gpuready.core import __version__
+from gpuready.core.lazy import LazyGroup
+
+COMMANDS = {
+    "inventory": ("gpuready.core.inventory_cli:inventory", "Check an inventory and gpuready's settings in it."),
+    "provision": ("gpuready.provision.cli:provision", "Provision GPU nodes, clusters and vSphere with Ansible."),
+}
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpuready")
+def cli() -> None:
+    """gpuready: turn bare GPU servers into proven GPU infrastructure.
+
+    Provision them with Ansible, validate nodes, clusters and vSphere, and prove them with a
+    CheXNet training run. Exit codes: 0 all passed, 1 a check failed, 2 bad input or usage,
+    3 could not reach or run, 130 cancelled.
+    """
+
+
+def main() -> None:
+    cli(prog_name="gpuready")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""What every gpuready command shares: options, the artifact folder, errors to exit codes, output.
+
+A command body receives a :class:`Context` and returns a :class:`RunResult`; :func:`execute`
+does the rest, so every command reports and exits the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from gpuready.core.errors import BadInput, Cancelled, GpureadyError
+from gpuready.core.results import RunResult
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from gpuready.core.inventory import Inventory
+    from gpuready.core.runner import TaskEvent
+
+DEFAULT_INVENTORY = "inventories/local"
+
+
+def inventory_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "-i", "--inventory", "inventory_path", type=click.Path(path_type=Path), show_default=True,
+        default=lambda: os.environ.get("GPUREADY_INVENTORY", DEFAULT_INVENTORY),
+        help="Ansible inventory folder (hosts.yml + group_vars/) or hosts file.")(func)
+
+
+def artifacts_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--artifacts", type=click.Path(path_type=Path), default=None,
+                        help="Folder for run artifacts [default: ./gpuready-runs, or $GPUREADY_ARTIFACTS].")(func)
+
+
+def limit_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--limit", "-l", default=None, metavar="PATTERN",
+                        help="Only hosts matching this Ansible host pattern.")(func)
+
+
+def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    return inventory_option(artifacts_option(click.option("-v", "--verbose", count=True,
+                                                          help="More detail (repeat for debug logs).")(func)))
+
+
+@dataclass
+class Context:
+    """What a command body gets: its name, the inventory path, the artifact folder, the console."""
+
+    command: str
+    inventory_path: Path
+    artifacts_root: Path | None = None
+    verbose: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def inventory(self) -> Inventory:
+        from gpuready.core import inventory
+
+        return inventory.load(self.inventory_path)
+
+    @cached_property
+    def run_dir(self) -> Path:
+        from gpuready.core.artifacts import new_run_dir
+
+        return new_run_dir(self.artifacts_root, self.command)
+
+    @cached_property
+    def console(self) -> Console:
+        from rich.console import Console
+
+        return Console(highlight=False, soft_wrap=False)
+
+    @cached_property
+    def err(self) -> Console:
+        from rich.console import Console
+
+        return Console(stderr=True, highlight=False)
+
+    def new_result(self) -> RunResult:
+        return RunResult(command=self.command, inventory=str(self.inventory_path))
+
+    def progress(self, event: TaskEvent) -> None:
+        """One line per task result; ok/skipped lines only with -v, so big runs stay readable."""
+        style = {"ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold magenta",
+                 "skipped": "dim"}[event.status]
+        if event.status in ("ok", "skipped") and not self.verbose:
+            return
+        detail = f" — {event.message}" if event.message else ""
+        self.err.print(f"[{style}]{event.status:<11}[/] {event.host:<20} {event.task}{detail}", markup=True)
+
+    def note(self, message: str) -> None:
+        self.err.print(message, markup=False)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    click.echo(f"gpuready: error: {message}", err=True)
+    sys.exit(code)
+
+
+def execute(ctx: Context, body: Callable[[Context], RunResult], *, write: bool = True) -> NoReturn:
+    """Run a command body; report its result; exit with the result's code.
+
+    Our errors become one line and their exit code. A run that got somewhere before
+    failing is still written, so nothing half-done goes unreported.
+    """
+    from gpuready.core import reports
+
+    logging.basicConfig(level=logging.DEBUG if ctx.verbose > 1 else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        result = body(ctx)
+    except Cancelled as e:
+        result = e.partial if isinstance(e.partial, RunResult) else ctx.new_result()
+        result.aborted = "cancelled by Ctrl-C; the checks below are what ran before"
+        _finish(ctx, result, write)
+        fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        fail("cancelled by Ctrl-C", Cancelled.exit_code)
+    except BadInput as e:
+        fail(str(e), e.exit_code)
+    except GpureadyError as e:
+        partial = getattr(e, "partial", None)
+        if isinstance(partial, RunResult):
+            partial.aborted = str(e)
+            _finish(ctx, partial, write)
+        fail(str(e), e.exit_code)
+    _finish(ctx, result, write)
+    if result.aborted:
+        fail(result.aborted, result.exit_code())
+    sys.exit(result.exit_code())
+
+
+def _finish(ctx: Context, result: RunResult, write: bool) -> None:
+    from gpuready.core import reports
+
+    if write:
+        reports.write_all(result, ctx.run_dir)
+    reports.print_table(result, ctx.console, verbose=bool(ctx.verbose))
+
+
+__all__ = ["BadInput", "Context", "common_options", "execute", "fail", "limit_option"]

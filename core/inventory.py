@@ -1,0 +1,232 @@
+"""Load an Ansible YAML inventory and gpuready's settings from it, refusing anything wrong early.
+
+Every problem becomes one :class:`~gpuready.core.errors.BadInput` line naming the file and
+the key, before anything runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from gpuready.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from gpuready.core.settings import NodeClass, Settings
+
+log = logging.getLogger(__name__)
+
+KNOWN_GROUPS = {
+    "gpu_nodes": "GPU servers gpuready provisions and validates",
+    "kube_control_plane": "where the Kubernetes/OpenShift API is reached from",
+    "esxi_hosts": "ESXi hosts whose GPUs are passed through to VMs",
+    "vcenter": "the vCenter (or standalone ESXi) gpuready talks to",
+}
+SETTINGS_VAR = "gpuready"
+SETTINGS_FILE = Path("group_vars/all/gpuready.yml")
+_IMPLICIT_GROUPS = {"all", "ungrouped"}
+
+
+class _InventoryYamlLoader(yaml.SafeLoader):
+    """Safe YAML that also accepts Ansible's tags (vaulted strings are kept opaque)."""
+
+
+def _opaque(loader: yaml.SafeLoader, node: yaml.Node) -> object:
+    return loader.construct_scalar(node) if isinstance(node, yaml.ScalarNode) else None
+
+
+_InventoryYamlLoader.add_constructor("!vault", _opaque)
+_InventoryYamlLoader.add_constructor("!unsafe", _opaque)
+
+
+def read_yaml(path: Path, base: Path | None = None) -> Any:
+    shown = _shown(path, base)
+    try:
+        return yaml.load(path.read_text(), Loader=_InventoryYamlLoader)  # noqa: S506 - safe loader subclass
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{shown}:{mark.line + 1}" if mark else shown
+        raise BadInput(f"{where}: malformed YAML: {e.problem or e.context}") from e
+    except yaml.YAMLError as e:
+        raise BadInput(f"{shown}: malformed YAML: {e}") from e
+    except OSError as e:
+        raise BadInput(f"{shown}: cannot read: {e.strerror}") from e
+
+
+def _shown(path: Path, base: Path | None) -> str:
+    try:
+        return str(path.relative_to(base)) if base else str(path)
+    except ValueError:
+        return str(path)
+
+
+@dataclass
+class Inventory:
+    """A checked inventory: its groups and hosts, and the validated ``gpuready`` settings."""
+
+    path: Path
+    settings: Settings
+    settings_file: Path
+    groups: dict[str, list[str]]
+    host_groups: dict[str, list[str]] = field(default_factory=dict)
+    _manager: Any = field(default=None, repr=False)
+
+    def hosts(self, group: str) -> list[str]:
+        return list(self.groups.get(group, []))
+
+    def node_class_name(self, host: str) -> str:
+        return self.host_vars(host).get("gpuready_node_class") or next(iter(self.settings.node_classes))
+
+    def node_class(self, host: str) -> NodeClass:
+        return self.settings.node_classes[self.node_class_name(host)]
+
+    def host_vars(self, host: str) -> dict[str, Any]:
+        """The host's variables as Ansible merges them (untemplated)."""
+        return self._variables.get_vars(host=self._manager.get_host(host), include_hostvars=False)
+
+    def limit(self, pattern: str | None, group: str = "all") -> list[str]:
+        """Hosts of ``group`` matched by an Ansible ``--limit`` pattern; refuses a pattern matching none."""
+        hosts = list(self.host_groups) if group == "all" else self.hosts(group)
+        if not pattern:
+            return hosts
+        matched = {h.name for h in self._manager.get_hosts(pattern)}
+        chosen = [h for h in hosts if h in matched]
+        if not chosen:
+            where = "" if group == "all" else f" of group {group!r}"
+            raise BadInput(f"--limit {pattern!r} matches no host{where} in {self.path}")
+        return chosen
+
+    @cached_property
+    def _variables(self) -> Any:
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.vars.manager import VariableManager
+
+        return VariableManager(loader=DataLoader(), inventory=self._manager)
+
+
+def hosts_file(path: Path) -> Path:
+    if not path.exists():
+        raise BadInput(f"{path}: inventory not found")
+    if path.is_file():
+        return path
+    for name in ("hosts.yml", "hosts.yaml"):
+        if (path / name).is_file():
+            return path / name
+    raise BadInput(f"{path}: no hosts.yml in this inventory folder")
+
+
+def load(path: str | os.PathLike[str]) -> Inventory:
+    """Check and load an inventory (a folder with hosts.yml and group_vars/, or a hosts file)."""
+    path = Path(path)
+    hosts_path = hosts_file(path)
+    base = hosts_path.parent
+    documents = {p: read_yaml(p, base.parent) for p in _yaml_files(base)}
+    if not isinstance(documents.get(hosts_path), dict):
+        raise BadInput(f"{_shown(hosts_path, base.parent)}: an inventory must be a YAML mapping of groups")
+    manager = _ansible_inventory(hosts_path)
+    groups = _groups(manager, hosts_path, base)
+    settings_file, settings = _settings(documents, base)
+    inventory = Inventory(path=path, settings=settings, settings_file=settings_file, groups=groups,
+                          _manager=manager)
+    inventory.host_groups = {h.name: sorted(g.name for g in h.get_groups()) for h in manager.get_hosts()}
+    _check_host_vars(inventory, documents, base)
+    return inventory
+
+
+def _yaml_files(base: Path) -> list[Path]:
+    files = [p for p in (base / "hosts.yml", base / "hosts.yaml") if p.is_file()]
+    for sub in ("group_vars", "host_vars"):
+        if (base / sub).is_dir():
+            files += sorted(p for p in (base / sub).rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
+    return files
+
+
+def _ansible_inventory(hosts_path: Path) -> Any:
+    from ansible import constants as C
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+
+    # Ansible only warns about an inventory it cannot parse and goes on with none; we refuse.
+    C.INVENTORY_UNPARSED_IS_FAILED = True
+    C.INVENTORY_ANY_UNPARSED_IS_FAILED = True
+    C.INVENTORY_ENABLED = ["yaml", "ini"]
+    try:
+        return InventoryManager(loader=DataLoader(), sources=[str(hosts_path)])
+    except AnsibleError as e:
+        message = str(e).split("\n")[0]
+        raise BadInput(f"{hosts_path}: not a valid Ansible inventory: {message}") from e
+
+
+def _groups(manager: Any, hosts_path: Path, base: Path) -> dict[str, list[str]]:
+    top = manager.groups["all"].child_groups
+    for group in top:
+        if group.name not in KNOWN_GROUPS and group.name not in _IMPLICIT_GROUPS:
+            known = ", ".join(KNOWN_GROUPS)
+            raise BadInput(f"{_shown(hosts_path, base.parent)}: unknown group {group.name!r} (top-level groups: "
+                           f"{known}; put your own groups under one of them)")
+    return {name: [h.name for h in manager.groups[name].get_hosts()]
+            for name in KNOWN_GROUPS if name in manager.groups}
+
+
+def _settings(documents: dict[Path, Any], base: Path) -> tuple[Path, Settings]:
+    from pydantic import ValidationError
+
+    from gpuready.core.settings import Settings
+
+    defined = [p for p, doc in documents.items() if isinstance(doc, dict) and SETTINGS_VAR in doc]
+    expected = base / SETTINGS_FILE
+    if not defined:
+        raise BadInput(f"{_shown(expected, base.parent)}: missing required variable {SETTINGS_VAR!r}")
+    elsewhere = [p for p in defined if p != expected]
+    if elsewhere:
+        raise BadInput(f"{_shown(elsewhere[0], base.parent)}: {SETTINGS_VAR!r} belongs in {SETTINGS_FILE} only")
+    document = documents[expected]
+    for key in document:
+        if key != SETTINGS_VAR:
+            raise BadInput(f"{_shown(expected, base.parent)}: unknown key {key!r} (this file holds only "
+                           f"{SETTINGS_VAR!r})")
+    try:
+        return expected, Settings.model_validate(document[SETTINGS_VAR] or {})
+    except ValidationError as e:
+        raise BadInput(f"{_shown(expected, base.parent)}: {describe(e, SETTINGS_VAR)}") from e
+
+
+def describe(error: Any, root: str) -> str:
+    """One line for a pydantic ValidationError: the key path, what is wrong, what was given."""
+    first = error.errors()[0]
+    key = ".".join([root, *(str(p) for p in first["loc"])])
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        return f"{key}: unknown key"
+    if kind == "missing":
+        return f"{key}: missing required value"
+    given = first.get("input")
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{key}: {first['msg']} (got {given!r}){more}"
+
+
+def _check_host_vars(inventory: Inventory, documents: dict[Path, Any], base: Path) -> None:
+    from gpuready.core.settings import HOST_VARS
+
+    for host in inventory.host_groups:
+        variables = inventory.host_vars(host)
+        for key in variables:
+            if key.startswith("gpuready_") and key not in HOST_VARS:
+                raise BadInput(f"{inventory.path}: host {host}: unknown variable {key!r} "
+                               f"(known: {', '.join(HOST_VARS)})")
+    classes = inventory.settings.node_classes
+    for host in inventory.hosts("gpu_nodes"):
+        name = inventory.host_vars(host).get("gpuready_node_class")
+        if name is None and len(classes) > 1:
+            raise BadInput(f"{inventory.path}: host {host}: gpuready_node_class is required when there are "
+                           f"several node classes ({', '.join(classes)})")
+        if name is not None and name not in classes:
+            raise BadInput(f"{inventory.path}: host {host}: gpuready_node_class {name!r} is not one of "
+                           f"gpuready.node_classes ({', '.join(classes)})")

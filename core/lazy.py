@@ -1,0 +1,35 @@
+"""A click group whose subcommands are imported only when invoked.
+
+``gpuready --help`` lists commands from this table alone, so it never imports the
+heavy libraries (Ansible, kubernetes, pyvmomi, TensorFlow) the commands use.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+
+class LazyGroup(click.Group):
+    def __init__(self, *args: object, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        #: name -> ("module:attribute", short help)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            target, _ = self.lazy[name]
+            module, attribute = target.split(":")
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, self.lazy[name][1]) for name in sorted(self.lazy)]
+        rows += [(name, cmd.get_short_help_str()) for name, cmd in sorted(self.commands.items())]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)

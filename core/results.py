@@ -1,0 +1,142 @@
+"""One results model for every command: checks (per host) plus metrics.
+
+Every command builds a :class:`RunResult`; :mod:`gpuready.core.reports` writes it as
+``summary.json``, ``junit.xml``, ``report.md`` and a terminal table.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gpuready.core.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNREACHABLE
+
+PASSED = "passed"
+FAILED = "failed"
+SKIPPED = "skipped"
+ERROR = "error"
+CHECK_STATUSES = (PASSED, FAILED, SKIPPED, ERROR)
+
+
+@dataclass
+class Check:
+    """One finding about one host (or the cluster, or a VM): what, where, verdict, why, how to fix."""
+
+    id: str
+    host: str
+    status: str
+    message: str = ""
+    evidence: str = ""
+    remedy: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in CHECK_STATUSES:
+            raise ValueError(f"check {self.id}: status {self.status!r} is not one of {CHECK_STATUSES}")
+
+
+def passed(id: str, host: str, message: str = "", evidence: str = "") -> Check:
+    return Check(id, host, PASSED, message, evidence)
+
+
+def failed(id: str, host: str, message: str, evidence: str = "", remedy: str = "") -> Check:
+    return Check(id, host, FAILED, message, evidence, remedy)
+
+
+def skipped(id: str, host: str, reason: str, evidence: str = "") -> Check:
+    return Check(id, host, SKIPPED, reason, evidence)
+
+
+def errored(id: str, host: str, message: str, evidence: str = "", remedy: str = "") -> Check:
+    return Check(id, host, ERROR, message, evidence, remedy)
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class RunResult:
+    """What one gpuready command found. ``status`` is derived from the checks."""
+
+    command: str
+    inventory: str = ""
+    started: str = field(default_factory=now_iso)
+    finished: str = ""
+    checks: list[Check] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    #: Set when the command itself could not complete (bad input found late, run aborted).
+    aborted: str = ""
+    artifacts: str = ""
+
+    def add(self, *checks: Check) -> None:
+        self.checks.extend(checks)
+
+    @property
+    def status(self) -> str:
+        if self.aborted or any(c.status == ERROR for c in self.checks):
+            return ERROR
+        if any(c.status == FAILED for c in self.checks):
+            return FAILED
+        return PASSED
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(CHECK_STATUSES, 0)
+        for check in self.checks:
+            counts[check.status] += 1
+        return counts
+
+    def exit_code(self) -> int:
+        """0 all passed, 1 a check failed, 3 something could not be reached or run.
+
+        A failed check outranks an unreachable host: the admin has a real finding to act on.
+        """
+        if any(c.status == FAILED for c in self.checks):
+            return EXIT_CHECK_FAILED
+        if self.aborted or any(c.status == ERROR for c in self.checks):
+            return EXIT_UNREACHABLE
+        return EXIT_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            "command": self.command,
+            "started": self.started,
+            "finished": self.finished,
+            "status": self.status,
+            "inventory": self.inventory,
+            "counts": self.counts(),
+            "checks": [asdict(c) for c in self.checks],
+            "metrics": self.metrics,
+        }
+        if self.aborted:
+            data["aborted"] = self.aborted
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunResult:
+        run = cls(
+            command=data["command"],
+            inventory=data.get("inventory", ""),
+            started=data.get("started", ""),
+            finished=data.get("finished", ""),
+            metrics=data.get("metrics", {}),
+            aborted=data.get("aborted", ""),
+        )
+        run.checks = [Check(**c) for c in data.get("checks", [])]
+        return run
+
+
+__all__ = [
+    "CHECK_STATUSES",
+    "ERROR",
+    "EXIT_BAD_INPUT",
+    "FAILED",
+    "PASSED",
+    "SKIPPED",
+    "Check",
+    "RunResult",
+    "errored",
+    "failed",
+    "passed",
+    "skipped",
+]

@@ -1,0 +1,306 @@
+"""The one boundary to ansible-runner: every playbook gpuready runs goes through :func:`run_playbook`.
+
+It passes check/diff/limit/tags/extra vars, turns runner events into progress callbacks
+and per-host results, keeps one artifact folder per run, and cancels cleanly on Ctrl-C.
+Roles report findings by appending dicts to the fact ``gpuready_checks``; they come back
+as :class:`~gpuready.core.results.Check` objects.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuready.core import redact
+from gpuready.core.artifacts import write_json
+from gpuready.core.errors import BadInput, Cancelled, Unreachable, shorten
+from gpuready.core.results import CHECK_STATUSES, Check
+
+log = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[1]
+FINDINGS_FACT = "gpuready_checks"
+
+
+def playbooks_dir() -> Path:
+    return Path(os.environ.get("GPUREADY_PLAYBOOKS") or ROOT / "playbooks")
+
+
+@dataclass
+class TaskEvent:
+    """A simplified runner event, for progress display."""
+
+    host: str
+    task: str
+    status: str  # ok, changed, failed, unreachable, skipped
+    message: str = ""
+
+
+@dataclass
+class HostResult:
+    host: str
+    ok: int = 0
+    changed: int = 0
+    failures: int = 0
+    unreachable: bool = False
+    skipped: int = 0
+    changed_tasks: list[str] = field(default_factory=list)
+    failed_tasks: list[tuple[str, str]] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+    unreachable_message: str = ""
+
+
+@dataclass
+class PlaybookRun:
+    playbook: str
+    status: str  # successful, failed, canceled, timeout
+    rc: int
+    hosts: dict[str, HostResult]
+    artifacts: Path
+    cancelled: bool = False
+
+    @property
+    def changed(self) -> int:
+        return sum(h.changed for h in self.hosts.values())
+
+
+def known_tags(playbook: Path) -> set[str]:
+    """Tags a user may ask for: those on plays, roles and imports in the playbook, plus Ansible's own."""
+    import yaml
+
+    tags = {"all", "always", "never", "tagged", "untagged"}
+
+    def collect(node: Any) -> None:
+        if isinstance(node, dict):
+            value = node.get("tags")
+            if isinstance(value, str):
+                tags.update(t.strip() for t in value.split(","))
+            elif isinstance(value, list):
+                tags.update(str(t) for t in value)
+            for child in node.values():
+                collect(child)
+        elif isinstance(node, list):
+            for child in node:
+                collect(child)
+
+    collect(yaml.safe_load(playbook.read_text()))
+    return tags
+
+
+def check_tags(playbook: Path, tags: list[str]) -> None:
+    allowed = known_tags(playbook)
+    unknown = [t for t in tags if t not in allowed]
+    if unknown:
+        raise BadInput(f"unknown tag(s) {', '.join(unknown)}; {playbook.name} has: "
+                       f"{', '.join(sorted(allowed - {'all', 'always', 'never', 'tagged', 'untagged'}))}")
+
+
+@contextmanager
+def _cancel_on_sigint() -> Iterator[threading.Event]:
+    """Turn Ctrl-C into a cancel request the runner polls, instead of an exception mid-run."""
+    cancel = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield cancel
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum: int, frame: Any) -> None:
+        if cancel.is_set():  # a second Ctrl-C: stop waiting
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        cancel.set()
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield cancel
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def run_playbook(
+    playbook: str,
+    inventory: Path,
+    artifacts: Path,
+    *,
+    check: bool = False,
+    diff: bool = False,
+    limit: str | None = None,
+    tags: list[str] | None = None,
+    skip_tags: list[str] | None = None,
+    extra_vars: dict[str, Any] | None = None,
+    progress: Callable[[TaskEvent], None] | None = None,
+    forks: int = 50,
+    timeout_s: int | None = None,
+    envvars: dict[str, str] | None = None,
+) -> PlaybookRun:
+    """Run ``playbooks/<playbook>`` with ansible-runner and return per-host results.
+
+    Raises :class:`Cancelled` (with what ran so far in ``.run``) on Ctrl-C and
+    :class:`Unreachable` when Ansible itself could not start.
+    """
+    import ansible_runner
+
+    path = playbooks_dir() / playbook
+    if not path.is_file():
+        raise BadInput(f"no playbook {path}")
+    if tags:
+        check_tags(path, tags)
+    private = artifacts / "ansible"
+    private.mkdir(parents=True, exist_ok=True)
+    write_json(artifacts / "variables.json", {"playbook": playbook, "inventory": str(inventory), "check": check,
+                                               "diff": diff, "limit": limit, "tags": tags, "skip_tags": skip_tags,
+                                               "extra_vars": extra_vars or {}})
+    hosts: dict[str, HostResult] = {}
+    findings: dict[str, list[dict[str, Any]]] = {}
+
+    def on_event(event: dict[str, Any]) -> bool:
+        _record(event, hosts, findings, progress)
+        return True
+
+    cmdline = []
+    if check:
+        cmdline.append("--check")
+    if diff:
+        cmdline.append("--diff")
+    if skip_tags:
+        cmdline += ["--skip-tags", ",".join(skip_tags)]
+    env = {
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(playbooks_dir() / "roles"),
+        "ANSIBLE_LIBRARY": str(playbooks_dir() / "library"),
+        "ANSIBLE_MODULE_UTILS": str(playbooks_dir() / "module_utils"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        **(envvars or {}),
+    }
+    if shutil.which("ansible-playbook", path=env["PATH"]) is None:
+        raise Unreachable("ansible-playbook not found next to this Python or on PATH; install gpuready with pip")
+    # ansible-runner looks the binary up on our own PATH, so the venv's must come first there too.
+    os.environ["PATH"] = env["PATH"]
+    with _cancel_on_sigint() as cancel:
+        try:
+            result = ansible_runner.run(
+                private_data_dir=str(private),
+                project_dir=str(playbooks_dir()),
+                playbook=str(path),
+                inventory=str(Path(inventory).resolve()),
+                cmdline=" ".join(cmdline) or None,
+                limit=limit,
+                tags=",".join(tags) if tags else None,
+                extravars=extra_vars or {},
+                envvars=env,
+                forks=forks,
+                quiet=True,
+                event_handler=on_event,
+                cancel_callback=cancel.is_set,
+                timeout=timeout_s,
+                suppress_env_files=True,
+                rotate_artifacts=1,
+            )
+        except Exception as e:  # ansible-runner raises plain exceptions for set-up problems
+            raise Unreachable(f"could not run {playbook}: {shorten(e)}") from e
+    _scrub(private)
+    run = PlaybookRun(playbook=playbook, status=result.status, rc=result.rc or 0, hosts=hosts, artifacts=private,
+                      cancelled=cancel.is_set() or result.status == "canceled")
+    _apply_stats(result, hosts)
+    for host, items in findings.items():
+        hosts.setdefault(host, HostResult(host)).checks = [_finding(host, item) for item in items]
+    write_json(artifacts / "recap.json", {h: _recap(r) for h, r in hosts.items()} | {"status": run.status})
+    if run.cancelled:
+        raise Cancelled("cancelled by Ctrl-C", run)
+    if result.status == "failed" and not hosts:
+        raise Unreachable(f"{playbook} did not run: {shorten(_last_error(result))}")
+    return run
+
+
+def _record(event: dict[str, Any], hosts: dict[str, HostResult], findings: dict[str, list[dict[str, Any]]],
+            progress: Callable[[TaskEvent], None] | None) -> None:
+    kind = event.get("event", "")
+    data = event.get("event_data", {})
+    host = data.get("host") or data.get("remote_addr")
+    if not host or not kind.startswith("runner_on_") or kind in ("runner_on_start",):
+        return
+    res = data.get("res", {}) or {}
+    task = data.get("task", "")
+    record = hosts.setdefault(host, HostResult(host))
+    status = {"runner_on_ok": "changed" if res.get("changed") else "ok", "runner_on_failed": "failed",
+              "runner_on_unreachable": "unreachable", "runner_on_skipped": "skipped"}.get(kind)
+    if status is None:
+        return
+    if kind == "runner_on_failed" and data.get("ignore_errors"):
+        status = "ok"
+    message = ""
+    if status == "changed":
+        record.changed_tasks.append(task)
+    elif status == "failed":
+        message = shorten(redact.text(str(res.get("msg") or res.get("stderr") or res.get("stdout") or "")))
+        record.failed_tasks.append((task, message))
+    elif status == "unreachable":
+        message = shorten(redact.text(str(res.get("msg", "unreachable"))))
+        record.unreachable = True
+        record.unreachable_message = message
+    facts = res.get("ansible_facts") or {}
+    if FINDINGS_FACT in facts and isinstance(facts[FINDINGS_FACT], list):
+        findings[host] = facts[FINDINGS_FACT]
+    if progress:
+        progress(TaskEvent(host=host, task=task, status=status, message=message))
+
+
+def _scrub(private: Path) -> None:
+    """ansible-runner saves the whole environment with the command line: mask the secrets in it."""
+    import json
+
+    for path in private.glob("artifacts/*/command"):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        path.write_text(json.dumps(redact.structure(data)))
+    for path in private.glob("artifacts/*/job_events/*.json"):
+        text = path.read_text()
+        scrubbed = redact.text(text)
+        if scrubbed != text:
+            path.write_text(scrubbed)
+
+
+def _apply_stats(result: Any, hosts: dict[str, HostResult]) -> None:
+    stats = result.stats or {}
+    for key, attr in (("ok", "ok"), ("changed", "changed"), ("failures", "failures"), ("skipped", "skipped")):
+        for host, n in (stats.get(key) or {}).items():
+            setattr(hosts.setdefault(host, HostResult(host)), attr, n)
+    for host in stats.get("dark") or {}:
+        hosts.setdefault(host, HostResult(host)).unreachable = True
+
+
+def _finding(host: str, item: dict[str, Any]) -> Check:
+    status = str(item.get("status", "error"))
+    if status not in CHECK_STATUSES:
+        status = "error"
+    return Check(id=str(item.get("id", "finding")), host=host, status=status,
+                 message=redact.text(str(item.get("message", ""))),
+                 evidence=redact.text(str(item.get("evidence", ""))), remedy=str(item.get("remedy", "")))
+
+
+def _recap(r: HostResult) -> dict[str, Any]:
+    return {"ok": r.ok, "changed": r.changed, "failures": r.failures, "unreachable": r.unreachable,
+            "skipped": r.skipped, "changed_tasks": r.changed_tasks, "failed_tasks": r.failed_tasks}
+
+
+def _last_error(result: Any) -> str:
+    try:
+        lines = [line for line in result.stdout.read().splitlines() if line.strip()]
+    except Exception:  # the stdout file may be missing when ansible never started
+        return result.status
+    errors = [line for line in lines if "ERROR" in line]
+    return (errors or lines or [result.status])[-1]

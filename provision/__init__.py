@@ -1,0 +1,1 @@
+"""gpuready.provision: what each ``provision`` command runs and how it reports."""

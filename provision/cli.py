@@ -1,0 +1,51 @@
+"""``gpuready provision``: everything that changes machines, run by Ansible."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpuready.core.command import Context, common_options, execute, limit_option
+from gpuready.core.results import RunResult
+
+SITE = "site.yml"
+
+
+@click.group()
+def provision() -> None:
+    """Provision GPU nodes, Kubernetes/OpenShift and vSphere (Ansible does every change)."""
+
+
+@provision.command("cluster")
+@common_options
+@limit_option
+@click.option("--check", is_flag=True, help="Plan only: report what would change, change nothing.")
+@click.option("--diff", is_flag=True, help="Show the before/after of each change.")
+@click.option("--tags", default=None, metavar="LIST", help="Only these layers (comma-separated site.yml tags).")
+def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, check: bool,
+            diff: bool, tags: str | None) -> None:
+    """Run playbooks/site.yml against the inventory: preflight, then each layer behind its tag."""
+    options = {"limit": limit, "check": check, "diff": diff,
+               "tags": [t.strip() for t in tags.split(",") if t.strip()] if tags else None}
+    execute(Context("provision cluster", inventory_path, artifacts, verbose, options), _cluster)
+
+
+def _cluster(ctx: Context) -> RunResult:
+    from gpuready.core.runner import check_tags, playbooks_dir, run_playbook
+    from gpuready.provision.playbook_results import add_playbook_run
+
+    opts = ctx.options
+    inv = ctx.inventory
+    if opts["tags"]:
+        check_tags(playbooks_dir() / SITE, opts["tags"])
+    inv.limit(opts["limit"])  # refuses a pattern that matches no host, before Ansible starts
+    result = ctx.new_result()
+    result.metrics["check_mode"] = opts["check"]
+    ctx.note(f"provision cluster: {inv.path} ({'check mode, nothing will change' if opts['check'] else 'apply'})"
+             f" — artifacts in {ctx.run_dir}")
+    run = run_playbook(SITE, inv.path, ctx.run_dir, check=opts["check"], diff=opts["diff"], limit=opts["limit"],
+                       tags=opts["tags"], progress=ctx.progress)
+    add_playbook_run(result, run, check_mode=opts["check"])
+    return result
+

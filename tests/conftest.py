@@ -1,0 +1,40 @@
+"""Shared test helpers.
+
+``require(ok, reason)``: a test that needs a real part (root, vcsim, mmdebstrap, TensorFlow...)
+skips with ``reason`` on a developer machine, and fails under CI=true, where every
+prerequisite must have been installed by `make test`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def require(ok: object, reason: str) -> None:
+    if ok:
+        return
+    if IN_CI:
+        pytest.fail(f"CI=true and a prerequisite is missing: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def gpuready(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+             timeout: int = 600, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real ``gpuready`` command line in a child process, as a user would."""
+    return subprocess.run([sys.executable, "-m", "gpuready.core.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env={**os.environ, **(env or {})}, timeout=timeout, input=input)
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    path = tmp_path / "runs"
+    path.mkdir()
+    return path

@@ -1,0 +1,1 @@
+"""gpuready.validate: check catalogues (node, cluster, vSphere, training) and their runners."""

@@ -1,0 +1,1 @@
+"""gpuready.workloads: the CheXNet training workload, its input pipeline and launchers."""
