@@ -112,7 +112,6 @@ def execute(ctx: Context, body: Callable[[Context], RunResult], *, write: bool =
     Our errors become one line and their exit code. A run that got somewhere before
     failing is still written, so nothing half-done goes unreported.
     """
-    from gpuready.core import reports
 
     logging.basicConfig(level=logging.DEBUG if ctx.verbose > 1 else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")

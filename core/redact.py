@@ -11,7 +11,10 @@ import re
 from typing import Any
 
 MASK = "********"
-_SECRET_KEY = re.compile(r"(pass(word|wd)?|secret|token|api_?key|private_?key|credential|vault)", re.I)
+# Whole words of a snake/kebab-case key, so "passed" or "tokenizer" are not taken for secrets.
+_SECRET_KEY = re.compile(
+    r"(^|[_\-.])(pass|password|passwd|passphrase|secret|token|api_?key|private_?key|credentials?|"
+    r"client_?key|vault_?password)($|[_\-.])", re.I)
 _registered: set[str] = set()
 
 
@@ -23,6 +26,15 @@ def register(value: str | None) -> None:
     """Remember a secret value so :func:`text` masks it wherever it shows up."""
     if value and len(value) >= 4:
         _registered.add(value)
+
+
+def register_environment(environ: dict[str, str] | None = None) -> None:
+    """Treat the values of secret-named environment variables (passwords, tokens) as secrets."""
+    import os
+
+    for key, value in (os.environ if environ is None else environ).items():
+        if is_secret_key(key):
+            register(value)
 
 
 def text(value: str) -> str:

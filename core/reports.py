@@ -67,7 +67,8 @@ def markdown(run: RunResult) -> str:
         lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     if run.metrics:
         lines += ["", "## Metrics", ""]
-        lines += [f"- {k}: {v}" for k, v in run.metrics.items() if not isinstance(v, dict | list)]
+        metrics = redact.structure(run.metrics)
+        lines += [f"- {k}: {v}" for k, v in metrics.items() if not isinstance(v, dict | list)]
     return "\n".join(lines) + "\n"
 
 

@@ -154,6 +154,7 @@ def run_playbook(
         raise BadInput(f"no playbook {path}")
     if tags:
         check_tags(path, tags)
+    redact.register_environment()
     private = artifacts / "ansible"
     private.mkdir(parents=True, exist_ok=True)
     write_json(artifacts / "variables.json", {"playbook": playbook, "inventory": str(inventory), "check": check,
@@ -258,18 +259,19 @@ def _record(event: dict[str, Any], hosts: dict[str, HostResult], findings: dict[
 
 
 def _scrub(private: Path) -> None:
-    """ansible-runner saves the whole environment with the command line: mask the secrets in it."""
+    """Mask secrets in what ansible-runner saved: it keeps the whole environment and gathered facts."""
     import json
 
-    for path in private.glob("artifacts/*/command"):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+    for path in private.glob("artifacts/*/fact_cache"):
+        shutil.rmtree(path, ignore_errors=True)  # a copy of every host's environment, not needed afterwards
+    for path in private.glob("artifacts/*/**/*"):
+        if not path.is_file():
             continue
-        path.write_text(json.dumps(redact.structure(data)))
-    for path in private.glob("artifacts/*/job_events/*.json"):
-        text = path.read_text()
-        scrubbed = redact.text(text)
+        text = path.read_text(errors="replace")
+        try:
+            scrubbed = json.dumps(redact.structure(json.loads(text)))
+        except ValueError:
+            scrubbed = redact.text(text)
         if scrubbed != text:
             path.write_text(scrubbed)
 

@@ -1,0 +1,161 @@
+"""The lab: local simulators standing in for a GPU site, each plainly labelled simulated.
+
+A component (the Kubernetes API emulator, vcsim, SSH hosts in network namespaces) starts
+detached processes, waits until they answer, and writes an inventory of its own under
+the lab folder, so every gpuready command can be pointed at it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuready.core.errors import BadInput, Unreachable
+
+COMPONENTS = {
+    "kubernetes": "gpuready.core.lab.kubernetes:KubernetesLab",
+    "vsphere": "gpuready.core.lab.vsphere:VsphereLab",
+    "nodes": "gpuready.core.lab.nodes:NodesLab",
+}
+DEFAULT_DIR = Path("gpuready-lab")
+
+
+class Lab:
+    """The lab folder: one sub-folder per component, and state.json recording what runs."""
+
+    def __init__(self, root: Path | str | None = None) -> None:
+        self.root = Path(root or os.environ.get("GPUREADY_LAB_DIR") or DEFAULT_DIR).resolve()
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    def component_dir(self, name: str) -> Path:
+        path = self.root / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def inventory_dir(self, name: str) -> Path:
+        return self.component_dir(name) / "inventory"
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None,
+              cwd: Path | str | None = None) -> int:
+        """Start a detached process (own session, so `lab down` can stop all it started)."""
+        log = self.component_dir(name) / f"{name}.log"
+        with log.open("ab") as out:
+            try:
+                process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                           env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True)
+            except OSError as e:
+                raise Unreachable(f"lab {name}: cannot start {argv[0]}: {e.strerror}") from e
+        return process.pid
+
+    def write_inventory(self, name: str, hosts: dict[str, Any], settings: dict[str, Any]) -> Path:
+        folder = self.inventory_dir(name)
+        (folder / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
+        header = f"# Simulated lab ({name}), written by `gpuready lab up`. Not a real site.\n"
+        (folder / "hosts.yml").write_text(header + yaml.safe_dump(hosts, sort_keys=False))
+        (folder / "group_vars" / "all" / "gpuready.yml").write_text(
+            header + yaml.safe_dump({"gpuready": settings}, sort_keys=False))
+        return folder
+
+    def load_state(self) -> dict[str, dict[str, Any]]:
+        try:
+            return json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return {}
+        except ValueError as e:
+            raise BadInput(f"{self.state_file}: unreadable lab state ({e}); remove the lab folder") from e
+
+    def save_state(self, state: dict[str, dict[str, Any]]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.state_file.write_text(json.dumps(state, indent=2) + "\n")
+
+
+def wait_for_port(host: str, port: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise Unreachable(f"nothing answers on {host}:{port} after {timeout:.0f}s") from e
+            time.sleep(0.1)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_pids(pids: list[int], grace: float = 5.0) -> None:
+    """SIGTERM each process's session, then SIGKILL what is left after ``grace`` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                continue
+        deadline = time.monotonic() + grace
+        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            _reap()
+            time.sleep(0.05)
+        _reap()
+        if not any(pid_alive(p) for p in pids):
+            return
+
+
+def _reap() -> None:
+    # Children spawned by this very process (tests) stay zombies, and so "alive", until reaped.
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+class Component:
+    """A lab component. Subclasses start processes in ``up`` and return their state."""
+
+    name = ""
+    description = ""
+    needs_root = False
+
+    def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def down(self, lab: Lab, state: dict[str, Any]) -> None:
+        stop_pids([int(p) for p in state.get("pids", [])])
+
+    def status(self, lab: Lab, state: dict[str, Any]) -> str:
+        pids = [int(p) for p in state.get("pids", [])]
+        alive = [p for p in pids if pid_alive(p)]
+        if pids and len(alive) == len(pids):
+            return f"running (pids {', '.join(map(str, pids))}); inventory {state.get('inventory', '?')}"
+        return f"stopped ({len(alive)}/{len(pids)} processes alive)"
+
+
+def component(name: str) -> Component:
+    if name not in COMPONENTS:
+        raise BadInput(f"unknown lab component {name!r} (known: {', '.join(COMPONENTS)})")
+    module, attribute = COMPONENTS[name].split(":")
+    try:
+        cls = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as e:
+        raise BadInput(f"lab component {name!r} is not available in this build ({e})") from e
+    return cls()

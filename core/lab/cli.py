@@ -1,0 +1,103 @@
+"""``gpuready lab``: start, stop and list the local simulators."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from gpuready.core.command import fail
+from gpuready.core.errors import GpureadyError
+
+
+def _lab_dir_option(func):  # type: ignore[no-untyped-def]
+    return click.option("--lab-dir", type=click.Path(path_type=Path), default=None,
+                        help="Lab folder [default: ./gpuready-lab, or $GPUREADY_LAB_DIR].")(func)
+
+
+def _names(components: str | None, default: list[str]) -> list[str]:
+    names = [c.strip() for c in (components or "").split(",") if c.strip()]
+    return names or default
+
+
+@click.group()
+def lab() -> None:
+    """The lab of local simulators (plainly simulated): Kubernetes API, vCenter, GPU node hosts."""
+
+
+@lab.command("up")
+@click.option("--components", required=True, metavar="LIST", help="Comma-separated: kubernetes, vsphere, nodes.")
+@click.option("--set", "settings", multiple=True, metavar="NAME.KEY=VALUE", help="A component option.")
+@_lab_dir_option
+def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None:
+    """Start lab components; prints each one's inventory path, the last line the last one's."""
+    from gpuready.core.lab import Lab, component
+
+    names = _names(components, [])
+    options: dict[str, dict[str, str]] = {n: {} for n in names}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        name, dot, option = key.partition(".")
+        if not sep or not dot or not option:
+            fail(f"--set {item!r}: expected NAME.KEY=VALUE", 2)
+        if name not in options:
+            fail(f"--set {item!r}: component {name!r} is not in --components", 2)
+        options[name][option] = value
+    the_lab = Lab(lab_dir)
+    try:
+        parts = [(n, component(n)) for n in names]
+        for name, part in parts:
+            if part.needs_root and os.geteuid() != 0:
+                fail(f"lab component {name!r} needs root (network namespaces); run it as root", 2)
+        state = the_lab.load_state()
+        for name, part in parts:
+            if name in state:
+                click.echo(f"{name}: already up — {part.status(the_lab, state[name])}", err=True)
+                click.echo(state[name].get("inventory", ""))
+                continue
+            click.echo(f"{name}: starting ({part.description})", err=True)
+            state[name] = part.up(the_lab, options[name])
+            the_lab.save_state(state)
+            click.echo(state[name]["inventory"])
+    except GpureadyError as e:
+        fail(str(e), e.exit_code)
+
+
+@lab.command("down")
+@click.option("--components", default=None, metavar="LIST", help="Only these (default: all that are up).")
+@_lab_dir_option
+def down(components: str | None, lab_dir: Path | None) -> None:
+    """Stop lab components and remove what they set up."""
+    from gpuready.core.lab import Lab, component
+
+    the_lab = Lab(lab_dir)
+    try:
+        state = the_lab.load_state()
+        for name in _names(components, list(state)):
+            if name not in state:
+                click.echo(f"{name}: not up", err=True)
+                continue
+            component(name).down(the_lab, state[name])
+            del state[name]
+            the_lab.save_state(state)
+            click.echo(f"{name}: stopped", err=True)
+    except GpureadyError as e:
+        fail(str(e), e.exit_code)
+
+
+@lab.command("status")
+@_lab_dir_option
+def status(lab_dir: Path | None) -> None:
+    """One line per lab component that was started."""
+    from gpuready.core.lab import Lab, component
+
+    the_lab = Lab(lab_dir)
+    try:
+        state = the_lab.load_state()
+        if not state:
+            click.echo("lab: nothing is up")
+        for name, item in state.items():
+            click.echo(f"{name}: {component(name).status(the_lab, item)}")
+    except GpureadyError as e:
+        fail(str(e), e.exit_code)

@@ -1,0 +1,135 @@
+"""Table of bad inputs: each is one line on stderr, no traceback, and the documented exit code."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, gpuready
+
+GOOD = {
+    "node_classes": {"v100": {"gpu_model": "Tesla V100-SXM2-32GB", "gpu_count": 4}},
+    "driver": {"branch": "550"},
+}
+
+
+def make_inventory(tmp: Path, hosts: object = None, settings: object = None) -> Path:
+    inv = tmp / "inv"
+    (inv / "group_vars" / "all").mkdir(parents=True)
+    hosts = hosts if hosts is not None else {"gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}}}
+    (inv / "hosts.yml").write_text(hosts if isinstance(hosts, str) else yaml.safe_dump(hosts))
+    body = settings if settings is not None else {"gpuready": GOOD}
+    (inv / "group_vars" / "all" / "gpuready.yml").write_text(body if isinstance(body, str) else yaml.safe_dump(body))
+    return inv
+
+
+def with_settings(**changes: object) -> dict[str, object]:
+    data = yaml.safe_load(yaml.safe_dump(GOOD))
+    for dotted, value in changes.items():
+        node = data
+        *path, last = dotted.split("__")
+        for key in path:
+            node = node.setdefault(key, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return {"gpuready": data}
+
+
+Case = Callable[[Path], list[str]]
+CASES: dict[str, tuple[Case, int, str]] = {
+    "missing inventory": (lambda t: ["inventory", "check", "-i", str(t / "nope")], 2, "inventory not found"),
+    "folder without hosts.yml": (lambda t: ["inventory", "check", "-i", str(t)], 2, "no hosts.yml"),
+    "malformed hosts YAML": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t, hosts="gpu_nodes:\n  hosts: [a\n"))],
+        2, "hosts.yml:"),
+    "malformed settings YAML": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t, settings="gpuready:\n  driver: {branch: \n"))],
+        2, "gpuready.yml:"),
+    "unknown group": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t, hosts={"gpu_node": {"hosts": {"a": None}}}))],
+        2, "unknown group 'gpu_node'"),
+    "unknown settings key": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t, settings=with_settings(driver__brnch="5")))],
+        2, "gpuready.driver.brnch: unknown key"),
+    "unknown top-level key in the settings file": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t, settings={"gpuready": GOOD, "typo": 1}))],
+        2, "unknown key 'typo'"),
+    "wrong type": (
+        lambda t: ["inventory", "check", "-i",
+                   str(make_inventory(t, settings=with_settings(node_classes__v100__gpu_count="four")))],
+        2, "gpuready.node_classes.v100.gpu_count"),
+    "wrong type of a boolean": (
+        lambda t: ["inventory", "check", "-i",
+                   str(make_inventory(t, settings=with_settings(driver__allow_reboot="sometimes")))],
+        2, "gpuready.driver.allow_reboot"),
+    "missing required value": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t, settings=with_settings(driver=None)))],
+        2, "gpuready.driver: missing required value"),
+    "missing settings variable": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t, settings={"other": 1}))],
+        2, "missing required variable 'gpuready'"),
+    "unknown gpuready host variable": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(
+            t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_klass": "v100"}}}}))],
+        2, "unknown variable 'gpuready_node_klass'"),
+    "node class that does not exist": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(
+            t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_class": "a100"}}}}))],
+        2, "gpuready_node_class 'a100' is not one of"),
+    "unknown --tags": (
+        lambda t: ["provision", "cluster", "-i", str(make_inventory(t)), "--check", "--tags", "preflight,nope",
+                   "--artifacts", str(t / "runs")],
+        2, "unknown tag(s) nope"),
+    "--limit matching no host": (
+        lambda t: ["provision", "cluster", "-i", str(make_inventory(t)), "--check", "--limit", "gpu99",
+                   "--artifacts", str(t / "runs")],
+        2, "--limit 'gpu99' matches no host"),
+    "unknown option": (lambda t: ["provision", "cluster", "--chek"], 2, "No such option"),
+    "unknown command": (lambda t: ["provison"], 2, "No such command"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_is_one_line_and_its_exit_code(name: str, tmp_path: Path) -> None:
+    argv, code, text = CASES[name]
+    done = gpuready(*argv(tmp_path))
+    assert done.returncode == code, done.stderr + done.stdout
+    assert "Traceback" not in done.stderr + done.stdout
+    assert text in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith(("gpuready: error:", "Error:"))]
+    assert len(errors) == 1, done.stderr
+    if not done.stderr.startswith("Usage"):
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_an_unreachable_host_is_an_error_for_that_host_and_exit_3(tmp_path: Path) -> None:
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh client")
+    hosts = {"gpu_nodes": {"hosts": {
+        "here": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+        "gone": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"},
+    }}}
+    settings = with_settings(node_classes__v100__gpu_count=0, preflight={"min_free_disk_gib": 0})
+    inv = make_inventory(tmp_path, hosts=hosts, settings=settings)
+    done = gpuready("provision", "cluster", "-i", str(inv), "--check", "--artifacts", str(tmp_path / "runs"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    summary = next((tmp_path / "runs").glob("*/summary.json")).read_text()
+    import json
+
+    checks = {(c["host"], c["id"]): c for c in json.loads(summary)["checks"]}
+    assert checks[("gone", "provision.reach")]["status"] == "error"
+    assert "unreachable" in checks[("gone", "provision.reach")]["message"]
+    assert checks[("here", "provision.apply")]["status"] == "passed"
+
+
+@pytest.mark.parametrize("inventory", sorted(p.name for p in (ROOT / "inventories").iterdir() if p.is_dir()))
+def test_every_shipped_inventory_passes_check(inventory: str, tmp_path: Path) -> None:
+    done = gpuready("inventory", "check", "-i", f"inventories/{inventory}", "--artifacts", str(tmp_path))
+    assert done.returncode == 0, done.stderr

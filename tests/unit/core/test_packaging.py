@@ -1,0 +1,68 @@
+"""The package layout promises: every package is installed, no root `gpuready/`, a light CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from tests.conftest import ROOT
+
+HEAVY = ["tensorflow", "horovod", "kubernetes", "pyvmomi", "ansible", "openshift", "testinfra", "matplotlib"]
+
+
+def _declared() -> tuple[list[str], dict[str, str]]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    setuptools = data["tool"]["setuptools"]
+    return setuptools["packages"], setuptools["package-dir"]
+
+
+def test_every_folder_with_init_is_a_listed_package() -> None:
+    packages, mapping = _declared()
+    expected = set()
+    for name, folder in mapping.items():
+        base = ROOT / folder
+        for init in base.rglob("__init__.py"):
+            if "__pycache__" in init.parts:
+                continue
+            relative = init.parent.relative_to(base)
+            expected.add(".".join([name, *relative.parts]))
+    missing = sorted(expected - set(packages))
+    assert not missing, f"folders with __init__.py missing from [tool.setuptools] packages: {missing}"
+
+
+def test_listed_packages_exist() -> None:
+    packages, mapping = _declared()
+    for package in packages:
+        top = next(n for n in mapping if package == n or package.startswith(n + "."))
+        folder = ROOT / mapping[top] / package[len(top):].lstrip(".").replace(".", "/")
+        assert (folder / "__init__.py").is_file(), package
+
+
+def test_no_physical_gpuready_folder_at_root() -> None:
+    assert not (ROOT / "gpuready").exists()
+
+
+HELP_ARGV = [["--help"], ["--version"], ["provision", "--help"], ["provision", "cluster", "--help"],
+             ["inventory", "--help"], ["lab", "--help"], ["validate", "--help"], ["report", "--help"]]
+
+
+@pytest.mark.parametrize("argv", HELP_ARGV)
+def test_help_does_not_import_heavy_libraries(argv: list[str]) -> None:
+    code = (
+        "import sys, json\n"
+        f"sys.argv = ['gpuready', *{argv!r}]\n"
+        "from gpuready.core.cli import cli\n"
+        "try:\n    cli(prog_name='gpuready')\nexcept SystemExit as e:\n    code = e.code\n"
+        f"print(json.dumps([code, sorted(m for m in {HEAVY!r} if m in sys.modules)]), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    last = done.stderr.strip().splitlines()[-1]
+    code, imported = json.loads(last)
+    if code == 2 and "No such command" in done.stderr:
+        pytest.skip(f"{argv[0]} is not a command in this build")
+    assert code == 0, done.stderr
+    assert imported == [], f"`gpuready {' '.join(argv)}` imported {imported}"
