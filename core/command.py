@@ -60,6 +60,9 @@ class Context:
     artifacts_root: Path | None = None
     verbose: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    _counts: dict[str, int] = field(default_factory=dict, repr=False)
+    _hosts: set[str] = field(default_factory=set, repr=False)
+    _live: Any = field(default=None, repr=False)
 
     @cached_property
     def inventory(self) -> Inventory:
@@ -89,13 +92,28 @@ class Context:
         return RunResult(command=self.command, inventory=str(self.inventory_path))
 
     def progress(self, event: TaskEvent) -> None:
-        """One line per task result; ok/skipped lines only with -v, so big runs stay readable."""
+        """One line per change or failure (every result with -v), and on a terminal a live status line
+        with the counts, so a run over many hosts shows it is moving without flooding the screen."""
+        self._counts[event.status] = self._counts.get(event.status, 0) + 1
+        self._hosts.add(event.host)
         style = {"ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold magenta",
-                 "skipped": "dim"}[event.status]
-        if event.status in ("ok", "skipped") and not self.verbose:
-            return
-        detail = f" — {event.message}" if event.message else ""
-        self.err.print(f"[{style}]{event.status:<11}[/] {event.host:<20} {event.task}{detail}", markup=True)
+                 "skipped": "dim"}.get(event.status, "")
+        if event.status not in ("ok", "skipped") or self.verbose:
+            detail = f" — {event.message}" if event.message else ""
+            self.err.print(f"[{style}]{event.status:<11}[/] {event.host:<20} {event.task}{detail}", markup=True)
+        if self.err.is_terminal:
+            counts = " ".join(f"{k} {v}" for k, v in sorted(self._counts.items()))
+            line = f"{len(self._hosts)} hosts · {counts} · {event.task}"
+            if self._live is None:
+                self._live = self.err.status(line)
+                self._live.start()
+            else:
+                self._live.update(line)
+
+    def stop_progress(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     def note(self, message: str) -> None:
         self.err.print(message, markup=False)
@@ -123,10 +141,13 @@ def execute(ctx: Context, body: Callable[[Context], RunResult], *, write: bool =
         _finish(ctx, result, write)
         fail(str(e), e.exit_code)
     except KeyboardInterrupt:
+        ctx.stop_progress()
         fail("cancelled by Ctrl-C", Cancelled.exit_code)
     except BadInput as e:
+        ctx.stop_progress()
         fail(str(e), e.exit_code)
     except GpureadyError as e:
+        ctx.stop_progress()
         partial = getattr(e, "partial", None)
         if isinstance(partial, RunResult):
             partial.aborted = str(e)
@@ -141,6 +162,7 @@ def execute(ctx: Context, body: Callable[[Context], RunResult], *, write: bool =
 def _finish(ctx: Context, result: RunResult, write: bool) -> None:
     from gpuready.core import reports
 
+    ctx.stop_progress()
     if write:
         reports.write_all(result, ctx.run_dir)
     reports.print_table(result, ctx.console, verbose=bool(ctx.verbose))
