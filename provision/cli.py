@@ -23,11 +23,16 @@ def provision() -> None:
 @click.option("--check", is_flag=True, help="Plan only: report what would change, change nothing.")
 @click.option("--diff", is_flag=True, help="Show the before/after of each change.")
 @click.option("--tags", default=None, metavar="LIST", help="Only these layers (comma-separated site.yml tags).")
+@click.option("--allow-power-off", is_flag=True, help="vSphere: power off VMs whose GPU changes need it (then on).")
+@click.option("--insecure", is_flag=True, help="vSphere: do not verify vCenter's TLS certificate (labs only).")
+@click.option("--remove", is_flag=True,
+              help="Undo: restore runtime configs from backup, drop SELinux rules and SSH keys (driver only if set).")
 def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, check: bool,
-            diff: bool, tags: str | None) -> None:
+            diff: bool, tags: str | None, allow_power_off: bool, insecure: bool, remove: bool = False) -> None:
     """Run playbooks/site.yml against the inventory: preflight, then each layer behind its tag."""
     options = {"limit": limit, "check": check, "diff": diff,
-               "tags": [t.strip() for t in tags.split(",") if t.strip()] if tags else None}
+               "tags": [t.strip() for t in tags.split(",") if t.strip()] if tags else None,
+               "allow_power_off": allow_power_off, "insecure": insecure, "remove": remove}
     execute(Context("provision cluster", inventory_path, artifacts, verbose, options), _cluster)
 
 
@@ -40,12 +45,22 @@ def _cluster(ctx: Context) -> RunResult:
     if opts["tags"]:
         check_tags(playbooks_dir() / SITE, opts["tags"])
     inv.limit(opts["limit"])  # refuses a pattern that matches no host, before Ansible starts
+    from gpuready.provision.vsphere_plan import provision_extra_vars
+
+    # The vSphere plan is made and checked here, so a bad one is refused before anything changes.
+    extra_vars = provision_extra_vars(inv, tags=opts["tags"], limit=opts["limit"], insecure=opts["insecure"],
+                                      allow_power_off=opts["allow_power_off"], note=ctx.note)
+    skip_tags = None
+    if opts.get("remove"):
+        # The same plays undo what they added; preflight is skipped so a degraded node can still be cleaned.
+        extra_vars = {**(extra_vars or {}), "gpuready_state": "absent"}
+        skip_tags = ["preflight"]
     result = ctx.new_result()
     result.metrics["check_mode"] = opts["check"]
     ctx.note(f"provision cluster: {inv.path} ({'check mode, nothing will change' if opts['check'] else 'apply'})"
              f" — artifacts in {ctx.run_dir}")
     run = run_playbook(SITE, inv.path, ctx.run_dir, check=opts["check"], diff=opts["diff"], limit=opts["limit"],
-                       tags=opts["tags"], progress=ctx.progress)
+                       tags=opts["tags"], progress=ctx.progress, extra_vars=extra_vars, skip_tags=skip_tags)
     add_playbook_run(result, run, check_mode=opts["check"])
     return result
 

@@ -12,24 +12,62 @@ from gpuready.core.settings.base import Section
 class Reference(Section):
     """A ReFrame-style reference: the metric must lie in [target*(1+lower), target*(1+upper)]."""
 
+    #: GPU model as nvidia-smi names it ("*": any)
     gpu_model: str = "*"
+    #: the network the figure was measured with ("*": any)
+    model: str = "*"
+    #: workers (GPUs) the figure is for
     gpus: int = Field(ge=1)
+    #: metric name; images_per_second is the total over all workers
     metric: str = "images_per_second"
+    #: the expected value
     target: float
+    #: lowest acceptable, as a fraction of target (-0.1: 10% below)
     lower: float = Field(default=-0.1, le=0)
+    #: highest acceptable, as a fraction of target (none: no upper bound)
     upper: float | None = None
+    #: unit shown in reports
     unit: str = "images/s"
 
 
 class Training(Section):
+    #: the network: CheXNet's DenseNet-121, or ResNet-50 (scales better, seed 000)
     model: Literal["densenet121", "resnet50"] = "densenet121"
+    #: images per worker (GPU) and step
     batch_size: int = Field(default=32, ge=1)
+    #: side of the square input in pixels (CheXNet: 224)
     image_size: int = Field(default=224, ge=32)
+    #: timed steps per run
     steps: int = Field(default=50, ge=1)
+    #: steps run first and not timed (graph building, autotuning)
     warmup_steps: int = Field(default=10, ge=0)
+    #: "synthetic", or a folder of TFRecords made by `python -m gpuready.workloads.convert`
     data: str = "synthetic"
+    #: tf.data pipeline for real data: "new" (seed 004's, scales) or "old" (for comparison)
+    pipeline: Literal["new", "old"] = "new"
+    #: horovod (Gloo or MPI), or mwms (tf.distribute MultiWorkerMirroredStrategy, no Horovod needed)
+    distribution: Literal["horovod", "mwms"] = "horovod"
+    #: where the workers run: this machine, over SSH, a Slurm job, or a Kubernetes MPIJob/TFJob
     launcher: Literal["local", "ssh", "slurm", "kubernetes"] = "local"
+    #: the sweep: worker (GPU) counts to run, one run each
     gpus: list[int] = Field(default_factory=lambda: [1])
+    #: float16 compute with float32 master weights
     mixed_precision: bool = False
+    #: XLA auto-clustering
     xla: bool = False
+    #: held-out batches for the mean AUROC (real data only; 0: skip)
+    eval_batches: int = Field(default=0, ge=0)
+    #: ssh launcher: horovodrun (Gloo) or mpirun --map-by socket (seed 004's binding)
+    ssh_runner: Literal["horovodrun", "mpirun"] = "horovodrun"
+    #: slurm launcher: partition to submit to ("" for the cluster's default)
+    slurm_partition: str = ""
+    #: kubernetes launcher: MPIJob (kubeflow.org/v2beta1) or TFJob (kubeflow.org/v1)
+    kubernetes_job: Literal["mpijob", "tfjob"] = "mpijob"
+    #: kubernetes launcher: the namespace the job runs in
+    namespace: str = "default"
+    #: kubernetes launcher: a container image with TensorFlow, Horovod and gpuready installed
+    image: str = "nvcr.io/nvidia/tensorflow:24.01-tf2-py3"
+    #: seconds one run (one size of the sweep) may take before it is stopped
+    timeout_s: int = Field(default=1800, ge=10)
+    #: references checked before the published ones shipped with gpuready
     references: list[Reference] = Field(default_factory=list)

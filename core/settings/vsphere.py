@@ -1,10 +1,16 @@
-"""vSphere settings: the vCenter or ESXi connection and the GPU passthrough plan."""
+"""vSphere settings: the vCenter or ESXi connection and the GPU passthrough plan.
+
+The vCenter's address is its host in the inventory's ``vcenter`` group (``ansible_host`` if set).
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from gpuready.core.settings.base import Section
+
+#: A PCI address as ESXi writes it: domain:bus:slot.function, lower-case hex.
+PCI_ADDRESS = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 
 
 class GpuVm(Section):
@@ -15,17 +21,41 @@ class GpuVm(Section):
     #: PCI addresses (0000:3b:00.0) of the GPUs to attach.
     gpus: list[str] = Field(default_factory=list)
 
+    @field_validator("gpus")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        import re
+
+        for address in value:
+            if not re.match(PCI_ADDRESS, address):
+                raise ValueError(f"{address!r} is not a PCI address like 0000:17:00.0")
+        return value
+
 
 class Vsphere(Section):
     port: int = Field(default=443, ge=1, le=65535)
     user: str = ""
     #: Environment variable holding the password (or set ``vcenter_password`` in Ansible Vault).
     password_env: str = "GPUREADY_VCENTER_PASSWORD"
+    #: Verify vCenter's TLS certificate (``--insecure`` turns it off for one run, for labs).
     verify_tls: bool = True
+    #: PEM file of the CA (or the certificate) to trust for vCenter; empty: the system's CAs.
+    ca_file: str = ""
+    #: May provisioning power off a VM whose GPUs or pciPassthru settings change (``--allow-power-off``)?
     allow_power_off: bool = False
     #: GPU memory per model in GiB, for the 64-bit MMIO size rule.
-    gpu_memory_gib: dict[str, int] = Field(default_factory=lambda: {"A100-PCIE-40GB": 40, "A100-PCIE-80GB": 80})
+    gpu_memory_gib: dict[str, int] = Field(default_factory=lambda: {
+        "A100-PCIE-40GB": 40, "A100-PCIE-80GB": 80, "V100-PCIE-32GB": 32, "T4": 16})
+    #: GPU model of each PCI vendor:device id (lspci -n), to look up its memory.
+    gpu_models: dict[str, str] = Field(default_factory=lambda: {
+        "10de:20f1": "A100-PCIE-40GB", "10de:20b5": "A100-PCIE-80GB", "10de:1db6": "V100-PCIE-32GB",
+        "10de:1eb8": "T4"})
     #: Per ESXi host: the NVLink-bridged GPU pairs (PCI addresses).
     nvlink_pairs: dict[str, list[tuple[str, str]]] = Field(default_factory=dict)
+    #: Most GPUs one VM may get (seed 003's R750xa: one NVLink pair, so 2).
     max_gpus_per_vm: int = Field(default=2, ge=1)
+    #: Oldest VM hardware version (vmx-N) accepted for GPU passthrough VMs.
+    min_hardware_version: int = Field(default=17, ge=4)
+    #: Seconds to wait for one vSphere task (reconfigure, power) before giving up.
+    task_timeout_s: int = Field(default=600, ge=1)
     gpu_vms: list[GpuVm] = Field(default_factory=list)

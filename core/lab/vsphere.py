@@ -1,0 +1,191 @@
+"""Lab component ``vsphere``: a simulated vCenter (VMware's vcsim) with GPU hosts and VMs.
+
+vcsim is built from Debian's govmomi sources with Debian's Go (core/lab/vcsim/main.go, cached
+under .cache/). It serves HTTPS with a certificate made here and checks the password, which
+is written to ``<lab>/vsphere/password`` (mode 0600) and never to the inventory:
+
+    export GPUREADY_VCENTER_PASSWORD=$(cat gpuready-lab/vsphere/password)
+
+Each simulated ESXi host carries four simulated A100 PCIe 40GB GPUs (two NVLink pairs) from the
+device list in tests/fixtures/vsphere/, and two VMs. The tests use the same functions.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import ipaddress
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gpuready.core.errors import BadInput, Unreachable, shorten
+from gpuready.core.lab import Component, Lab, wait_for_port
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = Path(__file__).resolve().parent / "vcsim" / "main.go"
+CACHE = ROOT / ".cache"
+#: The GPUs every simulated host gets (see the file's "source" for where the values come from).
+DEVICE_LIST = ROOT / "tests" / "fixtures" / "vsphere" / "r750xa-4xa100-pci.json"
+USER = "administrator@vsphere.local"
+PASSWORD_ENV = "GPUREADY_VCENTER_PASSWORD"
+GOPATH = "/usr/share/gocode"
+
+
+def build_vcsim(cache: Path = CACHE) -> Path:
+    """Build gpuready's vcsim once (again only when main.go changed); returns the binary."""
+    binary = cache / "gpuready-vcsim"
+    if binary.exists() and binary.stat().st_mtime >= SOURCE.stat().st_mtime:
+        return binary
+    go = shutil.which("go")
+    if go is None or not Path(GOPATH, "src/github.com/vmware/govmomi/simulator").is_dir():
+        raise Unreachable("cannot build vcsim: install golang-go and golang-github-vmware-govmomi-dev "
+                          "(scripts/install-system-deps)")
+    cache.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GOPATH": GOPATH, "GO111MODULE": "off", "GOFLAGS": "", "CGO_ENABLED": "0",
+           "GOCACHE": str(cache / "go-build")}
+    # Build beside the target and rename: parallel test sessions never see half a binary.
+    fd, partial = tempfile.mkstemp(prefix="gpuready-vcsim.", dir=cache)
+    os.close(fd)
+    try:
+        done = subprocess.run([go, "build", "-o", partial, "."], cwd=SOURCE.parent, env=env, capture_output=True,
+                              text=True, timeout=600)
+        if done.returncode != 0:
+            raise Unreachable(f"building vcsim failed: {shorten(done.stderr)}")
+        os.replace(partial, binary)
+    finally:
+        Path(partial).unlink(missing_ok=True)
+    return binary
+
+
+def make_certificate(folder: Path, names: tuple[str, ...] = ("127.0.0.1", "localhost")) -> tuple[Path, Path]:
+    """A self-signed certificate for the simulator, valid for ``names``: (cert.pem, key.pem)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpuready simulated vCenter")])
+    alt: list[x509.GeneralName] = []
+    for name in names:
+        try:
+            alt.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            alt.append(x509.DNSName(name))
+    now = _dt.datetime.now(_dt.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - _dt.timedelta(minutes=5))
+            .not_valid_after(now + _dt.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    folder.mkdir(parents=True, exist_ok=True)
+    cert_file, key_file = folder / "vcsim-cert.pem", folder / "vcsim-key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.touch(mode=0o600)
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_file, key_file
+
+
+def write_password(folder: Path, password: str | None = None) -> Path:
+    """The simulator's password in a file only its owner reads."""
+    path = folder / "password"
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(password or secrets.token_urlsafe(18))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def vcsim_argv(binary: Path, port: int, *, hosts: int = 2, vms: int = 2, password_file: Path | None = None,
+               cert: Path | None = None, key: Path | None = None, gpus: Path | None = DEVICE_LIST) -> list[str]:
+    argv = [str(binary), "-listen", f"127.0.0.1:{port}", "-hosts", str(hosts), "-vms", str(vms), "-user", USER]
+    if password_file:
+        argv += ["-password-file", str(password_file)]
+    if cert and key:
+        argv += ["-cert", str(cert), "-key", str(key)]
+    if gpus:
+        argv += ["-gpus", str(gpus)]
+    return argv
+
+
+def host_names(hosts: int) -> list[str]:
+    """vcsim's names for standalone hosts and their VMs."""
+    return [f"DC0_H{i}" for i in range(hosts)]
+
+
+def lab_inventory(port: int, hosts: int, ca_file: str = "", verify_tls: bool = True
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(hosts.yml, gpuready settings) for the simulated site: per host, VM0 gets the first NVLink pair,
+    VM1 the second pair on even hosts and one GPU on odd ones (seed 003's mix of 2- and 1-GPU VMs)."""
+    import json
+
+    pairs = [tuple(p) for p in json.loads(DEVICE_LIST.read_text())["nvlink_pairs"]]
+    names = host_names(hosts)
+    gpu_vms = []
+    for i, host in enumerate(names):
+        gpu_vms.append({"name": f"{host}_VM0", "esxi_host": host, "gpus": list(pairs[0])})
+        gpu_vms.append({"name": f"{host}_VM1", "esxi_host": host,
+                        "gpus": list(pairs[1]) if i % 2 == 0 else [pairs[1][0]]})
+    inventory = {
+        "vcenter": {"hosts": {"vcsim": {"ansible_host": "127.0.0.1", "ansible_connection": "local"}}},
+        "esxi_hosts": {"hosts": dict.fromkeys(names)},
+    }
+    settings = {
+        "node_classes": {"vm-a100-x2": {"gpu_model": "NVIDIA A100-PCIE-40GB", "gpu_count": 2, "gpu_memory_gib": 40,
+                                        "p2p_pairs": [[0, 1]]}},
+        "driver": {"branch": "470", "version": "470.82.01"},
+        "vsphere": {"port": port, "user": USER, "password_env": PASSWORD_ENV, "verify_tls": verify_tls,
+                    "ca_file": ca_file, "allow_power_off": False, "max_gpus_per_vm": 2,
+                    "nvlink_pairs": {h: [list(p) for p in pairs] for h in names}, "gpu_vms": gpu_vms},
+    }
+    return inventory, settings
+
+
+class VsphereLab(Component):
+    name = "vsphere"
+    description = "simulated vCenter (vcsim): ESXi hosts with simulated A100 PCIe GPUs in NVLink pairs, and VMs"
+
+    def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
+        known = {"port", "hosts", "vms"}
+        if set(options) - known:
+            raise BadInput(f"lab vsphere: unknown option(s) {', '.join(sorted(set(options) - known))} "
+                           f"(known: {', '.join(sorted(known))})")
+        try:
+            port = int(options.get("port") or free_port())
+            hosts = int(options.get("hosts", 2))
+            vms = int(options.get("vms", 2))
+        except ValueError as e:
+            raise BadInput(f"lab vsphere: port, hosts and vms are numbers ({e})") from e
+        if hosts < 1 or vms < 2:
+            raise BadInput("lab vsphere: at least 1 host and 2 VMs per host")
+        folder = lab.component_dir(self.name)
+        binary = build_vcsim()
+        cert, key = make_certificate(folder)
+        password_file = write_password(folder)
+        pid = lab.spawn(self.name, vcsim_argv(binary, port, hosts=hosts, vms=vms, password_file=password_file,
+                                              cert=cert, key=key))
+        wait_for_port("127.0.0.1", port, timeout=30)
+        # The inventory trusts exactly the lab's certificate: TLS is verified in the lab as on a real site.
+        inventory, settings = lab_inventory(port, hosts, ca_file=os.path.relpath(cert, lab.inventory_dir(self.name)))
+        path = lab.write_inventory(self.name, inventory, settings)
+        return {"pids": [pid], "inventory": str(path), "url": f"https://127.0.0.1:{port}/sdk",
+                "password_file": str(password_file)}
+
+    def status(self, lab: Lab, state: dict[str, Any]) -> str:
+        line = super().status(lab, state)
+        if line.startswith("running"):
+            line += f"; {state.get('url')}; password: export {PASSWORD_ENV}=$(cat {state.get('password_file')})"
+        return line

@@ -1,0 +1,244 @@
+"""Real Debian 12 roots for the provisioning tests, and a local apt repository of stand-in NVIDIA packages.
+
+The root is built once with mmdebstrap and cached as a tarball under ``.cache/provision/``
+(ignored by git); each test extracts a fresh copy and points Ansible's chroot connection at it.
+The stand-in packages are real .deb files built with dpkg-deb, in a flat repository signed
+with a throw-away GnuPG key, so apt verifies them exactly as it verifies NVIDIA's.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tarfile
+import textwrap
+from email.utils import formatdate
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import ROOT
+
+CACHE = ROOT / ".cache" / "provision"
+# python3 for Ansible; containerd is the real runtime the toolkit role configures; the SELinux
+# userspace and policy let semanage and matchpathcon evaluate the rules inside the root.
+ROOT_PACKAGES = [
+    "python3",
+    "python3-apt",
+    "openssh-client",
+    "containerd",
+    "kmod",
+    "selinux-policy-default",
+    "python3-selinux",
+    "python3-semanage",
+    "policycoreutils-python-utils",
+    "selinux-utils",
+]
+# Where the stand-in repository is placed inside a root, and the URL Ansible is given for it.
+REPO_IN_ROOT = "srv/gpuready-standin"
+REPO_URL = f"file:///{REPO_IN_ROOT}/"
+# The kernel the root "will boot": the stand-in repository carries its headers package.
+STANDIN_KERNEL = "6.1.0-gpuready-standin"
+DRIVER_VERSIONS = {"535": ["535.183.01"], "550": ["550.54.15", "550.90.07"]}
+TOOLKIT_VERSION = "1.17.8"
+
+
+def prerequisites() -> tuple[bool, str]:
+    if os.geteuid() != 0:
+        return False, "needs root (chroot, mmdebstrap)"
+    for tool in ("mmdebstrap", "dpkg-deb", "dpkg-scanpackages", "gpg", "chroot"):
+        if shutil.which(tool) is None:
+            return False, f"{tool} not installed (scripts/install-system-deps installs it)"
+    return True, ""
+
+
+def root_tarball() -> Path:
+    """The cached Debian 12 root, built on first use (about two minutes with a nearby mirror)."""
+    key = hashlib.sha256(" ".join(ROOT_PACKAGES).encode()).hexdigest()[:12]
+    tarball = CACHE / f"debian12-{key}.tar"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two test sessions must not build it at the same time
+        if not tarball.is_file():
+            partial = tarball.with_suffix(".partial")
+            subprocess.run(
+                [
+                    "mmdebstrap",
+                    "--quiet",
+                    "--variant=apt",
+                    f"--include={','.join(ROOT_PACKAGES)}",
+                    "bookworm",
+                    str(partial),
+                ],
+                check=True,
+                timeout=900,
+            )
+            partial.rename(tarball)
+    return tarball
+
+
+def fresh_root(dest: Path, repo: Path) -> Path:
+    """A new root from the cached tarball, with the stand-in repository copied in."""
+    dest.mkdir(parents=True)
+    with tarfile.open(root_tarball()) as tar:
+        tar.extractall(dest, filter="fully_trusted")  # our own tarball: device nodes, owners and modes as built
+    shutil.copytree(repo, dest / REPO_IN_ROOT)
+    return dest
+
+
+def _deb(
+    build: Path, out: Path, name: str, version: str, depends: str = "", files: dict[str, str] | None = None
+) -> None:
+    pkg = build / f"{name}_{version}"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    control = (
+        f"Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: gpuready tests <tests@gpuready.invalid>\n"
+    )
+    if depends:
+        control += f"Depends: {depends}\n"
+    control += f"Description: gpuready stand-in for {name}\n"
+    (pkg / "DEBIAN" / "control").write_text(control)
+    for path, content in (files or {}).items():
+        target = pkg / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+        target.chmod(0o755 if "/bin/" in path else 0o644)
+    subprocess.run(
+        ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(pkg), str(out / f"{name}_{version}_all.deb")],
+        check=True,
+        capture_output=True,
+    )
+
+
+NVIDIA_SMI = """#!/bin/sh
+# Stand-in: the real nvidia-smi talks to the kernel module; this one knows only its version.
+case "$*" in *driver_version*) echo {version};; *) echo "NVIDIA-SMI {version} (gpuready stand-in)";; esac
+"""
+
+NVIDIA_CTK = r"""#!/bin/sh
+# Stand-in for `nvidia-ctk runtime configure --runtime=R --config=F`: adds the same entries the real one adds.
+set -e
+[ "$1 $2" = "runtime configure" ] || { echo "stand-in nvidia-ctk supports only: runtime configure" >&2; exit 2; }
+shift 2
+for a in "$@"; do
+  case "$a" in --runtime=*) runtime="${a#--runtime=}";; --config=*) config="${a#--config=}";; esac
+done
+mkdir -p "$(dirname "$config")"
+case "$runtime" in
+  containerd) cat >> "$config" <<'TOML'
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+  privileged_without_host_devices = false
+  runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+    BinaryName = "/usr/bin/nvidia-container-runtime"
+TOML
+  ;;
+  crio) printf '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n' >> "$config";;
+  docker) printf '{"runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}\n' > "$config";;
+  *) echo "unknown runtime $runtime" >&2; exit 2;;
+esac
+echo "INFO Wrote updated config to $config"
+"""
+
+
+def build_repo(dest: Path) -> Path:
+    """A signed flat apt repository of stand-in NVIDIA packages; the public key is ``3bf863cc.pub`` as NVIDIA's."""
+    build = dest / "build"
+    repo = dest / "repo"
+    (repo / "pool").mkdir(parents=True)
+    build.mkdir()
+    pool = repo / "pool"
+    for branch, versions in DRIVER_VERSIONS.items():
+        for v in versions:
+            _deb(build, pool, "nvidia-driver", f"{v}-1", files={"/usr/bin/nvidia-smi": NVIDIA_SMI.format(version=v)})
+            _deb(
+                build, pool, f"cuda-drivers-{branch}", f"{v}-1", depends=f"nvidia-driver (= {v}-1), nvidia-persistenced"
+            )
+    _deb(
+        build, pool, "nvidia-persistenced", "550.90.07-1", files={"/usr/bin/nvidia-persistenced": "#!/bin/sh\nexit 0\n"}
+    )
+    _deb(build, pool, "nvidia-container-toolkit", f"{TOOLKIT_VERSION}-1", files={"/usr/bin/nvidia-ctk": NVIDIA_CTK})
+    _deb(
+        build,
+        pool,
+        f"linux-headers-{STANDIN_KERNEL}",
+        "1.0",
+        files={f"/usr/src/linux-headers-{STANDIN_KERNEL}/Makefile": "# stand-in kernel headers\n"},
+    )
+    packages = subprocess.run(
+        ["dpkg-scanpackages", "--multiversion", "pool", "/dev/null"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    (repo / "Packages").write_text(packages)
+    digest = hashlib.sha256(packages.encode()).hexdigest()
+    (repo / "Release").write_text(
+        textwrap.dedent(f"""\
+        Origin: gpuready-standin
+        Label: gpuready stand-in NVIDIA packages
+        Date: {formatdate(usegmt=True)}
+        SHA256:
+         {digest} {len(packages.encode())} Packages
+        """)
+    )
+    home = dest / "gnupg"
+    home.mkdir(mode=0o700)
+    gpg = ["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase", ""]
+    subprocess.run(
+        [*gpg, "--quick-gen-key", "gpuready stand-in <standin@gpuready.invalid>", "ed25519", "sign", "never"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [*gpg, "--yes", "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release")],
+        check=True,
+        capture_output=True,
+    )
+    key = subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True, text=True).stdout
+    (repo / "3bf863cc.pub").write_text(key)
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True)
+    return repo
+
+
+def install_in_root(root: Path, *debs: str) -> None:
+    """Install stand-in packages with dpkg inside the root (the state a node had before gpuready)."""
+    paths = [f"/{REPO_IN_ROOT}/pool/{d}" for d in debs]
+    subprocess.run(["chroot", str(root), "dpkg", "-i", *paths], check=True, capture_output=True)
+
+
+def write_inventory(
+    dest: Path, roots: dict[str, Path], *, settings: dict | None = None, host_vars: dict | None = None
+) -> Path:
+    """An inventory whose gpu_nodes are the given roots, reached with Ansible's chroot connection."""
+    gpuready = {
+        "node_classes": {"standin": {"gpu_count": 0}},
+        "driver": {"branch": "550", "version": "550.54.15", "repo_url": REPO_URL},
+        "container_runtime": "containerd",
+        "preflight": {"min_free_disk_gib": 0},
+        **(settings or {}),
+    }
+    chroot_vars = {
+        "ansible_connection": "community.general.chroot",
+        "ansible_python_interpreter": "/usr/bin/python3",
+        # What a root cannot do, switched off explicitly: the results then say what is pending.
+        "nvidia_driver_manage_kernel": False,
+        "nvidia_driver_manage_services": False,
+        "nvidia_driver_rebuild_initramfs": False,
+        "nvidia_driver_kernel_release": STANDIN_KERNEL,
+        "nvidia_container_toolkit_manage_services": False,
+        "nvidia_container_toolkit_repo_url": REPO_URL,
+        "nvidia_container_toolkit_repo_key_url": f"{REPO_URL}3bf863cc.pub",
+        "gpu_selinux_relabel": False,
+        **(host_vars or {}),
+    }
+    hosts = {name: {"ansible_host": str(path)} for name, path in roots.items()}
+    (dest / "group_vars" / "all").mkdir(parents=True)
+    (dest / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts, "vars": chroot_vars}}))
+    (dest / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": gpuready}))
+    return dest

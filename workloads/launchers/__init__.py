@@ -1,0 +1,108 @@
+"""Launchers: start one training process per GPU somewhere, and collect each worker's result line.
+
+Every launcher gets a :class:`Plan` and a worker count and returns a :class:`Launch`; workers
+print ``GPUREADY_RESULT {json}`` (see :mod:`gpuready.workloads.train`), which reaches us through
+horovodrun's or mpirun's output, a Slurm output file, or a pod's log alike.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuready.core.errors import Unreachable
+
+LAUNCHERS = ("local", "ssh", "slurm", "kubernetes")
+_RESULT = re.compile(r"GPUREADY_RESULT (\{.*\})\s*$")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every worker runs; the launcher decides where."""
+
+    model: str = "densenet121"
+    batch_size: int = 32
+    image_size: int = 224
+    steps: int = 50
+    warmup_steps: int = 10
+    data: str = "synthetic"
+    pipeline: str = "new"
+    distribution: str = "horovod"
+    mixed_precision: bool = False
+    xla: bool = False
+    eval_batches: int = 0
+    timeout_s: int = 1800
+
+    def train_args(self) -> list[str]:
+        args = ["--model", self.model, "--batch-size", str(self.batch_size), "--image-size", str(self.image_size),
+                "--steps", str(self.steps), "--warmup-steps", str(self.warmup_steps), "--data", self.data,
+                "--pipeline", self.pipeline, "--distribution", self.distribution]
+        if self.mixed_precision:
+            args.append("--mixed-precision")
+        if self.xla:
+            args.append("--xla")
+        if self.eval_batches:
+            args += ["--eval-batches", str(self.eval_batches)]
+        return args
+
+
+@dataclass
+class Launch:
+    """What one size of the sweep gave: the workers' results, where the log is, and what went wrong."""
+
+    workers: int
+    results: list[dict[str, Any]] = field(default_factory=list)
+    log: Path | None = None
+    returncode: int | None = None
+    #: set when nothing was run on purpose (a job script written out for the user to submit)
+    written_only: str = ""
+    problem: str = ""
+
+
+def parse_results(text: str) -> list[dict[str, Any]]:
+    """The result line of each worker, by rank (a rank seen twice counts once)."""
+    found: dict[int, dict[str, Any]] = {}
+    for line in text.splitlines():
+        match = _RESULT.search(line)
+        if match:
+            result = json.loads(match.group(1))
+            found[int(result["rank"])] = result
+    return [found[r] for r in sorted(found)]
+
+
+def tail(text: str, lines: int = 3) -> str:
+    kept = [ln for ln in text.splitlines() if ln.strip() and "GPUREADY_RESULT" not in ln]
+    return " | ".join(kept[-lines:])
+
+
+def require_local_training(distribution: str) -> None:
+    """Refuse early, with the fix, when this Python cannot train (checked without importing TensorFlow)."""
+    needed = ["tensorflow"] + (["horovod"] if distribution == "horovod" else [])
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
+    if missing:
+        raise Unreachable(f"{' and '.join(missing)} not installed in {sys.prefix}: "
+                          "pip install 'gpuready[train]' (see docs/training.md), or use --distribution mwms")
+
+
+def horovodrun() -> str:
+    beside = Path(sys.executable).with_name("horovodrun")
+    found = str(beside) if beside.exists() else shutil.which("horovodrun")
+    if not found:
+        raise Unreachable("horovodrun not found: install Horovod (pip install 'gpuready[train]')")
+    return found
+
+
+def worker_env() -> dict[str, str]:
+    # TensorFlow's C++ info lines would drown the workers' output; warnings and errors still show.
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1"),
+            "PYTHONUNBUFFERED": "1"}
+
+
+TRAIN_MODULE = ["-m", "gpuready.workloads.train"]

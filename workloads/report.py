@@ -1,0 +1,76 @@
+"""The training report: the scaling table, the scaling curve as a PNG, and the raw step times beside them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RAW_FILE = "step_times.json"
+PLOT_FILE = "scaling.png"
+REPORT_FILE = "training.md"
+
+
+def save_raw(folder: Path, runs: dict[int, list[dict[str, Any]]]) -> Path:
+    """Every worker's result as it printed it: the source of every figure in the report."""
+    path = folder / RAW_FILE
+    path.write_text(json.dumps({str(k): v for k, v in sorted(runs.items())}, indent=1) + "\n")
+    return path
+
+
+def load_raw(folder: Path) -> dict[int, list[dict[str, Any]]]:
+    return {int(k): v for k, v in json.loads((folder / RAW_FILE).read_text()).items()}
+
+
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a server
+    import matplotlib.pyplot as plt
+
+    workers = [r["workers"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
+    ax.plot(workers, [r["images_per_second"] for r in rows], "o-", color="tab:blue", label="measured images/s")
+    if rows[0]["workers"] == 1:
+        ideal = rows[0]["images_per_second"]
+        ax.plot(workers, [ideal * w for w in workers], "--", color="tab:gray", label="linear scaling")
+    ax.set_xlabel("workers (GPUs)")
+    ax.set_ylabel("images/s (total)")
+    ax.set_xticks(workers)
+    ax.grid(alpha=0.3)
+    if any(r["efficiency"] is not None for r in rows):
+        eff = ax.twinx()
+        eff.plot(workers, [100 * (r["efficiency"] or 0) for r in rows], "s:", color="tab:orange", label="efficiency")
+        eff.set_ylabel("weak-scaling efficiency (%)")
+        eff.set_ylim(0, 110)
+        eff.legend(loc="lower right")
+    ax.legend(loc="upper left")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["| workers | images/s | images/s per worker | efficiency | median step (s) |", "|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        eff = "—" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
+        lines.append(f"| {r['workers']} | {r['images_per_second']:.2f} | {r['images_per_second_per_worker']:.2f} "
+                     f"| {eff} | {r['step_time_median_s']:.4f} |")
+    return lines
+
+
+def write(folder: Path, rows: list[dict[str, Any]], setup: dict[str, Any]) -> Path:
+    title = f"{setup['model']} · batch {setup['batch_size']}/worker · {setup['image_size']}px · {setup['launcher']}"
+    plot(rows, folder / PLOT_FILE, title)
+    lines = [f"# Training scaling: {title}", "",
+             *[f"- {k}: {v}" for k, v in setup.items()], "",
+             *table(rows), "",
+             f"![scaling curve]({PLOT_FILE})", "",
+             f"Every figure is computed from `{RAW_FILE}` (each worker's timed step durations, warm-up excluded): "
+             "images/s of a worker = batch size x steps / sum of its step times; a size's total is the sum over "
+             "its workers; efficiency = images/s per worker / that of 1 worker."]
+    path = folder / REPORT_FILE
+    path.write_text("\n".join(lines) + "\n")
+    return path

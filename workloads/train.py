@@ -1,0 +1,259 @@
+"""The training entry point one worker runs: ``python -m gpuready.workloads.train [options]``.
+
+Launched once per GPU (horovodrun, mpirun, srun, an MPIJob or a TFJob); each process pins the
+GPU of its local rank, trains for ``--steps``, times every step, and prints one line
+``GPUREADY_RESULT {json}`` with its raw step times, so any launcher can collect the results from
+the processes' output and every figure in the report can be recomputed from them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+RESULT_PREFIX = "GPUREADY_RESULT "
+DISTRIBUTIONS = ("horovod", "mwms")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m gpuready.workloads.train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="densenet121", choices=("densenet121", "resnet50"))
+    p.add_argument("--batch-size", type=int, default=32, help="images per worker and step")
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--steps", type=int, default=50, help="timed steps, after the warm-up")
+    p.add_argument("--warmup-steps", type=int, default=10, help="steps run first and not timed (graph build, autotune)")
+    p.add_argument("--data", default="synthetic", help="'synthetic' or a folder of TFRecords made by the converter")
+    p.add_argument("--pipeline", default="new", choices=("new", "old"))
+    p.add_argument("--distribution", default="horovod", choices=DISTRIBUTIONS)
+    p.add_argument("--learning-rate", type=float, default=1e-3, help="for one worker; scaled by the worker count")
+    p.add_argument("--mixed-precision", action="store_true")
+    p.add_argument("--xla", action="store_true")
+    p.add_argument("--eval-batches", type=int, default=0, help="held-out batches for AUROC (real data only)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads per worker (0: cores / local workers)")
+    p.add_argument("--out", default="", help="also write rank-N.json here")
+    return p.parse_args(argv)
+
+
+def _local_rank_and_size() -> tuple[int, int]:
+    for rank, size in (("HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"), ("OMPI_COMM_WORLD_LOCAL_RANK",
+                       "OMPI_COMM_WORLD_LOCAL_SIZE"), ("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+                       ("GPUREADY_LOCAL_RANK", "GPUREADY_LOCAL_SIZE")):
+        if rank in os.environ:
+            return int(os.environ[rank]), int(os.environ.get(size, "1").split("(")[0])
+    return 0, 1
+
+
+def _configure_devices(tf: Any, local_rank: int, local_size: int, threads: int) -> str:
+    """One process per GPU: see only the local rank's GPU, so two workers never share one."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        gpu = gpus[local_rank % len(gpus)]
+        tf.config.set_visible_devices(gpu, "GPU")
+        tf.config.experimental.set_memory_growth(gpu, True)
+        return f"GPU {tf.config.experimental.get_device_details(gpu).get('device_name', gpu.name)}"
+    # On CPU the workers of a host share its cores; oversubscribing them only measures contention.
+    threads = threads or max(1, (os.cpu_count() or 1) // local_size)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(max(1, min(2, threads)))
+    return f"CPU ({threads} threads)"
+
+
+def weights_digest(variables: list[Any]) -> str:
+    digest = hashlib.sha256()
+    for v in variables:
+        digest.update(v.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def auroc(labels: Any, scores: Any) -> list[float | None]:
+    """Per-label area under the ROC curve (Mann-Whitney); None where a label has no positive or no negative."""
+    import numpy as np
+
+    result: list[float | None] = []
+    for y, s in zip(labels.T, scores.T, strict=True):
+        pos, neg = int(y.sum()), int(len(y) - y.sum())
+        if not pos or not neg:
+            result.append(None)
+            continue
+        ranks = s.argsort().argsort() + 1.0
+        result.append(float((ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg)))
+    return result
+
+
+class Horovod:
+    def __init__(self, tf: Any) -> None:
+        import horovod.tensorflow as hvd
+
+        hvd.init()
+        self.hvd, self.tf = hvd, tf
+        self.rank, self.size, self.local_rank, self.local_size = hvd.rank(), hvd.size(), hvd.local_rank(), \
+            hvd.local_size()
+
+    def scope(self) -> Any:
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def dataset(self, make: Any) -> Any:
+        return iter(make(self.rank, self.size))
+
+    def make_step(self, model: Any, optimizer: Any, loss_fn: Any, mixed: bool) -> Any:
+        tf, hvd = self.tf, self.hvd
+
+        @tf.function
+        def step(iterator: Any) -> Any:
+            images, labels = next(iterator)
+            with tf.GradientTape() as tape:
+                loss = loss_fn(labels, model(images, training=True))
+                scaled = optimizer.get_scaled_loss(loss) if mixed else loss
+            grads = hvd.DistributedGradientTape(tape).gradient(scaled, model.trainable_variables)
+            if mixed:
+                grads = optimizer.get_unscaled_gradients(grads)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        return step
+
+    def broadcast(self, model: Any, optimizer: Any) -> None:
+        self.hvd.broadcast_variables(model.variables, root_rank=0)
+        variables = optimizer.variables
+        self.hvd.broadcast_variables(variables() if callable(variables) else variables, root_rank=0)
+
+
+class MultiWorkerMirrored:
+    """tf.distribute for installs without Horovod; the cluster comes from TF_CONFIG."""
+
+    def __init__(self, tf: Any) -> None:
+        self.tf = tf
+        config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+        workers = config.get("cluster", {}).get("worker", ["localhost"])
+        self.rank, self.size = int(config.get("task", {}).get("index", 0)), len(workers)
+        self.strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        self.local_rank, self.local_size = _local_rank_and_size()
+
+    def scope(self) -> Any:
+        return self.strategy.scope()
+
+    def dataset(self, make: Any) -> Any:
+        def per_worker(ctx: Any) -> Any:
+            return make(ctx.input_pipeline_id, ctx.num_input_pipelines)
+
+        return iter(self.strategy.distribute_datasets_from_function(per_worker))
+
+    def make_step(self, model: Any, optimizer: Any, loss_fn: Any, mixed: bool) -> Any:
+        tf, strategy = self.tf, self.strategy
+
+        def replica_step(images: Any, labels: Any) -> Any:
+            with tf.GradientTape() as tape:
+                per_example = loss_fn(labels, model(images, training=True))
+                loss = tf.nn.compute_average_loss(per_example)  # over the global batch: sums to the mean
+                scaled = optimizer.get_scaled_loss(loss) if mixed else loss
+            grads = tape.gradient(scaled, model.trainable_variables)
+            if mixed:
+                grads = optimizer.get_unscaled_gradients(grads)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+
+        @tf.function
+        def step(iterator: Any) -> Any:
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=next(iterator)),
+                                   axis=None)
+
+        return step
+
+    def broadcast(self, model: Any, optimizer: Any) -> None:
+        """Mirrored variables start identical: the strategy copies worker 0's initial values."""
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import tensorflow as tf
+
+    local_rank, local_size = _local_rank_and_size()
+    device = _configure_devices(tf, local_rank, local_size, args.threads)
+    if args.xla:
+        # auto-clustering rather than jit_compile: collective ops (Horovod's) stay outside the clusters
+        tf.config.optimizer.set_jit("autoclustering")
+    if args.mixed_precision:
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    dist = Horovod(tf) if args.distribution == "horovod" else MultiWorkerMirrored(tf)
+
+    from gpuready.workloads import chexnet, pipeline
+
+    def make_dataset(rank: int, workers: int) -> Any:
+        if args.data == "synthetic":
+            return pipeline.synthetic(batch_size=args.batch_size, image_size=args.image_size, rank=rank)
+        return pipeline.build(args.pipeline, pipeline.shard_files(args.data, "train"), batch_size=args.batch_size,
+                              image_size=args.image_size, rank=rank, workers=workers)
+
+    with dist.scope():
+        model = chexnet.build(args.model, args.image_size)
+        # Linear scaling rule: the global batch grows with the workers, so does the step size.
+        optimizer = tf.keras.optimizers.Adam(args.learning_rate * dist.size)
+        if args.mixed_precision:
+            optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
+        reduction = tf.keras.losses.Reduction.NONE if args.distribution == "mwms" else "auto"
+        loss_fn = tf.keras.losses.BinaryCrossentropy(reduction=reduction)
+    iterator = dist.dataset(make_dataset)
+    step = dist.make_step(model, optimizer, loss_fn, args.mixed_precision)
+    before = weights_digest(model.trainable_variables)
+
+    losses, step_times = [], []
+    for i in range(args.warmup_steps + args.steps):
+        start = time.perf_counter()
+        loss = float(step(iterator))  # float() waits for the step to finish: the time is the real one
+        elapsed = time.perf_counter() - start
+        if i == 0:
+            # optimizer slots exist only after the first step; every worker continues from rank 0's state
+            dist.broadcast(model, optimizer)
+        losses.append(loss)
+        if i >= args.warmup_steps:
+            step_times.append(elapsed)
+
+    result: dict[str, Any] = {
+        "rank": dist.rank, "size": dist.size, "local_rank": local_rank, "host": socket.gethostname(),
+        "device": device, "distribution": args.distribution, "model": args.model, "batch_size": args.batch_size,
+        "image_size": args.image_size, "data": args.data, "pipeline": args.pipeline,
+        "mixed_precision": args.mixed_precision, "xla": args.xla, "warmup_steps": args.warmup_steps,
+        "step_times": step_times, "losses": losses,
+        "weights_sha256_before": before, "weights_sha256": weights_digest(model.trainable_variables),
+    }
+    if args.eval_batches and args.data != "synthetic" and dist.rank == 0:
+        result["auroc"] = evaluate(model, args)
+    return result
+
+
+def evaluate(model: Any, args: argparse.Namespace) -> list[float | None]:
+    import numpy as np
+
+    from gpuready.workloads import pipeline
+
+    ds = pipeline.new(pipeline.shard_files(args.data, "test"), batch_size=args.batch_size,
+                      image_size=args.image_size, training=False, epochs=1)
+    labels, scores = [], []
+    for images, y in ds.take(args.eval_batches):
+        labels.append(y.numpy())
+        scores.append(model(images, training=False).numpy())
+    return auroc(np.concatenate(labels), np.concatenate(scores))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    result = run(args)
+    line = json.dumps(result)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, f"rank-{result['rank']}.json"), "w") as fh:
+            fh.write(line + "\n")
+    sys.stdout.write(RESULT_PREFIX + line + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
