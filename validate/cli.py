@@ -8,6 +8,9 @@ from gpuready.core.lazy import LazyGroup
 
 #: name -> ("module:click command", short help). Add a line when a subcommand works, not before.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "gpu-node": ("gpuready.validate.gpu_node:gpu_node", "Check every GPU node: driver, GPUs, topology, compute."),
+    "training": ("gpuready.validate.training:training", "Train CheXNet on 1..N workers; images/s, scaling, report."),
+    "vsphere": ("gpuready.validate.vsphere:vsphere", "Read back ATS, GPU passthrough, P2P, MMIO and NVLink pairs."),
 }
 
 

@@ -34,6 +34,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
     if rows[0]["workers"] == 1:
         ideal = rows[0]["images_per_second"]
         ax.plot(workers, [ideal * w for w in workers], "--", color="tab:gray", label="linear scaling")
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("workers (GPUs)")
     ax.set_ylabel("images/s (total)")
     ax.set_xticks(workers)
@@ -53,7 +54,8 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = ["| workers | images/s | images/s per worker | efficiency | median step (s) |", "|---:|---:|---:|---:|---:|"]
+    lines = ["| workers | images/s | images/s per worker | efficiency | median step (s) |",
+             "|---:|---:|---:|---:|---:|"]
     for r in rows:
         eff = "—" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
         lines.append(f"| {r['workers']} | {r['images_per_second']:.2f} | {r['images_per_second_per_worker']:.2f} "

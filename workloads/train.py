@@ -74,8 +74,6 @@ def weights_digest(variables: list[Any]) -> str:
 
 def auroc(labels: Any, scores: Any) -> list[float | None]:
     """Per-label area under the ROC curve (Mann-Whitney); None where a label has no positive or no negative."""
-    import numpy as np
-
     result: list[float | None] = []
     for y, s in zip(labels.T, scores.T, strict=True):
         pos, neg = int(y.sum()), int(len(y) - y.sum())
@@ -116,7 +114,7 @@ class Horovod:
             grads = hvd.DistributedGradientTape(tape).gradient(scaled, model.trainable_variables)
             if mixed:
                 grads = optimizer.get_unscaled_gradients(grads)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             return loss
 
         return step
@@ -158,7 +156,7 @@ class MultiWorkerMirrored:
             grads = tape.gradient(scaled, model.trainable_variables)
             if mixed:
                 grads = optimizer.get_unscaled_gradients(grads)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
             return loss
 
         @tf.function

@@ -164,9 +164,10 @@ def main():
                     module.warn("%s is powered on: this change needs it powered off (--allow-power-off)" % vm.name)
                 module.exit_json(**result)
             if result["power_off_needed"] and not p["allow_power_off"]:
-                module.fail_json(msg="VM %s is powered on and attaching GPUs or changing pciPassthru settings needs "
-                                     "it powered off: rerun with --allow-power-off (or set "
-                                     "gpuready.vsphere.allow_power_off)" % vm.name, **result)
+                message = ("VM %s is powered on and attaching GPUs or changing pciPassthru settings needs it powered "
+                           "off: rerun with --allow-power-off (or set gpuready.vsphere.allow_power_off)" % vm.name)
+                result["changed"] = False
+                module.fail_json(msg=message, error=message, **result)
             changes = []
             for n, address in enumerate(attach):
                 gpu = wanted[address]

@@ -56,6 +56,8 @@ def session(module):
 
 def fail(module, error):
     """One line for our errors; a traceback only for the unexpected."""
+    # "error" survives a task's failed_when, so a role can still tell failures apart.
     if HAS_GPUREADY and isinstance(error, GpureadyError):
-        module.fail_json(msg=str(error))
-    module.fail_json(msg="%s: %s" % (type(error).__name__, error), exception=traceback.format_exc())
+        module.fail_json(msg=str(error), error=str(error))
+    message = "%s: %s" % (type(error).__name__, error)
+    module.fail_json(msg=message, error=message, exception=traceback.format_exc())

@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import tarfile
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from email.utils import formatdate
 from pathlib import Path
 
@@ -40,6 +42,8 @@ ROOT_PACKAGES = [
 # Where the stand-in repository is placed inside a root, and the URL Ansible is given for it.
 REPO_IN_ROOT = "srv/gpuready-standin"
 REPO_URL = f"file:///{REPO_IN_ROOT}/"
+# NVIDIA publishes the toolkit in its own repository with its own key reference: a second path to the same files.
+TOOLKIT_REPO_URL = f"file:///{REPO_IN_ROOT}-toolkit/"
 # The kernel the root "will boot": the stand-in repository carries its headers package.
 STANDIN_KERNEL = "6.1.0-gpuready-standin"
 DRIVER_VERSIONS = {"535": ["535.183.01"], "550": ["550.54.15", "550.90.07"]}
@@ -86,6 +90,7 @@ def fresh_root(dest: Path, repo: Path) -> Path:
     with tarfile.open(root_tarball()) as tar:
         tar.extractall(dest, filter="fully_trusted")  # our own tarball: device nodes, owners and modes as built
     shutil.copytree(repo, dest / REPO_IN_ROOT)
+    (dest / f"{REPO_IN_ROOT}-toolkit").symlink_to(Path(REPO_IN_ROOT).name)
     return dest
 
 
@@ -232,8 +237,8 @@ def write_inventory(
         "nvidia_driver_rebuild_initramfs": False,
         "nvidia_driver_kernel_release": STANDIN_KERNEL,
         "nvidia_container_toolkit_manage_services": False,
-        "nvidia_container_toolkit_repo_url": REPO_URL,
-        "nvidia_container_toolkit_repo_key_url": f"{REPO_URL}3bf863cc.pub",
+        "nvidia_container_toolkit_repo_url": TOOLKIT_REPO_URL,
+        "nvidia_container_toolkit_repo_key_url": f"{TOOLKIT_REPO_URL}3bf863cc.pub",
         "gpu_selinux_relabel": False,
         **(host_vars or {}),
     }
@@ -242,3 +247,49 @@ def write_inventory(
     (dest / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts, "vars": chroot_vars}}))
     (dest / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": gpuready}))
     return dest
+
+
+@contextmanager
+def booted_like(root: Path) -> Iterator[Path]:
+    """Make the root look to Ansible's facts as a booted Debian does: / a mount, /proc mounted, /etc/mtab.
+
+    Only the mount table; services, kernel modules and reboots stay impossible and the test
+    inventory switches them off explicitly.
+    """
+    subprocess.run(["mount", "--bind", str(root), str(root)], check=True)
+    try:
+        subprocess.run(["mount", "-t", "proc", "proc", str(root / "proc")], check=True)
+        mtab = root / "etc" / "mtab"
+        if not mtab.is_symlink():
+            mtab.symlink_to("../proc/self/mounts")  # systemd-tmpfiles makes this link on a booted system
+        yield root
+    finally:
+        subprocess.run(["umount", "-l", str(root / "proc")], check=False, capture_output=True)
+        subprocess.run(["umount", "-l", str(root)], check=False, capture_output=True)
+
+
+# Debian's reference policy has no container module; RHEL's container-selinux declares this type.
+# The stand-in declares the same type so the seed's third rule can be stored and evaluated.
+CONTAINER_SELINUX_STANDIN = """(type container_file_t)
+(roletype object_r container_file_t)
+(typeattributeset file_type (container_file_t))
+"""
+
+
+def load_container_selinux_standin(root: Path) -> None:
+    (root / "tmp" / "container-standin.cil").write_text(CONTAINER_SELINUX_STANDIN)
+    subprocess.run(
+        ["chroot", str(root), "semodule", "-i", "/tmp/container-standin.cil"], check=True, capture_output=True
+    )
+
+
+def snapshot(root: Path, *parts: str) -> dict[str, tuple[int, int, int]]:
+    """Path -> (size, mtime, mode) of everything under the given folders of the root."""
+    state = {}
+    for part in parts:
+        for dirpath, dirnames, filenames in os.walk(root / part):
+            for name in dirnames + filenames:
+                path = Path(dirpath) / name
+                st = path.lstat()
+                state[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, st.st_mode)
+    return state

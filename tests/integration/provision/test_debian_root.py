@@ -1,0 +1,277 @@
+"""The GPU node roles applied for real to Debian 12 roots through `gpuready provision cluster`.
+
+Real parts: a Debian 12 root built with mmdebstrap, Ansible's chroot connection, apt and dpkg
+inside the root, a signed local apt repository of stand-in NVIDIA packages, Debian's containerd
+configuration, and the root's SELinux policy store (semanage, matchpathcon).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import gpuready, require
+from tests.integration.provision import debian_root as dr
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+CONTAINERD = "etc/containerd/config.toml"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ok, why = dr.prerequisites()
+    require(ok, why)
+    return dr.build_repo(tmp_path_factory.mktemp("standin"))
+
+
+def _root(tmp: Path, repo: Path) -> Iterator[Path]:
+    root = dr.fresh_root(tmp / "root", repo)
+    with dr.booted_like(root):
+        yield root
+
+
+@pytest.fixture(scope="module")
+def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """A root that ran another branch's driver (535) before gpuready, with SELinux policy to evaluate rules."""
+    tmp = tmp_path_factory.mktemp("node")
+    for root in _root(tmp, repo):
+        dr.install_in_root(
+            root,
+            "nvidia-driver_535.183.01-1_all.deb",
+            "cuda-drivers-535_535.183.01-1_all.deb",
+            "nvidia-persistenced_550.90.07-1_all.deb",
+        )
+        dr.load_container_selinux_standin(root)
+        # The root's policy is SELinux-enabled while the host kernel runs without it: say so explicitly.
+        inventory = dr.write_inventory(
+            tmp / "inventory",
+            {"node1": root},
+            host_vars={"gpu_selinux_status": "enabled", "gpu_selinux_ignore_state": True},
+        )
+        yield root, inventory
+
+
+def _provision(inventory: Path, runs: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    done = gpuready("provision", "cluster", "-i", str(inventory), "--artifacts", str(runs), *args, timeout=900)
+    [summary] = sorted(runs.glob("*/summary.json"))[-1:]
+    return done, json.loads(summary.read_text())
+
+
+def _checks(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in summary["checks"]}
+
+
+def _events(summary_run: Path, task: str) -> list[dict[str, Any]]:
+    events = []
+    for path in sorted(summary_run.glob("ansible/artifacts/*/job_events/*.json")):
+        event = json.loads(path.read_text())
+        if event.get("event_data", {}).get("task") == task:
+            events.append(event)
+    return events
+
+
+def _dpkg(root: Path) -> dict[str, str]:
+    out = subprocess.run(
+        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {p: v for p, v, status in (line.split(" ", 2) for line in out.splitlines()) if status.startswith("ii")}
+
+
+def _original(member: str) -> bytes:
+    with tarfile.open(dr.root_tarball()) as tar:
+        return tar.extractfile(f"./{member}").read()
+
+
+@pytest.fixture(scope="module")
+def first(node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
+    _, inventory = node
+    runs = tmp_path_factory.mktemp("first")
+    done, summary = _provision(inventory, runs, "--diff")
+    return done, summary, next(runs.iterdir())
+
+
+@pytest.fixture(scope="module")
+def second(first: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
+    root, inventory = node
+    before = dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
+    done, summary = _provision(inventory, tmp_path_factory.mktemp("second"))
+    return done, summary, before, dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
+
+
+@pytest.fixture(scope="module")
+def removed(second: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict]:
+    _, inventory = node
+    return _provision(inventory, tmp_path_factory.mktemp("removed"), "--remove")
+
+
+def test_first_apply_passes_and_reports_what_a_root_cannot_do(first: Any) -> None:
+    done, summary, _ = first
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = _checks(summary)
+    assert checks["provision.apply"]["status"] == "passed"
+    assert summary["metrics"]["changed"] > 0
+    # Reboot, services and initramfs are impossible in a root: said, with the variable that switched them off.
+    assert checks["driver.loaded"]["status"] == "skipped"
+    assert "reboot required" in checks["driver.loaded"]["message"]
+    assert "nvidia_driver_manage_kernel is false" in checks["driver.loaded"]["message"]
+    assert "nvidia_driver_manage_services is false" in checks["driver.persistenced"]["message"]
+    assert "nvidia_container_toolkit_manage_services is false" in checks["container_runtime.restart"]["message"]
+
+
+def test_the_cuda_repository_is_configured_with_its_signing_key(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    sources = (root / "etc/apt/sources.list.d/gpuready-cuda.sources").read_text()
+    assert f"URIs: {dr.REPO_URL}" in sources
+    assert "Signed-By: /etc/apt/keyrings/gpuready-cuda.asc" in sources
+    assert (root / "etc/apt/keyrings/gpuready-cuda.asc").read_text() == (
+        root / dr.REPO_IN_ROOT / "3bf863cc.pub"
+    ).read_text()
+
+
+def test_the_pinned_version_is_installed_and_the_other_branch_replaced(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    installed = _dpkg(root)
+    # 550.90.07 is newer in the repository: the pin, not the newest, must win; the 535 branch must be gone.
+    assert installed["nvidia-driver"] == "550.54.15-1"
+    assert installed["cuda-drivers-550"] == "550.54.15-1"
+    assert "cuda-drivers-535" not in installed
+    assert f"linux-headers-{dr.STANDIN_KERNEL}" in installed
+    smi = subprocess.run(
+        ["chroot", str(root), "nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert smi.stdout.strip() == "550.54.15"
+
+
+def test_nouveau_is_blacklisted_and_the_initramfs_rebuild_requested(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    done, summary, _ = first
+    blacklist = (root / "etc/modprobe.d/blacklist-nouveau.conf").read_text()
+    assert "blacklist nouveau" in blacklist and "options nouveau modeset=0" in blacklist
+    finding = _checks(summary)["driver.nouveau"]
+    assert finding["status"] == "skipped"
+    assert "initramfs rebuild needed, not run here (nvidia_driver_rebuild_initramfs is false)" in finding["message"]
+    assert finding["remedy"] == "run update-initramfs -u -k all on the booted node"
+
+
+def test_containerd_gets_the_nvidia_runtime_and_its_backup_is_kept(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    config = (root / CONTAINERD).read_text()
+    assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in config
+    assert (root / f"{CONTAINERD}.gpuready-backup").read_bytes() == _original(CONTAINERD)
+    assert "nvidia-container-toolkit" in _dpkg(root)
+
+
+def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    _, _, run = first
+    seed = {
+        "/dev/nvidia.*": "xserver_misc_device_t",
+        "/usr/bin/nvidia-.*": "xserver_exec_t",
+        "/var/lib/kubelet/.*/.*": "container_file_t",
+    }
+    diffs = [
+        e["event_data"]["res"]["diff"]["prepared"]
+        for e in _events(run, "SELinux | Set the file-context rules")
+        if e["event"] == "runner_item_on_ok"
+    ]
+    added = {}
+    for diff in diffs:
+        for line in diff.splitlines():
+            if line.startswith("+"):
+                target, _, context = line[1:].split()
+                added[target] = context.split(":")[2]
+    assert added == seed
+    local = subprocess.run(
+        ["chroot", str(root), "semanage", "fcontext", "-l", "-C"], capture_output=True, text=True, check=True
+    ).stdout
+    assert {
+        line.split()[0]: line.split()[-1].split(":")[2] for line in local.splitlines() if line.startswith("/")
+    } == seed
+    labels = subprocess.run(
+        ["chroot", str(root), "matchpathcon", "/dev/nvidia0", "/usr/bin/nvidia-smi", "/var/lib/kubelet/pods/x"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert [line.split()[1].split(":")[2] for line in labels.splitlines()] == list(seed.values())
+
+
+def test_the_second_run_changes_nothing(second: Any) -> None:
+    done, summary, before, after = second
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert summary["metrics"]["changed"] == 0, summary["metrics"]["playbooks"]
+    assert after == before
+
+
+def test_remove_restores_the_backup_and_drops_the_rules_but_keeps_the_driver(
+    removed: Any, node: tuple[Path, Path]
+) -> None:
+    root, _ = node
+    done, summary = removed
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (root / CONTAINERD).read_bytes() == _original(CONTAINERD)
+    assert not (root / f"{CONTAINERD}.gpuready-backup").exists()
+    local = subprocess.run(
+        ["chroot", str(root), "semanage", "fcontext", "-l", "-C"], capture_output=True, text=True, check=True
+    ).stdout
+    assert not [line for line in local.splitlines() if line.startswith("/")]
+    checks = _checks(summary)
+    assert checks["driver.remove"]["status"] == "skipped"  # gpuready.driver.remove_on_uninstall is false
+    assert _dpkg(root)["nvidia-driver"] == "550.54.15-1"
+    assert "preflight.os" not in checks  # removal does not depend on preflight
+
+
+@pytest.fixture(scope="module")
+def fresh(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    tmp = tmp_path_factory.mktemp("fresh")
+    for root in _root(tmp, repo):
+        yield root, dr.write_inventory(tmp / "inventory", {"fresh1": root})
+
+
+def test_check_mode_on_a_fresh_root_changes_nothing(fresh: tuple[Path, Path], tmp_path: Path) -> None:
+    root, inventory = fresh
+    before = dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
+    done, summary = _provision(inventory, tmp_path / "runs", "--check", "--diff")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert dr.snapshot(root, "etc", "usr", "var/lib/dpkg") == before
+    checks = _checks(summary)
+    assert checks["driver.packages"]["status"] == "skipped"
+    assert (
+        "would install linux-headers-6.1.0-gpuready-standin cuda-drivers-550=550.54.15-*"
+        in checks["driver.packages"]["message"]
+    )
+    assert checks["container_runtime.configure"]["message"].startswith("would add the nvidia runtime")
+    assert summary["metrics"]["check_mode"] is True
+
+
+def test_selinux_disabled_reports_and_changes_nothing(fresh: tuple[Path, Path], tmp_path: Path) -> None:
+    root, inventory = fresh
+    before = dr.snapshot(root, "etc", "var/lib/selinux")
+    done, summary = _provision(inventory, tmp_path / "runs", "--tags", "selinux")
+    assert done.returncode == 0, done.stdout + done.stderr
+    finding = _checks(summary)["selinux.file_contexts"]
+    assert (finding["status"], finding["message"]) == ("skipped", "SELinux disabled: nothing changed")
+    assert summary["metrics"]["changed"] == 0
+    assert dr.snapshot(root, "etc", "var/lib/selinux") == before
+
+
+def test_a_runtime_that_is_not_installed_is_one_clear_failure(fresh: tuple[Path, Path], tmp_path: Path) -> None:
+    root, _ = fresh
+    inventory = dr.write_inventory(tmp_path / "inventory", {"fresh1": root}, settings={"container_runtime": "crio"})
+    done, summary = _provision(inventory, tmp_path / "runs", "--check", "--tags", "container_runtime")
+    assert done.returncode == 1, done.stdout + done.stderr
+    [failure] = [c for c in summary["checks"] if c["status"] == "failed"]
+    assert "container runtime crio is not installed on this host" in failure["message"]
+    assert "Traceback" not in done.stderr

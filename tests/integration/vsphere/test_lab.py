@@ -1,0 +1,43 @@
+"""`gpuready lab up --components vsphere`: vcsim as a lab component, its inventory usable as is."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import gpuready
+
+pytestmark = pytest.mark.slow
+
+
+def test_lab_up_validate_down(vcsim_binary: Path, tmp_path: Path, artifacts: Path) -> None:
+    from gpuready.core.lab import pid_alive
+
+    lab = tmp_path / "lab"
+    up = gpuready("lab", "up", "--components", "vsphere", "--lab-dir", str(lab))
+    try:
+        assert up.returncode == 0, up.stderr
+        inventory = Path(up.stdout.strip().splitlines()[-1])
+        assert inventory == lab / "vsphere" / "inventory"
+        password_file = lab / "vsphere" / "password"
+        assert stat.S_IMODE(password_file.stat().st_mode) == 0o600
+        password = password_file.read_text()
+        assert password not in "".join(p.read_text() for p in inventory.rglob("*.yml"))
+
+        # TLS is verified in the lab too: the inventory trusts the lab's own certificate.
+        env = {"GPUREADY_VCENTER_PASSWORD": password}
+        done = gpuready("validate", "vsphere", "-i", str(inventory), "--artifacts", str(artifacts), env=env)
+        assert done.returncode == 1, done.stdout + done.stderr  # a fresh lab is not provisioned
+        assert "ATS is off" in done.stdout
+
+        status = gpuready("lab", "status", "--lab-dir", str(lab))
+        assert "running" in status.stdout + status.stderr
+    finally:
+        state = (lab / "state.json").read_text() if (lab / "state.json").exists() else "{}"
+        down = gpuready("lab", "down", "--lab-dir", str(lab))
+    assert down.returncode == 0, down.stderr
+    pids = json.loads(state).get("vsphere", {}).get("pids", [])
+    assert pids and not any(pid_alive(int(p)) for p in pids)

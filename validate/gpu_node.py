@@ -1,0 +1,61 @@
+"""``gpuready validate gpu-node``: the GPU node catalogue on every host of gpu_nodes, in parallel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpuready.core.command import Context, common_options, execute, limit_option
+from gpuready.core.results import RunResult
+
+
+@click.command("gpu-node")
+@common_options
+@limit_option
+@click.option("--workers", type=click.IntRange(1, 512), default=32, show_default=True,
+              help="Hosts validated at once.")
+@click.option("--host-timeout", type=click.FloatRange(1, 3600), default=120, show_default=True,
+              help="Seconds one host may take before it is reported as an error.")
+@click.option("--only", default=None, metavar="IDS", help="Only these check ids (comma-separated).")
+def gpu_node(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, workers: int,
+             host_timeout: float, only: str | None) -> None:
+    """Driver, GPUs, topology, a vector add and node settings on each GPU node (read-only)."""
+    options = {"limit": limit, "workers": workers, "host_timeout": host_timeout,
+               "only": {i.strip() for i in only.split(",") if i.strip()} if only else None}
+    execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
+
+
+def _gpu_node(ctx: Context) -> RunResult:
+    import time
+
+    from gpuready.core.errors import BadInput
+    from gpuready.validate.node import connect, fanout
+    from gpuready.validate.node.checks import CHECK_IDS
+
+    inv = ctx.inventory
+    opts = ctx.options
+    if opts["only"] and (unknown := sorted(opts["only"] - set(CHECK_IDS))):
+        raise BadInput(f"--only: unknown check id(s) {', '.join(unknown)} (known: {', '.join(CHECK_IDS)})")
+    hosts = inv.limit(opts["limit"], "gpu_nodes")
+    if not hosts:
+        raise BadInput(f"{inv.path}: no host in group gpu_nodes")
+    targets = [fanout.Target(h, connect.connection_spec(h, inv.host_vars(h)), inv.node_class(h)) for h in hosts]
+    ctx.note(f"validate gpu-node: {len(targets)} host(s), {opts['workers']} at once — artifacts in {ctx.run_dir}")
+
+    failing_hosts: list[str] = []
+
+    def progress(event: fanout.HostDone) -> None:
+        if event.failing:
+            failing_hosts.append(event.host)
+        state = f"{event.failing} failing" if event.failing else "ok"
+        ctx.note(f"[{event.done}/{event.total}] {event.host}: {state} ({event.seconds:.1f}s) · "
+                 f"{len(failing_hosts)} host(s) failing so far")
+
+    result = ctx.new_result()
+    started = time.monotonic()
+    result.add(*fanout.run(targets, inv.settings, workers=opts["workers"], host_timeout=opts["host_timeout"],
+                           progress=progress, only=opts["only"]))
+    result.metrics.update({"hosts": len(targets), "hosts_failing": len(failing_hosts),
+                           "wall_seconds": round(time.monotonic() - started, 3)})
+    return result

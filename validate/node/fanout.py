@@ -1,0 +1,125 @@
+"""Run the catalogue on many hosts at once: a bounded pool, a deadline per host, progress as hosts finish.
+
+An unreachable host (or one that runs past its deadline) becomes one error check for that host;
+the others go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuready.core.results import Check, errored
+from gpuready.validate.node import connect
+from gpuready.validate.node.checks import CATALOGUE, run_check
+from gpuready.validate.node.node import Node
+
+if TYPE_CHECKING:
+    from gpuready.core.settings import NodeClass, Settings
+
+log = logging.getLogger(__name__)
+
+REACH_ID = "host.reachable"
+
+
+@dataclass
+class Target:
+    name: str
+    spec: dict[str, Any]
+    node_class: NodeClass
+
+
+@dataclass
+class HostDone:
+    """Progress: one host finished (``failing`` counts its failed or error checks)."""
+
+    host: str
+    done: int
+    total: int
+    failing: int
+    seconds: float
+
+
+def validate_host(target: Target, settings: Settings, control_dir: Path, timeout: int,
+                  only: set[str] | None = None) -> list[Check]:
+    host = connect.testinfra_host(target.spec, control_dir, timeout)
+    probe = host.run("true")
+    if probe.rc != 0:
+        why = (probe.stderr or probe.stdout).strip() or f"exit {probe.rc}"
+        return [errored(REACH_ID, target.name, f"cannot reach {target.name} ({connect.describe(target.spec)}): "
+                        f"{why[:300]}", remedy="Check ansible_host/ansible_port/ansible_user and the SSH key; "
+                        "ssh to the host by hand.")]
+    node = Node(target.name, host, target.node_class, settings)
+    return [run_check(d, node) for d in CATALOGUE if only is None or d.id in only]
+
+
+def run(targets: list[Target], settings: Settings, *, workers: int = 32, host_timeout: float = 120,
+        progress: Callable[[HostDone], None] | None = None, only: set[str] | None = None) -> list[Check]:
+    """All targets concurrently; checks come back grouped by host, in inventory order."""
+    results: dict[str, list[Check]] = {}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gpuready-ssh-") as tmp:
+        control_dir = Path(tmp)
+        pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets) or 1)),
+                                  thread_name_prefix="gpu-node")
+        futures: dict[Future[list[Check]], Target] = {}
+        begun: dict[str, float] = {}
+        for t in targets:
+            futures[pool.submit(_timed, begun, t, settings, control_dir, int(min(host_timeout, 30)), only)] = t
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in done:
+                    target = futures[future]
+                    results[target.name] = _outcome(future, target)
+                    _report(progress, target, results, len(targets), begun)
+                now = time.monotonic()
+                for future in list(pending):
+                    target = futures[future]
+                    # A host's deadline runs from when a worker picked it up, not from the start of the run.
+                    if target.name in begun and now - begun[target.name] > host_timeout:
+                        pending.discard(future)
+                        future.cancel()
+                        results[target.name] = [errored(REACH_ID, target.name,
+                                                        f"no answer within {host_timeout:.0f}s; gave up on this host",
+                                                        remedy="Look at the host: an nvidia-smi that hangs "
+                                                        "usually means a GPU fell off the bus (Xid 79).")]
+                        _report(progress, target, results, len(targets), begun)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            for t in targets:
+                try:
+                    connect.close(t.spec, control_dir)
+                except Exception as e:  # closing is best effort; the ControlPersist timer ends it anyway
+                    log.debug("closing %s: %s", t.name, e)
+    log.debug("validated %d hosts in %.2fs", len(targets), time.monotonic() - started)
+    return [c for t in targets for c in results.get(t.name, [])]
+
+
+def _timed(begun: dict[str, float], target: Target, *args: Any) -> list[Check]:
+    begun[target.name] = time.monotonic()
+    return validate_host(target, *args)
+
+
+def _outcome(future: Future[list[Check]], target: Target) -> list[Check]:
+    try:
+        return future.result()
+    except Exception as e:  # one host's surprise must not stop the others; it is reported on that host
+        log.debug("host %s", target.name, exc_info=True)
+        return [errored(REACH_ID, target.name, f"validation of {target.name} stopped: {type(e).__name__}: {e}")]
+
+
+def _report(progress: Callable[[HostDone], None] | None, target: Target, results: dict[str, list[Check]],
+            total: int, begun: dict[str, float]) -> None:
+    if progress is None:
+        return
+    failing = sum(c.status in ("failed", "error") for c in results[target.name])
+    seconds = time.monotonic() - begun.get(target.name, time.monotonic())
+    progress(HostDone(target.name, len(results), total, failing, seconds))

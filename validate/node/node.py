@@ -1,0 +1,94 @@
+"""One host as the checks see it: a testinfra host, what the inventory expects of it, and the
+answers of the commands already run there (each command runs once per host, however many checks read it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from gpuready.validate.node import nvsmi
+
+if TYPE_CHECKING:
+    from gpuready.core.settings import NodeClass, Settings
+
+QUERY_FIELDS = ["index", "name", "pci.bus_id", "driver_version", "persistence_mode"]
+
+
+@dataclass
+class Answer:
+    """What a command printed, kept for evidence."""
+
+    command: str
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    def evidence(self, limit: int = 1500) -> str:
+        out = self.stdout if self.ok or self.stdout.strip() else self.stderr
+        out = out.strip()
+        if len(out) > limit:
+            out = out[:limit] + "\n…"
+        return f"$ {self.command}\n(exit {self.rc})\n{out}"
+
+
+class NoGpuView(Exception):
+    """nvidia-smi could not be read; every GPU check fails with the same reason."""
+
+
+@dataclass
+class Node:
+    name: str
+    host: Any  # testinfra.host.Host
+    node_class: NodeClass
+    settings: Settings
+    _answers: dict[str, Answer] = field(default_factory=dict, repr=False)
+
+    def run(self, command: str) -> Answer:
+        if command not in self._answers:
+            result = self.host.run(command)
+            self._answers[command] = Answer(command, result.rc, result.stdout, result.stderr)
+        return self._answers[command]
+
+    def has(self, tool: str) -> bool:
+        return self.run(f"command -v {tool}").ok
+
+    # What nvidia-smi says, parsed once.
+    @cached_property
+    def smi_xml(self) -> Answer:
+        return self.run("nvidia-smi -q -x")
+
+    @cached_property
+    def smi(self) -> nvsmi.SmiLog:
+        answer = self.smi_xml
+        if not answer.ok:
+            why = "not installed" if answer.rc == 127 else f"failed (exit {answer.rc})"
+            raise NoGpuView(f"cannot read the GPUs: nvidia-smi {why}: "
+                            f"{(answer.stderr or answer.stdout).strip()[:200] or 'no output'}")
+        try:
+            return nvsmi.parse_xml(answer.stdout)
+        except nvsmi.ParseError as e:
+            raise NoGpuView(f"cannot read the GPUs: {e}") from e
+
+    @cached_property
+    def query(self) -> Answer:
+        return self.run(f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader")
+
+    def gpus_csv(self) -> list[dict[str, str]]:
+        answer = self.query
+        if not answer.ok:
+            self.smi  # noqa: B018 - raises the same clear reason as every GPU check
+            raise NoGpuView(f"nvidia-smi --query-gpu failed (exit {answer.rc})")
+        try:
+            return nvsmi.parse_query_csv(answer.stdout, QUERY_FIELDS)
+        except nvsmi.ParseError as e:
+            raise NoGpuView(str(e)) from e
+
+    @cached_property
+    def modules(self) -> Answer:
+        # /proc/modules is what lsmod reads; lsmod is asked so a host's own view is used.
+        return self.run("lsmod")

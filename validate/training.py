@@ -1,0 +1,94 @@
+"""``gpuready validate training``: the CheXNet smoke run over 1..N workers, judged against references."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from gpuready.core.command import Context, common_options, execute, limit_option
+
+if TYPE_CHECKING:
+    from gpuready.core.results import RunResult
+
+
+def _sizes(_: click.Context, __: click.Parameter, value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        sizes = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give worker counts like 1,2,4,8") from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter(f"{value!r}: give worker counts of 1 or more, like 1,2,4,8")
+    return sorted(set(sizes))
+
+
+@click.command("training")
+@common_options
+@limit_option
+@click.option("--launcher", type=click.Choice(["local", "ssh", "slurm", "kubernetes"]), default=None,
+              help="Where the workers run [default: the inventory's training.launcher].")
+@click.option("--gpus", callback=_sizes, default=None, metavar="N[,N...]",
+              help="Worker counts to sweep, one worker per GPU (on CPU: processes), e.g. 1,2,4,8.")
+@click.option("--model", type=click.Choice(["densenet121", "resnet50"]), default=None)
+@click.option("--steps", type=click.IntRange(1), default=None, help="Timed steps per run.")
+@click.option("--warmup-steps", type=click.IntRange(0), default=None, help="Untimed steps first.")
+@click.option("--batch-size", type=click.IntRange(1), default=None, help="Images per worker and step.")
+@click.option("--image-size", type=click.IntRange(32), default=None, help="Input side in pixels.")
+@click.option("--data", default=None, help="'synthetic' or a folder of TFRecords from the converter.")
+@click.option("--pipeline", type=click.Choice(["new", "old"]), default=None, help="tf.data pipeline (real data).")
+@click.option("--distribution", type=click.Choice(["horovod", "mwms"]), default=None,
+              help="Horovod, or tf.distribute MultiWorkerMirroredStrategy.")
+@click.option("--mixed-precision/--no-mixed-precision", default=None)
+@click.option("--xla/--no-xla", default=None)
+@click.option("--timeout", "timeout_s", type=click.IntRange(10), default=None, help="Seconds per run.")
+def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None,
+             **overrides: Any) -> None:
+    """Train CheXNet for a few steps on 1..N workers and judge images/s against references.
+
+    Saves each worker's raw step times, the scaling table and curve (training.md, scaling.png)
+    in the run folder. Examples:
+
+      gpuready validate training --gpus 1,2 --steps 10 --image-size 64 --batch-size 8
+
+      gpuready validate training -i inventories/baremetal-c4140 --launcher slurm --gpus 1,2,4,8
+    """
+    ctx = Context("validate training", inventory_path, artifacts, verbose,
+                  options={"limit": limit, **{k: v for k, v in overrides.items() if v is not None}})
+    execute(ctx, _body)
+
+
+def _body(ctx: Context) -> RunResult:
+    from gpuready.workloads import launchers, sweep
+    from gpuready.workloads.launch_targets import launcher_for, target_for
+
+    settings = ctx.inventory.settings.training.model_copy(
+        update={k: v for k, v in ctx.options.items() if k in type(ctx.inventory.settings.training).model_fields})
+    plan = launchers.Plan(model=settings.model, batch_size=settings.batch_size, image_size=settings.image_size,
+                          steps=settings.steps, warmup_steps=settings.warmup_steps, data=settings.data,
+                          pipeline=settings.pipeline, distribution=settings.distribution,
+                          mixed_precision=settings.mixed_precision, xla=settings.xla,
+                          eval_batches=settings.eval_batches, timeout_s=settings.timeout_s)
+    target = target_for(ctx.inventory, settings, ctx.options.get("limit"))
+    result = ctx.new_result()
+    rows = sweep.run(plan, settings.gpus, target, ctx.run_dir, result,
+                     launcher_for(ctx.inventory, settings, target, ctx.options.get("limit")), ctx.note)
+    if rows:
+        _show(ctx, rows)
+    return result
+
+
+def _show(ctx: Context, rows: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    table = Table(title="scaling (from the raw step times)")
+    for column in ("workers", "images/s", "per worker", "efficiency"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        eff = "—" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
+        table.add_row(str(r["workers"]), f"{r['images_per_second']:.2f}",
+                      f"{r['images_per_second_per_worker']:.2f}", eff)
+    ctx.console.print(table)
+    ctx.console.print(f"report: {ctx.run_dir / 'training.md'}  plot: {ctx.run_dir / 'scaling.png'}")

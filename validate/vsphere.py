@@ -1,0 +1,178 @@
+"""``gpuready validate vsphere``: read every GPU passthrough setting back from vCenter and judge it.
+
+Per ESXi host: ATS and the passthrough state of each planned GPU. Per GPU VM: the attached
+GPUs, their NVLink pairing, P2P and ACS flags, 64-bit MMIO (on and large enough for the GPUs
+attached), firmware, hardware version and memory reservation. Read-only.
+
+In-guest NVLink (``nvidia-smi topo -m`` showing NV links between the pair) is a gpu-node check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from gpuready.core.command import Context, common_options, execute
+from gpuready.core.results import Check, RunResult, failed, passed, skipped
+
+if TYPE_CHECKING:
+    from gpuready.core.settings import Vsphere
+    from gpuready.provision.vsphere_plan import Plan, VmPlan
+
+REPROVISION = "gpuready provision cluster --tags vsphere --allow-power-off"
+
+
+@click.command("vsphere")
+@common_options
+@click.option("--insecure", is_flag=True, help="Do not verify vCenter's TLS certificate (labs only).")
+def vsphere(inventory_path: Path, artifacts: Path | None, verbose: int, insecure: bool) -> None:
+    """Read back ATS, GPU passthrough, P2P/ACS, 64-bit MMIO and NVLink pairing from vCenter."""
+    execute(Context("validate vsphere", inventory_path, artifacts, verbose, {"insecure": insecure}), _validate)
+
+
+def _validate(ctx: Context) -> RunResult:
+    from gpuready.core.vsphere import connect, find_host, find_vm
+    from gpuready.provision.vsphere_plan import check_static, read_plan, target
+
+    inv = ctx.inventory
+    settings = inv.settings.vsphere
+    esxi_hosts = inv.hosts("esxi_hosts")
+    check_static(settings, esxi_hosts)
+    result = ctx.new_result()
+    with connect(target(inv, insecure=ctx.options["insecure"])) as si:
+        plan = read_plan(si, settings, esxi_hosts)
+        for host_plan in plan.hosts:
+            result.add(*host_checks(find_host(si, host_plan.name), host_plan.gpus))
+        for vm_plan in plan.vms:
+            result.add(*vm_checks(find_vm(si, vm_plan.name), vm_plan, settings))
+    result.metrics["vsphere"] = {"hosts": len(plan.hosts), "vms": len(plan.vms),
+                                 "gpus": sum(len(v.gpus) for v in plan.vms)}
+    _note_plan(ctx, plan)
+    return result
+
+
+def _note_plan(ctx: Context, plan: Plan) -> None:
+    if ctx.verbose:
+        for line in plan.lines():
+            ctx.note(f"plan: {line}")
+
+
+def host_checks(host: Any, gpus: list[str]) -> list[Check]:
+    from gpuready.core.vsphere import ATS_OPTION, host_option, pci_devices
+
+    name = host.name
+    checks = []
+    value = host_option(host, ATS_OPTION)
+    evidence = f"{ATS_OPTION} = {value} (the configured value; ESXi uses it from its next boot)"
+    if str(value).lower() == "true":
+        checks.append(passed("vsphere.ats", name, "ATS is on", evidence))
+    else:
+        checks.append(failed("vsphere.ats", name, f"ATS is off: expected {ATS_OPTION} true, found {value}", evidence,
+                             remedy=f"{REPROVISION}, then reboot {name}"))
+    devices = pci_devices(host)
+    for gpu in gpus:
+        d = devices[gpu]
+        check_id = f"vsphere.passthrough.{gpu}"
+        evidence = (f"{gpu} {d.pci_id} {d.name}: passthruCapable {d.passthru_capable}, passthruEnabled "
+                    f"{d.passthru_enabled}, passthruActive {d.passthru_active}")
+        if d.passthru_enabled and d.passthru_active:
+            checks.append(passed(check_id, name, f"{gpu} is passed through", evidence))
+        elif d.passthru_enabled:
+            checks.append(failed(check_id, name, f"{gpu}: passthrough enabled but not active", evidence,
+                                 remedy=f"reboot {name}"))
+        else:
+            checks.append(failed(check_id, name, f"{gpu}: passthrough is off, expected on", evidence,
+                                 remedy=REPROVISION))
+    return checks
+
+
+def _flag(extra: dict[str, str], key: str) -> bool:
+    return extra.get(key, "").strip().lower() == "true"
+
+
+def vm_checks(vm: Any, plan: VmPlan, settings: Vsphere) -> list[Check]:
+    from gpuready.core.vsphere import vm_extra_config, vm_gpu_ids
+
+    name = plan.name
+    extra = vm_extra_config(vm)
+    attached = vm_gpu_ids(vm)
+    wanted = [g.id for g in plan.gpus]
+    checks = []
+
+    gpu_evidence = f"attached NVIDIA passthrough devices: {', '.join(attached) or 'none'}"
+    if sorted(attached) == sorted(wanted) and len(attached) == len(set(attached)):
+        checks.append(passed("vsphere.vm.gpus", name, f"{len(wanted)} GPU(s) attached as planned", gpu_evidence))
+    else:
+        checks.append(failed("vsphere.vm.gpus", name, f"expected GPUs {', '.join(wanted) or 'none'}, found "
+                             f"{', '.join(attached) or 'none'}", gpu_evidence, remedy=REPROVISION))
+
+    pairs = {tuple(sorted(p)) for p in settings.nvlink_pairs.get(plan.esxi_host, [])}
+    if len(attached) < 2:
+        checks.append(skipped("vsphere.vm.nvlink_pair", name, f"{len(attached)} GPU attached: no pair to check",
+                              gpu_evidence))
+    elif len(attached) == 2 and tuple(sorted(attached)) in pairs:
+        checks.append(passed("vsphere.vm.nvlink_pair", name, f"{attached[0]} + {attached[1]} are an NVLink pair",
+                             gpu_evidence))
+    else:
+        declared = "; ".join(" + ".join(p) for p in sorted(pairs)) or "none declared"
+        checks.append(failed("vsphere.vm.nvlink_pair", name, f"attached GPUs {', '.join(attached)} are not one "
+                             f"NVLink pair on {plan.esxi_host} (pairs: {declared})", gpu_evidence, remedy=REPROVISION))
+
+    for key, check_id, why in (("pciPassthru.allowP2P", "vsphere.vm.p2p", "GPU peer-to-peer"),
+                               ("pciPassthru.RelaxACSforP2P", "vsphere.vm.relax_acs", "P2P through PCIe switches")):
+        evidence = f"{key} = {extra.get(key, '(unset)')}"
+        if _flag(extra, key):
+            checks.append(passed(check_id, name, f"{key} is true", evidence))
+        else:
+            checks.append(failed(check_id, name, f"{key}: expected true for {why}, found {extra.get(key, 'unset')}",
+                                 evidence, remedy=REPROVISION))
+
+    size_text = extra.get("pciPassthru.64bitMMIOSizeGB", "")
+    size = int(size_text) if size_text.strip().isdigit() else 0
+    total = sum(g.memory_gib for g in plan.gpus)
+    evidence = (f"pciPassthru.use64bitMMIO = {extra.get('pciPassthru.use64bitMMIO', '(unset)')}, "
+                f"pciPassthru.64bitMMIOSizeGB = {size_text or '(unset)'}; GPUs: "
+                f"{' + '.join(f'{g.model} {g.memory_gib} GiB' for g in plan.gpus) or 'none'}; rule: next power of "
+                f"two at or above 2 x {total} GiB = {plan.mmio_gib} GiB")
+    if not plan.gpus:
+        checks.append(skipped("vsphere.vm.mmio", name, "no GPU planned", evidence))
+    elif _flag(extra, "pciPassthru.use64bitMMIO") and size >= plan.mmio_gib:
+        checks.append(passed("vsphere.vm.mmio", name, f"64-bit MMIO on, {size} GiB (needs {plan.mmio_gib})",
+                             evidence))
+    else:
+        found = f"{size} GiB" if _flag(extra, "pciPassthru.use64bitMMIO") else "64-bit MMIO off"
+        checks.append(failed("vsphere.vm.mmio", name, f"expected 64-bit MMIO of at least {plan.mmio_gib} GiB, found "
+                             f"{found} (the GPU would show 'BAR1 is 0M')", evidence, remedy=REPROVISION))
+
+    firmware = vm.config.firmware or "bios"
+    if firmware == "efi":
+        checks.append(passed("vsphere.vm.firmware", name, "EFI firmware", f"firmware = {firmware}"))
+    else:
+        checks.append(failed("vsphere.vm.firmware", name, f"expected EFI firmware for GPUs with large BARs, found "
+                             f"{firmware}", f"firmware = {firmware}",
+                             remedy="switch the VM to EFI (the guest OS must boot with EFI); gpuready does not"))
+
+    version_text = vm.config.version or ""
+    version = int(version_text.removeprefix("vmx-")) if version_text.removeprefix("vmx-").isdigit() else 0
+    evidence = f"config.version = {version_text}"
+    if version >= settings.min_hardware_version:
+        checks.append(passed("vsphere.vm.hardware_version", name, f"hardware version {version_text}", evidence))
+    else:
+        checks.append(failed("vsphere.vm.hardware_version", name, f"expected hardware version vmx-"
+                             f"{settings.min_hardware_version} or later, found {version_text}", evidence,
+                             remedy="upgrade the VM's compatibility in vCenter (powered off; gpuready does not)"))
+
+    memory_mb = vm.config.hardware.memoryMB
+    reservation = vm.config.memoryAllocation.reservation if vm.config.memoryAllocation else 0
+    locked = bool(vm.config.memoryReservationLockedToMax)
+    evidence = f"memoryMB = {memory_mb}, reservation = {reservation} MB, memoryReservationLockedToMax = {locked}"
+    if not plan.gpus:
+        checks.append(skipped("vsphere.vm.memory_reservation", name, "no GPU planned", evidence))
+    elif locked or (reservation or 0) >= memory_mb:
+        checks.append(passed("vsphere.vm.memory_reservation", name, "all guest memory reserved", evidence))
+    else:
+        checks.append(failed("vsphere.vm.memory_reservation", name, f"passthrough needs all {memory_mb} MB reserved, "
+                             f"found {reservation} MB", evidence, remedy=REPROVISION))
+    return checks
