@@ -15,15 +15,25 @@ $(STAMP)-base: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# The train extra: TensorFlow first, then Horovod built from source against it (Gloo only, no
+# MPI/PyTorch/MXNet); pip keeps the built wheel in its cache, so later runs take seconds.
+HOROVOD_BUILD := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
+	HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=GLOO
+$(STAMP)-train: $(STAMP)-base
+	$(BIN)/pip install -q 'tensorflow==2.15.1' 'kubernetes-validate>=1.31'
+	$(HOROVOD_BUILD) $(BIN)/pip install -q --no-build-isolation 'horovod==0.28.1'
+	$(BIN)/pip check
+	touch $@
+
 system-deps:
 	scripts/install-system-deps
 
 setup: system-deps $(STAMP)-base
 
-demo: setup
+demo: setup $(STAMP)-train
 	scripts/demo
 
-test: setup
+test: setup $(STAMP)-train
 	scripts/test
 
 lint: setup

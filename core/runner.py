@@ -141,8 +141,12 @@ def run_playbook(
     forks: int = 50,
     timeout_s: int | None = None,
     envvars: dict[str, str] | None = None,
+    fact_cache: Path | None = None,
 ) -> PlaybookRun:
     """Run ``playbooks/<playbook>`` with ansible-runner and return per-host results.
+
+    ``fact_cache``: a jsonfile fact cache folder to use instead of a fresh one per run (planning
+    from recorded facts: hosts whose cached facts say they were gathered are not gathered again).
 
     Raises :class:`Cancelled` (with what ran so far in ``.run``) on Ctrl-C and
     :class:`Unreachable` when Ansible itself could not start.
@@ -208,6 +212,8 @@ def run_playbook(
                 timeout=timeout_s,
                 suppress_env_files=True,
                 rotate_artifacts=1,
+                # ansible-runner joins this onto its artifact folder; an absolute path replaces it.
+                **({"fact_cache": str(fact_cache.resolve())} if fact_cache else {}),
             )
         except Exception as e:  # ansible-runner raises plain exceptions for set-up problems
             raise Unreachable(f"could not run {playbook}: {shorten(e)}") from e

@@ -240,6 +240,8 @@ def vm_gpu_ids(vm: Any) -> list[str]:
     for device in vm.config.hardware.device:
         if isinstance(device, vim.vm.device.VirtualPCIPassthrough):
             backing = device.backing
-            if isinstance(backing, vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo):
+            # Other passthrough devices (NICs) are not GPUs and not gpuready's business.
+            if (isinstance(backing, vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo)
+                    and (backing.vendorId & 0xFFFF) == NVIDIA_VENDOR_ID):
                 ids.append(backing.id)
     return ids

@@ -264,10 +264,18 @@ def provision_extra_vars(inventory: Inventory, *, tags: list[str] | None, limit:
         if insecure or allow_power_off:
             note("--insecure and --allow-power-off apply to the vSphere layer, which this run does not include")
         return {}
-    plan = plan_for_inventory(inventory, insecure=insecure)
-    for line in plan.lines():
-        note(f"plan: {line}")
+    import os
+
     settings = inventory.settings.vsphere
+    if os.environ.get(settings.password_env):
+        plan = plan_for_inventory(inventory, insecure=insecure)
+        for line in plan.lines():
+            note(f"plan: {line}")
+    else:
+        # The password may be vcenter_password in Ansible Vault, which only Ansible opens:
+        # then the play's first task makes and checks the same plan.
+        check_static(settings, inventory.hosts("esxi_hosts"))
+        note(f"${settings.password_env} is not set: the vSphere plan is made by Ansible (vcenter_password from Vault)")
     return {"gpuready_vsphere_insecure": insecure,
             "gpuready_vsphere_allow_power_off": allow_power_off or settings.allow_power_off,
             "gpuready_vsphere_ca_file": _ca_file(inventory, settings.ca_file)}

@@ -8,6 +8,7 @@ from gpuready.core.lazy import LazyGroup
 
 #: name -> ("module:click command", short help). Add a line when a subcommand works, not before.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "cluster": ("gpuready.validate.cluster:cluster", "Device plugin, advertised GPUs, cuda-vector-add per GPU node."),
     "gpu-node": ("gpuready.validate.gpu_node:gpu_node", "Check every GPU node: driver, GPUs, topology, compute."),
     "training": ("gpuready.validate.training:training", "Train CheXNet on 1..N workers; images/s, scaling, report."),
     "vsphere": ("gpuready.validate.vsphere:vsphere", "Read back ATS, GPU passthrough, P2P, MMIO and NVLink pairs."),

@@ -13,15 +13,15 @@ if TYPE_CHECKING:
     from gpuready.core.results import RunResult
 
 
-def _sizes(_: click.Context, __: click.Parameter, value: str | None) -> list[int] | None:
-    if value is None:
-        return None
+def _sizes(value: str) -> list[int]:
+    from gpuready.core.errors import BadInput
+
     try:
         sizes = [int(v) for v in value.split(",") if v.strip()]
     except ValueError:
-        raise click.BadParameter(f"{value!r}: give worker counts like 1,2,4,8") from None
+        raise BadInput(f"--gpus {value!r}: give worker counts like 1,2,4,8") from None
     if not sizes or min(sizes) < 1:
-        raise click.BadParameter(f"{value!r}: give worker counts of 1 or more, like 1,2,4,8")
+        raise BadInput(f"--gpus {value!r}: give worker counts of 1 or more, like 1,2,4,8")
     return sorted(set(sizes))
 
 
@@ -30,7 +30,7 @@ def _sizes(_: click.Context, __: click.Parameter, value: str | None) -> list[int
 @limit_option
 @click.option("--launcher", type=click.Choice(["local", "ssh", "slurm", "kubernetes"]), default=None,
               help="Where the workers run [default: the inventory's training.launcher].")
-@click.option("--gpus", callback=_sizes, default=None, metavar="N[,N...]",
+@click.option("--gpus", default=None, metavar="N[,N...]",
               help="Worker counts to sweep, one worker per GPU (on CPU: processes), e.g. 1,2,4,8.")
 @click.option("--model", type=click.Choice(["densenet121", "resnet50"]), default=None)
 @click.option("--steps", type=click.IntRange(1), default=None, help="Timed steps per run.")
@@ -51,6 +51,7 @@ def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: 
     Saves each worker's raw step times, the scaling table and curve (training.md, scaling.png)
     in the run folder. Examples:
 
+    \b
       gpuready validate training --gpus 1,2 --steps 10 --image-size 64 --batch-size 8
 
       gpuready validate training -i inventories/baremetal-c4140 --launcher slurm --gpus 1,2,4,8
@@ -64,14 +65,18 @@ def _body(ctx: Context) -> RunResult:
     from gpuready.workloads import launchers, sweep
     from gpuready.workloads.launch_targets import launcher_for, target_for
 
+    options = dict(ctx.options)
+    if "gpus" in options:
+        options["gpus"] = _sizes(options["gpus"])
     settings = ctx.inventory.settings.training.model_copy(
-        update={k: v for k, v in ctx.options.items() if k in type(ctx.inventory.settings.training).model_fields})
+        update={k: v for k, v in options.items() if k in type(ctx.inventory.settings.training).model_fields})
     plan = launchers.Plan(model=settings.model, batch_size=settings.batch_size, image_size=settings.image_size,
                           steps=settings.steps, warmup_steps=settings.warmup_steps, data=settings.data,
                           pipeline=settings.pipeline, distribution=settings.distribution,
                           mixed_precision=settings.mixed_precision, xla=settings.xla,
                           eval_batches=settings.eval_batches, timeout_s=settings.timeout_s)
     target = target_for(ctx.inventory, settings, ctx.options.get("limit"))
+    sweep.check_plan(plan, settings.gpus, target)  # before the run folder exists: bad input leaves nothing behind
     result = ctx.new_result()
     rows = sweep.run(plan, settings.gpus, target, ctx.run_dir, result,
                      launcher_for(ctx.inventory, settings, target, ctx.options.get("limit")), ctx.note)

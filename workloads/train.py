@@ -157,12 +157,11 @@ class MultiWorkerMirrored:
             if mixed:
                 grads = optimizer.get_unscaled_gradients(grads)
             optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-            return loss
+            return tf.reduce_mean(per_example)  # this worker's own loss, like Horovod's
 
         @tf.function
         def step(iterator: Any) -> Any:
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(replica_step, args=next(iterator)),
-                                   axis=None)
+            return strategy.experimental_local_results(strategy.run(replica_step, args=next(iterator)))[0]
 
         return step
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.core.errors import BadInput, Unreachable, shorten
-from gpuready.core.lab import Component, Lab, wait_for_port
+from gpuready.core.lab import Component, Lab, stop_pids, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).resolve().parent / "vcsim" / "main.go"
@@ -110,8 +110,10 @@ def free_port() -> int:
 
 
 def vcsim_argv(binary: Path, port: int, *, hosts: int = 2, vms: int = 2, password_file: Path | None = None,
-               cert: Path | None = None, key: Path | None = None, gpus: Path | None = DEVICE_LIST) -> list[str]:
-    argv = [str(binary), "-listen", f"127.0.0.1:{port}", "-hosts", str(hosts), "-vms", str(vms), "-user", USER]
+               cert: Path | None = None, key: Path | None = None, gpus: Path | None = DEVICE_LIST,
+               extra: tuple[str, ...] = ()) -> list[str]:
+    argv = [str(binary), "-listen", f"127.0.0.1:{port}", "-hosts", str(hosts), "-vms", str(vms), "-user", USER,
+            *extra]
     if password_file:
         argv += ["-password-file", str(password_file)]
     if cert and key:
@@ -154,6 +156,23 @@ def lab_inventory(port: int, hosts: int, ca_file: str = "", verify_tls: bool = T
     return inventory, settings
 
 
+def _wait_until_serving(pid: int, log: Path, timeout: float = 60) -> None:
+    """Until vcsim says it listens: a port that answers may be someone else's (the port was taken)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while "vcsim listening on" not in log.read_text(errors="replace"):
+        try:
+            exited = os.waitpid(pid, os.WNOHANG)[0] == pid
+        except ChildProcessError:
+            exited = True
+        if exited:
+            raise Unreachable(f"lab vsphere: vcsim stopped at start (port taken?); see {log}")
+        if time.monotonic() > deadline:
+            raise Unreachable(f"lab vsphere: vcsim did not start in {timeout:.0f}s; see {log}")
+        time.sleep(0.1)
+
+
 class VsphereLab(Component):
     name = "vsphere"
     description = "simulated vCenter (vcsim): ESXi hosts with simulated A100 PCIe GPUs in NVLink pairs, and VMs"
@@ -177,7 +196,12 @@ class VsphereLab(Component):
         password_file = write_password(folder)
         pid = lab.spawn(self.name, vcsim_argv(binary, port, hosts=hosts, vms=vms, password_file=password_file,
                                               cert=cert, key=key))
-        wait_for_port("127.0.0.1", port, timeout=30)
+        try:
+            _wait_until_serving(pid, folder / f"{self.name}.log")
+            wait_for_port("127.0.0.1", port, timeout=30)
+        except Unreachable:
+            stop_pids([pid])
+            raise
         # The inventory trusts exactly the lab's certificate: TLS is verified in the lab as on a real site.
         inventory, settings = lab_inventory(port, hosts, ca_file=os.path.relpath(cert, lab.inventory_dir(self.name)))
         path = lab.write_inventory(self.name, inventory, settings)

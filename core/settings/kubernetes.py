@@ -11,23 +11,39 @@ from gpuready.core.settings.base import Section
 
 class DevicePlugin(Section):
     #: A pinned NVIDIA k8s-device-plugin release.
-    version: str = "v0.17.0"
+    version: str = Field(default="v0.17.0", pattern=r"^v\d+\.\d+\.\d+$")
     #: Override for private registries; empty means nvcr.io/nvidia/k8s-device-plugin:<version>.
     image: str = ""
+    #: Namespace (OpenShift project) of the DaemonSet; seed 002 used kube-system.
     namespace: str = "kube-system"
+    #: How long to wait for the plugin to be ready on every labelled node.
     rollout_timeout_s: int = Field(default=300, ge=1)
 
 
 class Kubernetes(Section):
+    #: openshift adds the SecurityContextConstraints the device plugin needs.
     flavour: Literal["kubernetes", "openshift"] = "kubernetes"
     #: kubeconfig path (``~`` expanded); empty: $KUBECONFIG, ~/.kube/config, then in-cluster.
     kubeconfig: str = ""
+    #: kubeconfig context; empty: the current context.
     context: str = ""
+    #: Verify the API server's TLS certificate (set false only for labs).
     verify_tls: bool = True
     #: The label put on GPU nodes (seed 002: openshift.com/gpu-accelerator=true).
     gpu_label: str = Field(default="openshift.com/gpu-accelerator=true", pattern=r"^[^=\s]+=[^=\s]*$")
     device_plugin: DevicePlugin = DevicePlugin()
+    #: The validation pod's image (seed 002's cuda-vector-add); mirror it for private registries.
     cuda_vector_add_image: str = "registry.k8s.io/cuda-vector-add:v0.1"
-    #: Namespace the validation pods run in (seed 002 used a new project).
+    #: Namespace the validation pods run in (seed 002 used a new project); created when missing.
     validation_namespace: str = "gpuready-validation"
+    #: How long a cuda-vector-add pod may take to finish.
     pod_timeout_s: int = Field(default=300, ge=1)
+    #: Labels put on GPU nodes beside ``gpu_label`` (never on nodes without GPUs).
+    extra_gpu_labels: dict[str, str] = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    #: Server-side apply field manager: gpuready owns exactly the fields it applied, so --remove
+    #: takes away only what gpuready added.
+    field_manager: str = Field(default="gpuready", pattern=r"^[a-z0-9][a-z0-9.-]{0,100}$")
+    #: Seconds between looks at a rollout or a pod while waiting.
+    poll_interval_s: float = Field(default=2, gt=0, le=60)
+    #: Attempts for API calls answered 429 or 5xx (with exponential backoff) before giving up.
+    api_retries: int = Field(default=5, ge=1, le=20)

@@ -7,6 +7,7 @@ this node is skipped with the reason.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import shlex
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from gpuready.core.results import Check, errored, failed, passed, skipped
 from gpuready.validate.node import nvsmi
-from gpuready.validate.node.node import Node, NoGpuView
+from gpuready.validate.node.node import QUERY_FIELDS, Node, NoGpuView
 
 #: Seed 002: "permission denied" means these labels are wrong (SELinux enforcing only).
 SELINUX_LABELS = {"/dev/nvidia*": "xserver_misc_device_t", "/usr/bin/nvidia-*": "xserver_exec_t"}
@@ -25,7 +26,12 @@ RUNTIME_CONFIG = {
     "crio": ("/etc/crio/crio.conf.d/99-nvidia.conf", "nvidia"),
     "crio-oci-hook": ("/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json", "nvidia-container"),
 }
+# One listing each, whatever the number of GPUs: the file type per path, the label per path.
+DEVICES_COMMAND = "for f in /dev/nvidia*; do [ -c \"$f\" ] && echo \"$f character\" || echo \"$f other\"; done"
+LABELS_COMMAND = ("for f in " + " ".join(SELINUX_LABELS) + "; do [ -e \"$f\" ] && printf '%s %s\\n' \"$f\" "
+                  "\"$(getfattr --only-values -n security.selinux \"$f\" 2>/dev/null)\"; done; true")
 DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/nvidia.sock"
+KUBELET_COMMAND = "test -d /var/lib/kubelet"
 
 log = logging.getLogger(__name__)
 
@@ -313,12 +319,13 @@ def devices(node: Node) -> Check:
         minors = [g.minor for g in node.smi.gpus]
     except NoGpuView:
         minors = []
+    answer = node.run(DEVICES_COMMAND)
+    kinds = dict(line.split(" ", 1) for line in answer.stdout.splitlines() if " " in line)
     paths = ["/dev/nvidiactl", "/dev/nvidia-uvm", *(f"/dev/nvidia{m}" for m in minors)]
-    missing = [p for p in paths if not node.run(f"test -c {p}").ok]
-    evidence = node.run("ls -l /dev/nvidia*").evidence(600)
+    missing = [p for p in paths if kinds.get(p) != "character"]
     if missing:
-        return failed("node.devices", node.name, "missing: " + ", ".join(missing), evidence)
-    return passed("node.devices", node.name, f"{len(paths)} device files present", evidence)
+        return failed("node.devices", node.name, "missing: " + ", ".join(missing), answer.evidence(600))
+    return passed("node.devices", node.name, f"{len(paths)} device files present", answer.evidence(600))
 
 
 @check("node.selinux_labels", "with SELinux enforcing, NVIDIA files carry the seed's labels",
@@ -331,15 +338,15 @@ def selinux_labels(node: Node) -> Check:
     if mode.stdout.strip() != "Enforcing":
         return skipped("node.selinux_labels", node.name, f"SELinux is {mode.stdout.strip()}, labels do not apply")
     wrong, seen = [], []
-    for pattern, want in SELINUX_LABELS.items():
-        listing = node.run(f"sh -c 'for f in {pattern}; do [ -e \"$f\" ] && "
-                           f"printf \"%s %s\\n\" \"$f\" \"$(getfattr --only-values -n security.selinux \"$f\" "
-                           f"2>/dev/null)\"; done; true'")
-        for line in listing.stdout.splitlines():
-            path, _, label = line.partition(" ")
-            seen.append(line)
-            if f":{want}:" not in label:
-                wrong.append(f"{path} is {label or 'unlabelled'} (want {want})")
+    listing = node.run(LABELS_COMMAND)
+    for line in listing.stdout.splitlines():
+        path, _, label = line.partition(" ")
+        want = next((t for pattern, t in SELINUX_LABELS.items() if fnmatch.fnmatch(path, pattern)), None)
+        if want is None:
+            continue
+        seen.append(line)
+        if f":{want}:" not in label:
+            wrong.append(f"{path} is {label or 'unlabelled'} (want {want})")
     evidence = "$ getfattr -n security.selinux /dev/nvidia* /usr/bin/nvidia-*\n" + "\n".join(seen)
     if wrong:
         return failed("node.selinux_labels", node.name, "; ".join(wrong), evidence)
@@ -365,9 +372,9 @@ def container_runtime(node: Node) -> Check:
 @check("node.device_plugin_socket", "on Kubernetes nodes the device plugin's socket exists",
        "Deploy the NVIDIA device plugin on this node (gpuready provision cluster) and check its pod log.")
 def device_plugin_socket(node: Node) -> Check:
-    if not node.host.file("/var/lib/kubelet").is_directory:
+    if not node.run(KUBELET_COMMAND).ok:
         return skipped("node.device_plugin_socket", node.name, "not a Kubernetes node (no /var/lib/kubelet)")
-    if node.host.file(DEVICE_PLUGIN_SOCKET).is_socket:
+    if node.run(f"test -S {DEVICE_PLUGIN_SOCKET}").ok:
         return passed("node.device_plugin_socket", node.name, f"{DEVICE_PLUGIN_SOCKET} present")
     return failed("node.device_plugin_socket", node.name, f"{DEVICE_PLUGIN_SOCKET} missing: the device plugin "
                   "is not serving on this node")
@@ -381,7 +388,7 @@ def ib_ports(node: Node) -> Check:
         return skipped("node.ib_ports", node.name, "the node class has no fabric ports")
     problems, evidence = [], []
     for port in fabric.ports:
-        answer = node.run(f"ibstat {shlex.quote(port)}")
+        answer = node.run(_ibstat(port))
         evidence.append(answer.evidence(500))
         states = [line.split(":", 1)[1].strip() for line in answer.stdout.splitlines()
                   if line.strip().startswith("State:")]
@@ -401,7 +408,7 @@ def ats(node: Node) -> Check:
     devices = fabric.mst_devices or fabric.ports
     problems, evidence = [], []
     for device in devices:
-        answer = node.run(f"mlxconfig -d {shlex.quote(device)} q ATS_ENABLED")
+        answer = node.run(_mlxconfig(device))
         evidence.append(answer.evidence(500))
         values = [line.split()[-1] for line in answer.stdout.splitlines() if line.strip().startswith("ATS_ENABLED")]
         if not answer.ok or not values or not values[0].startswith("True"):
@@ -412,3 +419,27 @@ def ats(node: Node) -> Check:
 
 
 CHECK_IDS = [c.id for c in CATALOGUE]
+
+def _ibstat(port: str) -> str:
+    return f"ibstat {shlex.quote(port)}"
+
+
+def _mlxconfig(device: str) -> str:
+    return f"mlxconfig -d {shlex.quote(device)} q ATS_ENABLED"
+
+
+def prefetch_commands(node: Node) -> list[str]:
+    """The commands the catalogue will run on this node, known before any check runs."""
+    fabric = node.node_class.fabric
+    extra = [KUBELET_COMMAND]
+    if fabric is not None:
+        extra += [_ibstat(p) for p in fabric.ports]
+        if fabric.ats:
+            extra += [_mlxconfig(d) for d in fabric.mst_devices or fabric.ports]
+    return PREFETCH + extra
+
+
+#: The fixed commands the catalogue runs, sent to a host in one round trip before the checks.
+PREFETCH = ["lsmod", "nvidia-smi -q -x", f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader",
+            "dmesg", "nvidia-smi nvlink -s", "nvidia-smi topo -p2p r", "getenforce", DEVICES_COMMAND,
+            LABELS_COMMAND, "command -v vectorAdd"]

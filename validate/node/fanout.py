@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuready.core.results import Check, errored
 from gpuready.validate.node import connect
-from gpuready.validate.node.checks import CATALOGUE, run_check
+from gpuready.validate.node.checks import CATALOGUE, prefetch_commands, run_check
 from gpuready.validate.node.node import Node
 
 if TYPE_CHECKING:
@@ -48,14 +48,14 @@ class HostDone:
 
 def validate_host(target: Target, settings: Settings, control_dir: Path, timeout: int,
                   only: set[str] | None = None) -> list[Check]:
+    why = connect.open_master(target.spec, control_dir, timeout)
     host = connect.testinfra_host(target.spec, control_dir, timeout)
-    probe = host.run("true")
-    if probe.rc != 0:
-        why = (probe.stderr or probe.stdout).strip() or f"exit {probe.rc}"
+    if why:
         return [errored(REACH_ID, target.name, f"cannot reach {target.name} ({connect.describe(target.spec)}): "
                         f"{why[:300]}", remedy="Check ansible_host/ansible_port/ansible_user and the SSH key; "
                         "ssh to the host by hand.")]
     node = Node(target.name, host, target.node_class, settings)
+    node.prefetch(prefetch_commands(node))
     return [run_check(d, node) for d in CATALOGUE if only is None or d.id in only]
 
 

@@ -12,6 +12,9 @@ from gpuready.validate.node import nvsmi
 if TYPE_CHECKING:
     from gpuready.core.settings import NodeClass, Settings
 
+#: Starts a section of the batched output (an ASCII record separator: never in tool output).
+MARK = "\x1egpuready:"
+
 QUERY_FIELDS = ["index", "name", "pci.bus_id", "driver_version", "persistence_mode"]
 
 
@@ -53,6 +56,37 @@ class Node:
             result = self.host.run(command)
             self._answers[command] = Answer(command, result.rc, result.stdout, result.stderr)
         return self._answers[command]
+
+    def prefetch(self, commands: list[str]) -> None:
+        """Run many commands in one round trip and keep each one's answer, as if run one by one.
+
+        Over SSH every command costs a round trip and a local process; the catalogue's fixed
+        commands are known in advance, so they travel together. Checks still ask ``run(command)``.
+        """
+        todo = [c for c in dict.fromkeys(commands) if c not in self._answers]
+        if not todo:
+            return
+        parts = ['T=$(mktemp -d)']
+        for i, command in enumerate(todo):
+            parts.append(f"{{ {command} ; }} >$T/{i}.o 2>$T/{i}.e </dev/null; echo $? >$T/{i}.r")
+        for i in range(len(todo)):
+            for kind in "oer":
+                parts.append(f"printf '\\n{MARK}{i} {kind}\\n'; cat $T/{i}.{kind}")
+        parts.append('rm -rf "$T"')
+        script = "\n".join(parts)
+        result = self.host.run("sh -c %s", script)
+        if result.rc != 0:
+            raise ConnectionError(f"the batch of checks' commands did not run (exit {result.rc}): "
+                                  f"{result.stderr.strip()[:300]}")
+        found: dict[tuple[int, str], str] = {}
+        for section in result.stdout.split("\n" + MARK)[1:]:
+            head, _, body = section.partition("\n")
+            index, _, kind = head.partition(" ")
+            found[(int(index), kind)] = body
+        for i, command in enumerate(todo):
+            rc = found.get((i, "r"), "").strip()
+            self._answers[command] = Answer(command, int(rc) if rc.isdigit() else 255,
+                                            found.get((i, "o"), ""), found.get((i, "e"), ""))
 
     def has(self, tool: str) -> bool:
         return self.run(f"command -v {tool}").ok

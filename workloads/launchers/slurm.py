@@ -41,7 +41,8 @@ def script(plan: Plan, workers: int, gpus_per_node: int, folder: Path, partition
 def validate(text: str) -> list[str]:
     """Problems with a generated script: shell syntax, unknown or inconsistent #SBATCH directives."""
     problems = []
-    syntax = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, check=False)
+    bash = shutil.which("bash") or "/bin/bash"
+    syntax = subprocess.run([bash, "-n"], input=text, capture_output=True, text=True, check=False)
     if syntax.returncode:
         problems.append(f"bash -n: {syntax.stderr.strip()}")
     options: dict[str, str] = {}

@@ -74,9 +74,11 @@ def seed(store: Store, nodes: list[NodeSeed], openshift: bool) -> None:
                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                        "message": "kubelet is posting ready status (simulated)",
                                        "lastHeartbeatTime": now(), "lastTransitionTime": now()}],
-                       "nodeInfo": {"kubeletVersion": "v1.30.4", "containerRuntimeVersion": "cri-o://1.30.4",
+                       "nodeInfo": {"kubeletVersion": "v1.30.4", "kubeProxyVersion": "v1.30.4",
+                                    "containerRuntimeVersion": "cri-o://1.30.4", "kernelVersion": "5.14.0-427.el9",
                                     "osImage": "Red Hat Enterprise Linux (simulated)", "architecture": "amd64",
-                                    "operatingSystem": "linux"}}}, "kubelet")
+                                    "operatingSystem": "linux", "bootID": str(uuid.uuid4()),
+                                    "machineID": uuid.uuid4().hex, "systemUUID": str(uuid.uuid4())}}}, "kubelet")
     if openshift:
         scc = store.by_kind("SecurityContextConstraints")
         base = {"allowHostIPC": False, "allowHostNetwork": False, "allowHostPID": False, "allowHostPorts": False,
@@ -417,5 +419,7 @@ def _container(c: dict[str, Any], *, waiting: str = "", running: bool = False, r
     else:
         state = {"terminated": {"exitCode": exit_code or 0, "reason": reason, "finishedAt": now(),
                                 **({"message": message} if message else {})}}
-    return {"name": c["name"], "image": c["image"], "ready": ready and running, "restartCount": restarts,
-            "started": running, "state": state}
+    digest = hashlib.sha256(c["image"].encode()).hexdigest()
+    return {"name": c["name"], "image": c["image"], "imageID": f"{c['image'].split(':')[0]}@sha256:{digest}",
+            "containerID": f"cri-o://{digest[:32]}" if not waiting else None, "ready": ready and running,
+            "restartCount": restarts, "started": running, "state": state}

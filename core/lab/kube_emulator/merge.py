@@ -202,6 +202,9 @@ def server_side_apply(current: dict[str, Any] | None, config: dict[str, Any], ma
         # An empty map in a configuration claims the map, not its entries: others' keys stay.
         if value == {} and isinstance(get_path(base, path), dict):
             continue
+        if value is None:  # an explicit null claims the field and leaves it unset, as the server stores it
+            remove_path(base, path)
+            continue
         set_path(base, path, value)
     new_managed[mine] = wanted
     for key in ("apiVersion", "kind"):

@@ -149,6 +149,7 @@ func main() {
 	key := flag.String("key", "", "TLS key (PEM)")
 	gpuFile := flag.String("gpus", "", "JSON device list: GPUs put on every host's PCI bus")
 	hwVersion := flag.String("hardware-version", "vmx-17", "hardware version of the VMs")
+	firmware := flag.String("firmware", "efi", "firmware of the VMs: efi or bios")
 	flag.Parse()
 
 	password := ""
@@ -177,9 +178,10 @@ func main() {
 	for _, e := range simulator.Map.All("HostSystem") {
 		equipHost(e.(*simulator.HostSystem), gpus)
 	}
-	// VMs that take large-BAR GPUs boot with EFI (vSphere 7 creates Linux VMs that way).
+	// VMs that take large-BAR GPUs boot with EFI (vSphere 7 creates Linux VMs that way); -firmware bios
+	// makes VMs that validation must flag.
 	for _, e := range simulator.Map.All("VirtualMachine") {
-		e.(*simulator.VirtualMachine).Config.Firmware = string(types.GuestOsDescriptorFirmwareTypeEfi)
+		e.(*simulator.VirtualMachine).Config.Firmware = *firmware
 	}
 
 	u := &url.URL{Host: *listen}

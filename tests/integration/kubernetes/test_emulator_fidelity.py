@@ -82,7 +82,7 @@ def test_apply_conflicting_with_another_manager_is_a_409_unless_forced(http: Htt
     r = http.apply(f"{DS}/demo", daemonset(image="example/app:1"))
     assert r.status_code == 409
     status = r.json()
-    assert (status["kind"], status["status"], status["reason"], status["code"]) == ("Status", "Failure", "Conflict", 409)
+    assert (status["kind"], status["status"], status["reason"]) == ("Status", "Failure", "Conflict")
     assert "kubectl-edit" in status["message"] and status["details"]["causes"][0]["reason"] == "FieldManagerConflict"
     forced = http.apply(f"{DS}/demo", daemonset(image="example/app:1"), force="true")
     assert forced.status_code == 200
@@ -169,8 +169,8 @@ def test_main_endpoint_ignores_status_and_status_endpoint_changes_only_status(ht
     before = http("GET", NODE).json()
     r = http("PATCH", NODE, {"status": {"capacity": {"nvidia.com/gpu": "8"}}}, "application/merge-patch+json")
     assert "nvidia.com/gpu" not in r.json()["status"]["capacity"]
-    r = http("PATCH", NODE + "/status", {"metadata": {"labels": {"x": "y"}}, "status": {"capacity": {"nvidia.com/gpu": "8"}}},
-             "application/merge-patch+json")
+    both = {"metadata": {"labels": {"x": "y"}}, "status": {"capacity": {"nvidia.com/gpu": "8"}}}
+    r = http("PATCH", NODE + "/status", both, "application/merge-patch+json")
     assert r.json()["status"]["capacity"]["nvidia.com/gpu"] == "8"
     assert "x" not in r.json()["metadata"]["labels"]
     assert before["metadata"]["resourceVersion"] != r.json()["metadata"]["resourceVersion"]

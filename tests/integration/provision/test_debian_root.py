@@ -156,7 +156,7 @@ def test_the_pinned_version_is_installed_and_the_other_branch_replaced(first: An
 
 def test_nouveau_is_blacklisted_and_the_initramfs_rebuild_requested(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
-    done, summary, _ = first
+    _, summary, _ = first
     blacklist = (root / "etc/modprobe.d/blacklist-nouveau.conf").read_text()
     assert "blacklist nouveau" in blacklist and "options nouveau modeset=0" in blacklist
     finding = _checks(summary)["driver.nouveau"]

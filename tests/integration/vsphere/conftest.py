@@ -72,15 +72,19 @@ class Vcsim:
 
 @pytest.fixture(scope="module")
 def vcsim(vcsim_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vcsim]:
+    yield from start_vcsim(vcsim_binary, tmp_path_factory.mktemp("vcsim"))
+
+
+def start_vcsim(binary: Path, folder: Path, extra: tuple[str, ...] = ()) -> Iterator[Vcsim]:
+    """vcsim on a free loopback port, TLS with a certificate made here, the password checked."""
     from gpuready.core.lab import wait_for_port
     from gpuready.core.lab.vsphere import free_port, make_certificate, vcsim_argv, write_password
 
-    folder = tmp_path_factory.mktemp("vcsim")
     cert, key = make_certificate(folder)
     password_file = write_password(folder, PASSWORD)
     port = free_port()
     log = (folder / "vcsim.log").open("w")
-    process = subprocess.Popen(vcsim_argv(vcsim_binary, port, password_file=password_file, cert=cert, key=key),
+    process = subprocess.Popen(vcsim_argv(binary, port, password_file=password_file, cert=cert, key=key, extra=extra),
                                stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port("127.0.0.1", port, timeout=30)

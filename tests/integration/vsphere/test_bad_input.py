@@ -75,3 +75,15 @@ def test_insecure_skips_verification_only_when_asked(vcsim: Vcsim, env: dict[str
     done = gpuready("validate", "vsphere", "-i", path, "--insecure", "--artifacts", str(artifacts), env=env)
     assert done.returncode == 1, done.stdout + done.stderr  # reached vCenter; the site is not provisioned yet
     assert "ATS is off" in done.stdout
+
+
+def test_without_the_password_provision_leaves_the_plan_to_ansible(vcsim: Vcsim, env: dict[str, str],
+                                                                   artifacts: Path) -> None:
+    # vcenter_password may come from Ansible Vault, which only Ansible opens; without either, the
+    # play's first task fails saying where the password goes, and nothing changes.
+    path = str(vcsim.inventory())
+    done = gpuready("provision", "cluster", "-i", path, "--tags", "vsphere", "--artifacts", str(artifacts),
+                    env={**env, "GPUREADY_VCENTER_PASSWORD": ""})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Ansible Vault" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    assert ats(vcsim) == [False, False]

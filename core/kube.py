@@ -1,0 +1,180 @@
+"""The one place gpuready talks to a Kubernetes/OpenShift API from Python.
+
+Client configuration as kubectl users expect (a kubeconfig and context, $KUBECONFIG,
+~/.kube/config, then in-cluster), TLS verified unless the inventory says otherwise, and
+errors translated once: refused credentials, 403 and an unreachable API are one
+:class:`Unreachable` line (exit 3); 429 and 5xx are retried with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gpuready.core import redact
+from gpuready.core.errors import Unreachable, shorten
+
+if TYPE_CHECKING:
+    from gpuready.core.settings import Kubernetes
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Answers worth asking again: rate limited, or the API server (or what is in front of it) is struggling.
+RETRIABLE = {429, 500, 502, 503, 504}
+BACKOFF_FIRST_S = 0.2
+BACKOFF_MAX_S = 5.0
+#: (connect, read) seconds for one request.
+REQUEST_TIMEOUT = (5, 30)
+
+
+class NotFound(Exception):
+    """A 404 for one object; callers decide whether that is a finding."""
+
+
+class Conflict(Exception):
+    """A 409: AlreadyExists or Conflict; callers resolve it."""
+
+
+class BadRequest(Exception):
+    """A 400, e.g. the log of a container that never started."""
+
+
+@dataclass
+class Kube:
+    """Typed API clients sharing one configuration, plus the retrying, translating :meth:`call`."""
+
+    api_client: Any
+    server: str
+    retries: int = 5
+
+    @property
+    def core(self) -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api_client)
+
+    @property
+    def apps(self) -> Any:
+        from kubernetes import client
+
+        return client.AppsV1Api(self.api_client)
+
+    def dynamic(self) -> Any:
+        """OpenShift's dynamic client, for kinds Kubernetes has no typed API for (SCCs)."""
+        from openshift.dynamic import DynamicClient
+
+        return self.call(lambda: DynamicClient(self.api_client), "discover the API")
+
+    def call(self, fn: Callable[[], T], what: str) -> T:
+        """Run one API call: retry what is temporary, translate what is not."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        delay = BACKOFF_FIRST_S
+        for attempt in range(1, self.retries + 1):
+            try:
+                return fn()
+            except ApiException as e:
+                status = int(e.status or 0)
+                if status in RETRIABLE and attempt < self.retries:
+                    log.warning("%s: API answered %s, retrying in %.1fs (%d/%d)", what, status, delay, attempt,
+                                self.retries)
+                    time.sleep(delay)
+                    delay = min(delay * 2, BACKOFF_MAX_S)
+                    continue
+                raise translate(e, what, self.server) from e
+            except HTTPError as e:
+                raise Unreachable(f"cannot reach the Kubernetes API at {self.server} to {what}: "
+                                  f"{shorten(_reason(e), 160)}") from e
+            except ValueError as e:  # the client could not read the answer (pydantic's errors are ValueErrors)
+                raise Unreachable(f"unexpected answer from the Kubernetes API at {self.server} to {what}: "
+                                  f"{shorten(str(e).splitlines()[0], 160)}") from e
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _reason(e: Exception) -> str:
+    reason = getattr(e, "reason", None)
+    return str(reason or e)
+
+
+def _status_message(e: Any) -> str:
+    import json
+
+    try:
+        return str(json.loads(e.body).get("message") or e.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(e.reason or e.status)
+
+
+def translate(e: Any, what: str, server: str) -> Exception:
+    status = int(e.status or 0)
+    message = redact.text(_status_message(e))
+    if status == 404:
+        return NotFound(message)
+    if status == 409:
+        return Conflict(message)
+    if status == 400:
+        return BadRequest(message)
+    if status == 401:
+        return Unreachable(f"the Kubernetes API at {server} refused the credentials (401) to {what}; "
+                           "check the kubeconfig's user and token")
+    if status == 403:
+        return Unreachable(f"not allowed to {what} (403 Forbidden): {shorten(message, 200)}")
+    if status in RETRIABLE:
+        return Unreachable(f"the Kubernetes API at {server} kept answering {status} to {what}: "
+                           f"{shorten(message, 160)}")
+    return Unreachable(f"the Kubernetes API refused to {what} ({status}): {shorten(message, 200)}")
+
+
+def kubeconfig_path(settings: Kubernetes) -> Path | None:
+    """The kubeconfig kubectl would use: the inventory's, else $KUBECONFIG (first entry), else ~/.kube/config."""
+    if settings.kubeconfig:
+        return Path(settings.kubeconfig).expanduser()
+    env = os.environ.get("KUBECONFIG", "")
+    for entry in env.split(os.pathsep):
+        if entry:
+            return Path(entry).expanduser()
+    default = Path("~/.kube/config").expanduser()
+    return default if default.exists() else None
+
+
+def connect(settings: Kubernetes) -> Kube:
+    """A configured client; a missing or broken kubeconfig is one Unreachable line (exit 3)."""
+    from kubernetes import client, config
+    from kubernetes.config.config_exception import ConfigException
+
+    configuration = client.Configuration()
+    path = kubeconfig_path(settings)
+    try:
+        if path is not None:
+            if not path.is_file():
+                raise Unreachable(f"kubeconfig {path} not found (gpuready.kubernetes.kubeconfig, $KUBECONFIG "
+                                  "or ~/.kube/config)")
+            config.load_kube_config(config_file=str(path), context=settings.context or None,
+                                    client_configuration=configuration)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            raise Unreachable("no kubeconfig: set gpuready.kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config "
+                              "(or run inside a pod)")
+    except ConfigException as e:
+        raise Unreachable(f"kubeconfig {path or '(in-cluster)'}: {shorten(redact.text(str(e)), 200)}") from e
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise Unreachable(f"kubeconfig {path}: unreadable ({shorten(type(e).__name__ + ': ' + str(e), 160)})") from e
+    for secret in (configuration.api_key or {}).values():
+        redact.register(str(secret).removeprefix("Bearer ").strip())
+    if configuration.password:
+        redact.register(configuration.password)
+    if not settings.verify_tls:
+        log.warning("TLS verification of %s is off (gpuready.kubernetes.verify_tls: false)", configuration.host)
+        configuration.verify_ssl = False
+    # Temporary failures are retried by Kube.call with backoff; urllib3 need not retry on its own as well.
+    configuration.retries = 0
+    api_client = client.ApiClient(configuration)
+    return Kube(api_client=api_client, server=configuration.host, retries=settings.api_retries)

@@ -1,0 +1,73 @@
+"""validate gpu-node on this machine (ansible_connection: local), with or without a GPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuready.validate.node.checks import CHECK_IDS
+from tests.conftest import gpuready
+
+DRIVER_AND_GPU = ["driver.nvidia_module", "driver.nvidia_smi", "driver.version", "gpu.count", "gpu.model",
+                  "gpu.persistence", "gpu.ecc_volatile", "gpu.retired_pages", "gpu.throttle", "gpu.pcie_link",
+                  "gpu.xid", "compute.vector_add", "node.devices"]
+
+
+def has_gpu() -> bool:
+    return shutil.which("nvidia-smi") is not None and subprocess.run(
+        ["nvidia-smi", "-L"], capture_output=True, check=False).returncode == 0
+
+
+def summary(artifacts: Path) -> dict:
+    return json.loads(next(artifacts.glob("*/summary.json")).read_text())
+
+
+def test_localhost_without_gpu_fails_driver_and_gpu_checks_clearly(artifacts: Path) -> None:
+    if has_gpu():
+        pytest.skip("this machine has a GPU; test_real_gpu_host covers it")
+    done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--artifacts", str(artifacts))
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    checks = {c["id"]: c for c in summary(artifacts)["checks"]}
+    assert list(checks) == CHECK_IDS  # everything ran, in catalogue order
+    assert {i for i, c in checks.items() if c["status"] == "failed"} == set(DRIVER_AND_GPU)
+    assert not [c for c in checks.values() if c["status"] == "error"]
+    assert checks["driver.nvidia_smi"]["message"] == "nvidia-smi not found: no NVIDIA driver installed"
+    assert checks["gpu.count"]["message"].startswith("cannot read the GPUs: nvidia-smi not installed")
+    assert checks["driver.nouveau_absent"]["status"] == "passed"
+    assert all(checks[i]["status"] == "skipped" for i in ("topology.nvlink", "topology.p2p", "node.ib_ports"))
+
+
+def test_bad_input_is_one_line_exit_2(artifacts: Path) -> None:
+    done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--only", "gpu.nope",
+                    "--artifacts", str(artifacts))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("gpuready: error: --only: unknown check id(s) gpu.nope")
+    done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--limit", "nohost")
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+
+
+def test_real_gpu_host(tmp_path: Path, artifacts: Path) -> None:
+    """On a GPU machine: describe it in an inventory; every check passes or is skipped with a reason."""
+    if not has_gpu():
+        pytest.skip("no NVIDIA GPU on this machine (nvidia-smi -L does not answer); runs on a GPU host")
+    names = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, check=True).stdout.strip().splitlines()
+    model, driver = (p.strip() for p in names[0].split(","))
+    (tmp_path / "group_vars" / "all").mkdir(parents=True)
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"localhost": {
+        "ansible_connection": "local", "gpuready_node_class": "here"}}}}))
+    (tmp_path / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": {
+        "node_classes": {"here": {"gpu_model": model, "gpu_count": len(names)}},
+        "driver": {"branch": driver.split(".")[0], "version": driver}, "container_runtime": "none"}}))
+    done = gpuready("validate", "gpu-node", "-i", str(tmp_path), "--artifacts", str(artifacts))
+    checks = summary(artifacts)["checks"]
+    bad = [(c["id"], c["status"], c["message"]) for c in checks if c["status"] not in ("passed", "skipped")]
+    assert not bad, done.stdout
+    assert all(c["message"] for c in checks if c["status"] == "skipped")
+    assert done.returncode == 0

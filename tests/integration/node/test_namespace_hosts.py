@@ -1,0 +1,102 @@
+"""validate gpu-node over real SSH against namespace hosts replaying recorded GPU profiles.
+
+Every check's status on every host is asserted: healthy profiles pass (or skip where the check
+does not apply to their node class), each faulty profile fails exactly the checks its fault touches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuready.validate.node.checks import CHECK_IDS
+from gpuready.validate.node.replay import PROFILES
+from tests.conftest import gpuready
+from tests.integration.node.conftest import start
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+NOT_HERE = {"node.container_runtime": "skipped", "node.device_plugin_socket": "skipped"}
+BY_CLASS = {
+    "c4140-v100": {"node.selinux_labels": "skipped", "node.ats": "skipped"},
+    "r750xa-a100": {"node.selinux_labels": "skipped"},
+    "hgx-h100": {"node.selinux_labels": "skipped", "node.ib_ports": "skipped", "node.ats": "skipped"},
+}
+GPU_VIEW = [c for c in CHECK_IDS if c.split(".")[0] in ("gpu", "topology", "compute")] + ["driver.version"]
+FAULTS: dict[str, dict[str, str]] = {
+    "v100-x4": {"node.selinux_labels": "passed"},
+    "a100-x4": {},
+    "h100-x8": {},
+    "ecc-errors": {"gpu.ecc_volatile": "failed", "gpu.xid": "failed"},
+    "driver-mismatch": {"driver.version": "failed"},
+    "missing-gpu": {"gpu.count": "failed", "topology.p2p": "failed"},
+    "nouveau": {"driver.nvidia_module": "failed", "driver.nouveau_absent": "failed", "driver.nvidia_smi": "failed",
+                "node.devices": "failed", **dict.fromkeys(GPU_VIEW, "failed")},
+    "nvlink-down": {"topology.nvlink": "failed"},
+    "selinux-label": {"node.selinux_labels": "failed"},
+    "throttle": {"gpu.throttle": "failed"},
+}
+
+
+def expected(profile: str) -> dict[str, str]:
+    statuses = dict.fromkeys(CHECK_IDS, "passed")
+    statuses.update(NOT_HERE)
+    statuses.update(BY_CLASS[PROFILES[profile].node_class])
+    statuses.update(FAULTS[profile])
+    return statuses
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    assert set(FAULTS) == set(PROFILES), "every profile needs its expected statuses"
+    yield from start(tmp_path_factory.mktemp("nodes"), list(PROFILES), unreachable=True)
+
+
+def run(lab: dict[str, Any], artifacts: Path, *args: str) -> tuple[Any, dict[str, Any]]:
+    done = gpuready("validate", "gpu-node", "-i", str(lab["inventory"]), "--artifacts", str(artifacts), *args)
+    assert "Traceback" not in done.stderr + done.stdout
+    summary = json.loads(next(artifacts.glob("*/summary.json")).read_text())
+    return done, summary
+
+
+def test_every_check_on_every_host(lab: dict[str, Any], artifacts: Path) -> None:
+    done, summary = run(lab, artifacts)
+    assert done.returncode == 1, done.stderr
+    got: dict[str, dict[str, str]] = {}
+    for check in summary["checks"]:
+        got.setdefault(check["host"], {})[check["id"]] = check["status"]
+    for host in lab["hosts"]:
+        assert got[host["name"]] == expected(host["profile"]), host["name"]
+    # The host that is down is an error for that host only; the others went on.
+    down = [c for c in summary["checks"] if c["host"] == "down-99"]
+    assert [(c["id"], c["status"]) for c in down] == [("host.reachable", "error")]
+    assert "cannot reach down-99" in down[0]["message"]
+    assert summary["metrics"]["hosts"] == len(PROFILES) + 1
+    assert f"[{len(PROFILES) + 1}/{len(PROFILES) + 1}]" in done.stderr  # progress: hosts done and failing
+
+
+def test_failures_say_what_and_how_to_fix(lab: dict[str, Any], artifacts: Path) -> None:
+    done, summary = run(lab, artifacts, "--limit", "ecc-errors-*:driver-mismatch-*:selinux-label-*")
+    assert done.returncode == 1
+    failed = {(c["host"].rsplit("-", 1)[0], c["id"]): c for c in summary["checks"] if c["status"] == "failed"}
+    ecc = failed[("ecc-errors", "gpu.ecc_volatile")]
+    assert "GPU 1 (00000000:1C:00.0): 2 volatile uncorrectable" in ecc["message"]
+    assert "nvidia-smi -q -x" in ecc["evidence"] and ecc["remedy"]
+    driver = failed[("driver-mismatch", "driver.version")]
+    assert driver["message"] == "driver 530.30.02 is installed, the inventory pins 535.54.03"
+    label = failed[("selinux-label", "node.selinux_labels")]
+    assert "/dev/nvidia2 is system_u:object_r:device_t:s0" in label["message"]
+
+
+def test_healthy_hosts_exit_0_and_unreachable_alone_exits_3(lab: dict[str, Any], tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    done, summary = run(lab, tmp_path / "a", "--limit", "v100-x4-*:a100-x4-*:h100-x8-*")
+    assert done.returncode == 0, done.stdout
+    assert summary["counts"]["failed"] == summary["counts"]["error"] == 0
+    done, _ = run(lab, tmp_path / "b", "--limit", "down-99", "--host-timeout", "20")
+    assert done.returncode == 3

@@ -1,0 +1,83 @@
+"""The parsers read the recorded real nvidia-smi output and the replayed profiles built from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuready.validate.node import nvsmi, replay
+
+RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "recorded"
+
+
+def test_recorded_a100_xml() -> None:
+    log = nvsmi.parse_xml((RECORDED / "a100-sxm4-80gb-535.54.03.q.xml").read_text())
+    assert log.driver_version == "535.54.03"
+    [gpu] = log.gpus
+    assert gpu.name == "NVIDIA A100-SXM4-80GB"
+    assert gpu.bus_id == "00000000:01:00.0"
+    assert gpu.minor == 1
+    assert gpu.persistence == "Disabled"
+    assert gpu.volatile_uncorrectable == 0
+    assert (gpu.retired_pending, gpu.remapped_pending, gpu.slowdowns) == (False, False, [])
+    assert (gpu.pcie_max_gen, gpu.pcie_device_max_gen, gpu.pcie_width, gpu.pcie_max_width) == (4, 4, 16, 16)
+
+
+def test_older_schema_throttle_reasons_and_double_bit_counts() -> None:
+    xml = """<nvidia_smi_log><driver_version>418.40.04</driver_version><gpu id="0000:1A:00.0">
+      <product_name>Tesla V100-SXM2-32GB</product_name><minor_number>0</minor_number>
+      <persistence_mode>Enabled</persistence_mode>
+      <clocks_throttle_reasons><clocks_throttle_reason_hw_slowdown>Active</clocks_throttle_reason_hw_slowdown>
+      </clocks_throttle_reasons>
+      <ecc_errors><volatile><single_bit><total>5</total></single_bit><double_bit><total>3</total></double_bit>
+      </volatile></ecc_errors>
+      <retired_pages><pending_retirement>Yes</pending_retirement></retired_pages></gpu></nvidia_smi_log>"""
+    [gpu] = nvsmi.parse_xml(xml).gpus
+    assert gpu.slowdowns == ["hw_slowdown"]
+    assert gpu.volatile_uncorrectable == 3
+    assert gpu.retired_pending
+
+
+@pytest.mark.parametrize("text", ["", "not xml", "<other/>"])
+def test_bad_xml_is_a_parse_error(text: str) -> None:
+    with pytest.raises(nvsmi.ParseError):
+        nvsmi.parse_xml(text)
+
+
+def test_query_csv_checks_columns() -> None:
+    rows = nvsmi.parse_query_csv("0, Tesla V100-SXM2-32GB, 00000000:1A:00.0\n", ["index", "name", "pci.bus_id"])
+    assert rows == [{"index": "0", "name": "Tesla V100-SXM2-32GB", "pci.bus_id": "00000000:1A:00.0"}]
+    with pytest.raises(nvsmi.ParseError):
+        nvsmi.parse_query_csv("0, x\n", ["index", "name", "pci.bus_id"])
+
+
+def test_lsmod_xid_p2p_and_nvlink() -> None:
+    assert {"nvidia", "nvidia_uvm"} <= nvsmi.parse_lsmod(replay.LSMOD_NVIDIA)
+    assert "nvidia" not in nvsmi.parse_lsmod(replay.LSMOD_NOUVEAU)
+    ecc = replay.PROFILES["ecc-errors"]
+    assert len(nvsmi.xid_events(replay.dmesg(ecc))) == 1
+    assert nvsmi.xid_events(replay.dmesg(replay.PROFILES["v100-x4"])) == []
+    matrix = nvsmi.parse_p2p_matrix(replay.p2p_matrix(replay.PROFILES["a100-x4"]))
+    assert (matrix[(0, 1)], matrix[(2, 3)], matrix[(0, 2)]) == ("OK", "OK", "CNS")
+    links = nvsmi.parse_nvlink_status(replay.nvlink_status(replay.PROFILES["nvlink-down"]))
+    assert sum(links[5].values()) == 17 and links[5][3] is False
+    assert all(sum(links[g].values()) == 18 for g in links if g != 5)
+
+
+@pytest.mark.parametrize("name", sorted(replay.PROFILES))
+def test_every_profile_replays_parseable_outputs(name: str, tmp_path: Path) -> None:
+    profile = replay.PROFILES[name]
+    replay.build(name, tmp_path)
+    log = nvsmi.parse_xml((tmp_path / "data" / "q.xml").read_text())
+    assert len(log.gpus) == profile.count - len(profile.missing_gpus)
+    assert {g.name for g in log.gpus} == {replay.MODELS[profile.model].name}
+    assert log.driver_version == profile.driver
+    rows = nvsmi.parse_query_csv((tmp_path / "data" / "query.csv").read_text(), replay.QUERY_FIELDS)
+    assert [r["pci.bus_id"] for r in rows] == [g.bus_id for g in log.gpus]
+
+
+def test_profile_names() -> None:
+    assert replay.profile_names("v100-x4,h100-x8*3") == ["v100-x4"] + ["h100-x8"] * 3
+    with pytest.raises(ValueError, match="unknown profile"):
+        replay.profile_names("v100-x5")

@@ -1,0 +1,304 @@
+"""``gpuready validate cluster``: the seed-002 checks of a Kubernetes/OpenShift GPU cluster, per node.
+
+For each GPU node: the device-plugin pod is Running and Ready, its log says it registered
+with the kubelet, Capacity and Allocatable ``nvidia.com/gpu`` equal the inventory's count, and
+a cuda-vector-add pod pinned to the node Succeeds and logs ``Test PASSED``. Nodes without
+GPUs must advertise none. Test pods are removed afterwards, whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from gpuready.core.command import Context, common_options, execute, limit_option
+from gpuready.core.results import RunResult, failed, passed, skipped
+
+if TYPE_CHECKING:
+    from gpuready.core.kube import Kube
+    from gpuready.core.settings import Kubernetes
+
+GPU = "nvidia.com/gpu"
+PLUGIN_SELECTOR = "name=nvidia-device-plugin-ds"
+TEST_LABEL = "gpuready.io/test"
+REGISTERED = "Registered device plugin"
+# Seed 002: "permission denied" means wrong SELinux labels; these are the labels it requires.
+SELINUX_REMEDY = ("SELinux labels are wrong on the node (seed 002): /dev/nvidia* must be xserver_misc_device_t, "
+                  "/usr/bin/nvidia-* xserver_exec_t, /var/lib/kubelet/*/* container_file_t; "
+                  "run `gpuready provision cluster --tags selinux` (or semanage fcontext + restorecon)")
+
+
+@click.command("cluster")
+@common_options
+@limit_option
+def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None) -> None:
+    """Check the device plugin, advertised GPUs and a cuda-vector-add pod on every GPU node."""
+    execute(Context("validate cluster", inventory_path, artifacts, verbose, {"limit": limit}), _validate)
+
+
+def _validate(ctx: Context) -> RunResult:
+    from gpuready.core import kube
+
+    inv = ctx.inventory
+    settings = inv.settings.kubernetes
+    gpu_nodes = inv.limit(ctx.options["limit"], "gpu_nodes") if inv.hosts("gpu_nodes") else []
+    expected = {host: inv.node_class(host).gpu_count for host in gpu_nodes}
+    result = ctx.new_result()
+    client = kube.connect(settings)
+    ctx.note(f"validate cluster: {client.server} ({settings.flavour}), {len(gpu_nodes)} GPU node(s)"
+             f" — artifacts in {ctx.run_dir}")
+    nodes = {n.metadata.name: n for n in client.call(lambda: client.core.list_node().items, "list nodes")}
+    plugin_pods = client.call(lambda: client.core.list_namespaced_pod(
+        settings.device_plugin.namespace, label_selector=PLUGIN_SELECTOR).items, "list the device-plugin pods")
+    runnable: list[str] = []
+    for host in gpu_nodes:
+        node = nodes.get(host)
+        if node is None:
+            result.add(failed("cluster.node", host, "no Kubernetes node of this name",
+                              evidence=f"nodes: {', '.join(sorted(nodes))}",
+                              remedy="the inventory host name of a GPU node must be its Kubernetes node name"))
+            continue
+        pod = next((p for p in plugin_pods if p.spec.node_name == host), None)
+        result.add(_plugin_pod(client, settings, host, pod), _plugin_log(client, settings, host, pod))
+        advertised = _advertised(host, node, expected[host])
+        result.add(*advertised)
+        if all(c.status == "passed" for c in advertised):
+            runnable.append(host)
+        else:
+            result.add(skipped("cluster.cuda_vector_add", host, f"not run: the node advertises no allocatable {GPU}"))
+    if not ctx.options["limit"]:
+        for name, node in sorted(nodes.items()):
+            if name not in expected:
+                result.add(_no_gpus(name, node))
+    if settings.flavour == "openshift":
+        result.add(_scc(client, settings))
+    result.add(*_vector_add(ctx, client, settings, runnable))
+    return result
+
+
+def _plugin_pod(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
+    if pod is None:
+        return failed("cluster.device_plugin.pod", host, "no device-plugin pod on this node",
+                      evidence=f"label selector {PLUGIN_SELECTOR} in {settings.device_plugin.namespace}",
+                      remedy="run `gpuready provision cluster --tags kubernetes` (it labels the node and deploys "
+                             "the plugin)")
+    ready = any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+    if pod.status.phase == "Running" and ready:
+        return passed("cluster.device_plugin.pod", host, f"{pod.metadata.name} Running and Ready")
+    evidence = _pod_evidence(client, pod)
+    return failed("cluster.device_plugin.pod", host,
+                  f"{pod.metadata.name} {pod.status.phase}, not Ready: {_container_states(pod)}", evidence=evidence,
+                  remedy=_remedy(evidence, "the plugin cannot start: check the NVIDIA driver and the container "
+                                           "runtime hook on the node (`gpuready validate gpu-node`)"))
+
+
+def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
+    if pod is None:
+        return skipped("cluster.device_plugin.registered", host, "no device-plugin pod to read")
+    log = _log(client, pod)
+    if REGISTERED in log and "with Kubelet" in log:
+        line = next(line for line in log.splitlines() if REGISTERED in line)
+        return passed("cluster.device_plugin.registered", host, "the plugin registered with the kubelet",
+                      evidence=line.strip())
+    return failed("cluster.device_plugin.registered", host, "the plugin's log shows no registration with the kubelet",
+                  evidence=log[-2000:] or "(empty log)",
+                  remedy=_remedy(log, "see the plugin log: NVML must load (driver installed) and the kubelet's "
+                                      "/var/lib/kubelet/device-plugins must be writable"))
+
+
+def _advertised(host: str, node: Any, want: int) -> list[Any]:
+    checks = []
+    for field in ("capacity", "allocatable"):
+        have = int((getattr(node.status, field) or {}).get(GPU, "0"))
+        check_id = f"cluster.gpu.{field}"
+        if have == want:
+            checks.append(passed(check_id, host, f"{GPU}: {have}"))
+        else:
+            checks.append(failed(check_id, host, f"{field.capitalize()} {GPU} is {have}, the inventory says {want}",
+                                 evidence=f"capacity {node.status.capacity.get(GPU, 'none')}, allocatable "
+                                          f"{node.status.allocatable.get(GPU, 'none')}",
+                                 remedy="a GPU the plugin cannot use is not allocatable: check the plugin log and "
+                                        "`nvidia-smi` on the node; fix gpu_count in the node class if it is wrong"))
+    return checks
+
+
+def _no_gpus(name: str, node: Any) -> Any:
+    have = int((node.status.capacity or {}).get(GPU, "0"))
+    if have == 0:
+        return passed("cluster.gpu.none", name, f"not a GPU node in the inventory, advertises no {GPU}")
+    return failed("cluster.gpu.none", name, f"not in the inventory's gpu_nodes but advertises {GPU}: {have}",
+                  remedy="add the node to gpu_nodes, or remove the GPU label from it")
+
+
+def _scc(client: Kube, settings: Kubernetes) -> Any:
+    from gpuready.core import kube
+
+    name = "gpuready-nvidia-device-plugin"
+    user = f"system:serviceaccount:{settings.device_plugin.namespace}:nvidia-device-plugin"
+    dynamic = client.dynamic()
+    api = client.call(lambda: dynamic.resources.get(api_version="security.openshift.io/v1",
+                                                   kind="SecurityContextConstraints"), "find SCCs")
+    try:
+        scc = client.call(lambda: api.get(name=name), f"read SCC {name}")
+    except kube.NotFound:
+        return failed("cluster.openshift.scc", "cluster", f"SecurityContextConstraints {name} not found",
+                      remedy="run `gpuready provision cluster --tags kubernetes`")
+    if user in (scc.users or []):
+        return passed("cluster.openshift.scc", "cluster", f"SCC {name} binds {user}")
+    return failed("cluster.openshift.scc", "cluster", f"SCC {name} does not list {user}",
+                  evidence=f"users: {list(scc.users or [])}",
+                  remedy="run `gpuready provision cluster --tags kubernetes`")
+
+
+def _vector_add(ctx: Context, client: Kube, settings: Kubernetes, hosts: list[str]) -> list[Any]:
+    """Run one cuda-vector-add pod per node at once, wait for all, and always delete them."""
+    if not hosts:
+        return []
+    from gpuready.core import kube
+
+    namespace = settings.validation_namespace
+    run = uuid.uuid4().hex[:8]
+    try:
+        client.call(lambda: client.core.read_namespace(namespace), f"read namespace {namespace}")
+    except kube.NotFound:
+        with contextlib.suppress(kube.Conflict):  # created meanwhile by someone else: fine
+            from kubernetes.client import V1Namespace
+
+            client.call(lambda: client.core.create_namespace(V1Namespace.from_dict({"metadata": {"name": namespace}})),
+                        f"create namespace {namespace}")
+    pods: dict[str, str] = {}
+    try:
+        for host in hosts:
+            from kubernetes.client import V1Pod
+
+            body = V1Pod.from_dict(cuda_vector_add_pod(host, settings.cuda_vector_add_image, run))
+            created = client.call(lambda b=body: client.core.create_namespaced_pod(namespace, b),
+                                  f"create a cuda-vector-add pod in {namespace}")
+            pods[host] = created.metadata.name
+        return _wait_for(client, settings, namespace, pods)
+    finally:
+        _remove_test_pods(client, namespace, run, set(pods.values()))
+
+
+def _remove_test_pods(client: Kube, namespace: str, run: str, known: set[str]) -> None:
+    """Delete this run's pods: those we know, and any created just before a Ctrl-C (found by label)."""
+    import logging
+
+    names = set(known)
+    with contextlib.suppress(Exception):
+        names |= {p.metadata.name for p in client.call(lambda: client.core.list_namespaced_pod(
+            namespace, label_selector=f"gpuready.io/run={run}").items, "list test pods")}
+    for name in sorted(names):
+        try:
+            client.call(lambda n=name: client.core.delete_namespaced_pod(n, namespace, grace_period_seconds=0),
+                        f"delete test pod {name}")
+        except Exception:  # cleanup must not hide the result; a leftover pod is logged
+            logging.getLogger(__name__).warning("could not delete test pod %s/%s", namespace, name)
+
+
+def cuda_vector_add_pod(node: str, image: str, run: str) -> dict[str, Any]:
+    """Seed 002's cuda-vector-add pod, pinned to one node, one GPU, run once."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "cuda-vector-add-",
+                     "labels": {TEST_LABEL: "cuda-vector-add", "gpuready.io/run": run,
+                                "app.kubernetes.io/managed-by": "gpuready"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "cuda-vector-add", "image": image,
+                            "resources": {"limits": {GPU: "1"}}}],
+        },
+    }
+
+
+def _wait_for(client: Kube, settings: Kubernetes, namespace: str, pods: dict[str, str]) -> list[Any]:
+    results = []
+    deadline = time.monotonic() + settings.pod_timeout_s
+    pending = dict(pods)
+    while pending:
+        for host, name in list(pending.items()):
+            pod = client.call(lambda n=name: client.core.read_namespaced_pod(n, namespace), f"read pod {name}")
+            if pod.status.phase in ("Succeeded", "Failed") or time.monotonic() > deadline:
+                results.append(_verdict(client, settings, host, pod))
+                del pending[host]
+        if pending:
+            time.sleep(settings.poll_interval_s)
+    return sorted(results, key=lambda c: c.host)
+
+
+def _verdict(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
+    log = _log(client, pod) if pod.status.phase in ("Succeeded", "Failed", "Running") else ""
+    if pod.status.phase == "Succeeded" and "Test PASSED" in log:
+        return passed("cluster.cuda_vector_add", host, f"{pod.metadata.name} Succeeded: Test PASSED",
+                      evidence=log.strip())
+    evidence = _pod_evidence(client, pod, log)
+    if pod.status.phase in ("Succeeded", "Failed"):
+        message = f"{pod.metadata.name} {pod.status.phase}: {_container_states(pod)}"
+        if pod.status.phase == "Succeeded":
+            message += "; no 'Test PASSED' in its log"
+        elif log.strip():
+            message += f"; log: {log.strip().splitlines()[-1]}"
+    else:
+        message = f"{pod.metadata.name} still {pod.status.phase} after {settings.pod_timeout_s}s: {_why_pending(pod)}"
+    return failed("cluster.cuda_vector_add", host, message, evidence=evidence,
+                  remedy=_remedy(evidence, "see the evidence: the pod's status, events and log"))
+
+
+def _log(client: Kube, pod: Any) -> str:
+    from gpuready.core import kube
+
+    try:
+        return client.call(lambda: client.core.read_namespaced_pod_log(pod.metadata.name, pod.metadata.namespace),
+                           f"read the log of {pod.metadata.name}") or ""
+    except (kube.NotFound, kube.BadRequest):  # a pod that never started has no log (400); its status says why
+        return ""
+
+
+def _events(client: Kube, pod: Any) -> list[str]:
+    items = client.call(lambda: client.core.list_namespaced_event(
+        pod.metadata.namespace, field_selector=f"involvedObject.name={pod.metadata.name}").items,
+        f"list events of {pod.metadata.name}")
+    return [f"{e.type} {e.reason}: {e.message}" for e in items]
+
+
+def _container_states(pod: Any) -> str:
+    states = []
+    for c in pod.status.container_statuses or []:
+        state = c.state
+        if state.waiting:
+            text = f"waiting {state.waiting.reason}" + (f" ({state.waiting.message})" if state.waiting.message else "")
+        elif state.terminated:
+            t = state.terminated
+            text = f"terminated {t.reason} exit {t.exit_code}" + (f" ({t.message})" if t.message else "")
+        else:
+            text = "running"
+        states.append(f"{c.name} {text}, restarts {c.restart_count}")
+    return "; ".join(states) or _why_pending(pod)
+
+
+def _why_pending(pod: Any) -> str:
+    for c in pod.status.conditions or []:
+        if c.type == "PodScheduled" and c.status == "False":
+            return f"{c.reason}: {c.message}"
+    return "no container status yet"
+
+
+def _pod_evidence(client: Kube, pod: Any, log: str | None = None) -> str:
+    if log is None:
+        log = _log(client, pod)
+    events = _events(client, pod)
+    return "\n".join([f"pod {pod.metadata.namespace}/{pod.metadata.name} on {pod.spec.node_name or '(unscheduled)'}: "
+                      f"{pod.status.phase}", f"containers: {_container_states(pod)}",
+                      "events:", *(f"  {e}" for e in events[-10:]), "log:", log[-2000:] or "  (empty)"])
+
+
+def _remedy(evidence: str, default: str) -> str:
+    return SELINUX_REMEDY if "permission denied" in evidence.lower() else default

@@ -1,0 +1,64 @@
+"""``gpuready report``: reports built from earlier runs (``report compare``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from gpuready.core.command import Context, artifacts_option, execute
+
+if TYPE_CHECKING:
+    from gpuready.core.results import RunResult
+
+
+@click.group("report")
+def report() -> None:
+    """Reports built from earlier runs' artifact folders."""
+
+
+@report.command("compare")
+@click.argument("runs", nargs=-1, required=True, metavar="RUN[=LABEL]...")
+@click.option("--max-overhead", type=click.FloatRange(0), default=None, metavar="PCT",
+              help="Fail when a run is more than PCT% slower than the first at any worker count "
+                   "[default: record only].")
+@artifacts_option
+def compare(runs: tuple[str, ...], max_overhead: float | None, artifacts: Path | None) -> None:
+    """Put `validate training` runs side by side: images/s per worker count and each run's overhead
+    against the first (the seeds: bare metal about 8% ahead of Kubernetes at 8 GPUs).
+
+      gpuready report compare gpuready-runs/0003-*=bare-metal gpuready-runs/0007-*=kubernetes
+    """
+    ctx = Context("report compare", Path(""), artifacts, 0, options={"runs": runs, "max_overhead": max_overhead})
+    execute(ctx, _body)
+
+
+def _body(ctx: Context) -> RunResult:
+    from gpuready.core.errors import BadInput
+    from gpuready.core.results import failed, passed
+    from gpuready.workloads import compare
+
+    specs = ctx.options["runs"]
+    if len(specs) < 2:
+        raise BadInput("give at least two runs to compare (the first is the baseline)")
+    runs = [compare.load(s) for s in specs]
+    rows = compare.table(runs)
+    result = ctx.new_result()
+    limit = ctx.options["max_overhead"]
+    for row in rows:
+        for cell in row["runs"][1:]:
+            cid, where = f"compare.{row['workers']}w.overhead", cell["label"]
+            if cell["overhead_percent"] is None:
+                continue
+            message = (f"{cell['images_per_second']:.1f} images/s, {cell['overhead_percent']:+.1f}% against "
+                       f"{runs[0].label}")
+            if limit is not None and cell["overhead_percent"] > limit:
+                result.add(failed(cid, where, f"{message}: more than {limit:g}%"))
+            else:
+                result.add(passed(cid, where, message + ("" if limit is not None else " (recorded)")))
+    (ctx.run_dir / "comparison.md").write_text(compare.markdown(rows, runs))
+    compare.plot(runs, ctx.run_dir / compare.PLOT_FILE)
+    result.metrics["comparison"] = rows
+    ctx.console.print(compare.markdown(rows, runs).split("\n\n![")[0], markup=False, highlight=False)
+    return result
