@@ -146,6 +146,7 @@ def kubeconfig_path(settings: Kubernetes) -> Path | None:
 
 def connect(settings: Kubernetes) -> Kube:
     """A configured client; a missing or broken kubeconfig is one Unreachable line (exit 3)."""
+    import yaml
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
@@ -165,7 +166,7 @@ def connect(settings: Kubernetes) -> Kube:
                               "(or run inside a pod)")
     except ConfigException as e:
         raise Unreachable(f"kubeconfig {path or '(in-cluster)'}: {shorten(redact.text(str(e)), 200)}") from e
-    except (OSError, ValueError, TypeError, KeyError) as e:
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as e:
         raise Unreachable(f"kubeconfig {path}: unreadable ({shorten(type(e).__name__ + ': ' + str(e), 160)})") from e
     for secret in (configuration.api_key or {}).values():
         redact.register(str(secret).removeprefix("Bearer ").strip())

@@ -43,7 +43,8 @@ class Target:
     verify_tls: bool = True
     #: A PEM bundle to trust instead of the system's (an internal CA, the lab's own certificate).
     ca_file: str = ""
-    timeout_s: float = 30.0
+    #: Per HTTP request (connect and read); long operations are tasks, polled by :func:`wait_for_task`.
+    timeout_s: float = 60.0
 
     @property
     def where(self) -> str:
@@ -96,7 +97,7 @@ def open_session(target: Target) -> Any:
     context = ssl_context(target.verify_tls, target.ca_file)
     try:
         return SmartConnect(host=target.host, port=target.port, user=target.user, pwd=target.password,
-                            sslContext=context, connectionPoolTimeout=target.timeout_s)
+                            sslContext=context, httpConnectionTimeout=target.timeout_s)
     except vim.fault.InvalidLogin as e:
         raise Unreachable(f"vCenter {target.where} refused the login of {target.user!r}: wrong user or password"
                           ) from e

@@ -7,6 +7,7 @@ gpu_nodes are the emulated GPU nodes and whose kube_control_plane is the emulato
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -20,6 +21,7 @@ import yaml
 
 from gpuready.core.errors import BadInput, Unreachable
 from gpuready.core.lab import Component, Lab, pid_alive, wait_for_port
+from gpuready.core.lab.kube_emulator.tls import make_certificates
 
 FAULTS = ("plugin-not-ready", "allocatable-zero", "vector-add-fails", "permission-denied", "forbidden")
 #: Seed 002's layout, scaled down: two storage nodes with one T4 each, and one node without GPUs.
@@ -31,7 +33,7 @@ OPTIONS = ("fail", "flavour", "tick")
 
 class KubernetesLab(Component):
     name = "kubernetes"
-    description = "simulated Kubernetes API with 2 GPU nodes and 1 CPU node (no containers run)"
+    description = "simulated Kubernetes API (HTTPS) with 2 GPU nodes and 1 CPU node; no containers run"
 
     def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
         unknown = set(options) - set(OPTIONS)
@@ -58,13 +60,17 @@ class KubernetesLab(Component):
             argv += ["--fail", ",".join(faults)]
         if flavour == "openshift":
             argv.append("--openshift")
+        # HTTPS with a CA of its own, which the kubeconfig carries: TLS is verified as on a real cluster.
+        ca, cert, key = make_certificates(folder)
+        argv += ["--cert", str(cert), "--key", str(key)]
         pid = lab.spawn(self.name, argv)
         url = _wait_for_url(url_file, pid, folder / f"{self.name}.log")
         address = urlparse(url)
         wait_for_port(address.hostname or "127.0.0.1", address.port or 80)
         kubeconfig = _private(folder / "kubeconfig", yaml.safe_dump({
             "apiVersion": "v1", "kind": "Config", "current-context": "gpuready-lab",
-            "clusters": [{"name": "gpuready-lab", "cluster": {"server": url}}],
+            "clusters": [{"name": "gpuready-lab", "cluster": {
+                "server": url, "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()}}],
             "users": [{"name": "gpuready-lab-admin", "user": {"token": token}}],
             "contexts": [{"name": "gpuready-lab", "context": {"cluster": "gpuready-lab",
                                                               "user": "gpuready-lab-admin"}}]}, sort_keys=False))

@@ -32,6 +32,7 @@ LABELS_COMMAND = ("for f in " + " ".join(SELINUX_LABELS) + "; do [ -e \"$f\" ] &
                   "\"$(getfattr --only-values -n security.selinux \"$f\" 2>/dev/null)\"; done; true")
 DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/nvidia.sock"
 KUBELET_COMMAND = "test -d /var/lib/kubelet"
+SOCKET_COMMAND = f"test -S {DEVICE_PLUGIN_SOCKET}"
 
 log = logging.getLogger(__name__)
 
@@ -272,25 +273,21 @@ def p2p(node: Node) -> Check:
 VECTOR_ADD_PASS = "Test PASSED"
 
 
-@check("compute.vector_add", "a vector add passes on every GPU (cuda-samples vectorAdd, cupy or nvcc)",
+@check("compute.vector_add", "a vector add passes on every GPU (cuda-samples vectorAdd, cupy or torch)",
        "Install the CUDA samples (vectorAdd) or a CUDA Python library; a failure on one GPU points at that GPU.")
 def vector_add(node: Node) -> Check:
     gpus = node.smi.gpus
     if not gpus:
         return failed("compute.vector_add", node.name, "no GPU visible to compute on")
-    program = _vector_add_program(node)
-    if program is None:
+    answer = node.run(VECTOR_ADD_COMMAND)
+    if "== no program" in answer.stdout:
         return skipped("compute.vector_add", node.name,
-                       "no vector add available (neither vectorAdd, cupy, torch nor nvcc on the node)")
-    script = "; ".join(f"echo '== GPU {g.index}'; CUDA_VISIBLE_DEVICES={g.index} {program}; echo \"== rc=$?\""
-                       for g in gpus)
-    answer = node.run(f"sh -c {shlex.quote(script)}")
+                       "no vector add available (neither vectorAdd, cupy nor torch on the node)")
     sections = answer.stdout.split("== GPU ")[1:]
     failing = [s.split("\n", 1)[0] for s in sections if VECTOR_ADD_PASS not in s or "== rc=0" not in s]
     if len(sections) != len(gpus) or failing:
-        which = ", ".join(failing) if failing else "output incomplete"
-        return failed("compute.vector_add", node.name, f"vector add failed on GPU {which}",
-                      answer.evidence(3000))
+        which = ", ".join(failing) if failing else f"(output for {len(sections)} of {len(gpus)} GPUs)"
+        return failed("compute.vector_add", node.name, f"vector add failed on GPU {which}", answer.evidence(3000))
     return passed("compute.vector_add", node.name, f"{VECTOR_ADD_PASS} on {len(gpus)} GPUs", answer.evidence(600))
 
 
@@ -298,17 +295,16 @@ _CUPY = ("python3 -c \"import cupy as c; a=c.arange(50000,dtype=c.float32); b=a*
          "assert bool((a+b==a*3).all()); print('Test PASSED')\"")
 _TORCH = ("python3 -c \"import torch as t; a=t.rand(50000,device='cuda'); b=t.rand(50000,device='cuda'); "
           "assert t.allclose((a+b).cpu(),a.cpu()+b.cpu()); print('Test PASSED')\"")
-
-
-def _vector_add_program(node: Node) -> str | None:
-    for name in ("vectorAdd", "/usr/local/cuda/extras/demo_suite/vectorAdd"):
-        if node.has(name):
-            return name
-    if node.run("python3 -c 'import cupy'").ok:
-        return _CUPY
-    if node.run("python3 -c 'import torch; assert torch.cuda.is_available()'").ok:
-        return _TORCH
-    return None
+#: One command whatever the node has: it picks the program there and runs it once per GPU index.
+VECTOR_ADD_COMMAND = (
+    "P=; if command -v vectorAdd >/dev/null 2>&1; then P=vectorAdd; "
+    "elif [ -x /usr/local/cuda/extras/demo_suite/vectorAdd ]; then P=/usr/local/cuda/extras/demo_suite/vectorAdd; "
+    f"elif python3 -c 'import cupy' >/dev/null 2>&1; then P={shlex.quote(_CUPY)}; "
+    f"elif python3 -c 'import torch' >/dev/null 2>&1; then P={shlex.quote(_TORCH)}; fi; "
+    "if [ -z \"$P\" ]; then echo '== no program'; else "
+    "for i in $(nvidia-smi --query-gpu=index --format=csv,noheader); do echo \"== GPU $i\"; "
+    "CUDA_VISIBLE_DEVICES=$i sh -c \"$P\"; echo \"== rc=$?\"; done; fi"
+)
 
 
 # ---------------------------------------------------------------- node
@@ -374,7 +370,7 @@ def container_runtime(node: Node) -> Check:
 def device_plugin_socket(node: Node) -> Check:
     if not node.run(KUBELET_COMMAND).ok:
         return skipped("node.device_plugin_socket", node.name, "not a Kubernetes node (no /var/lib/kubelet)")
-    if node.run(f"test -S {DEVICE_PLUGIN_SOCKET}").ok:
+    if node.run(SOCKET_COMMAND).ok:
         return passed("node.device_plugin_socket", node.name, f"{DEVICE_PLUGIN_SOCKET} present")
     return failed("node.device_plugin_socket", node.name, f"{DEVICE_PLUGIN_SOCKET} missing: the device plugin "
                   "is not serving on this node")
@@ -431,7 +427,7 @@ def _mlxconfig(device: str) -> str:
 def prefetch_commands(node: Node) -> list[str]:
     """The commands the catalogue will run on this node, known before any check runs."""
     fabric = node.node_class.fabric
-    extra = [KUBELET_COMMAND]
+    extra = []
     if fabric is not None:
         extra += [_ibstat(p) for p in fabric.ports]
         if fabric.ats:
@@ -442,4 +438,4 @@ def prefetch_commands(node: Node) -> list[str]:
 #: The fixed commands the catalogue runs, sent to a host in one round trip before the checks.
 PREFETCH = ["lsmod", "nvidia-smi -q -x", f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader",
             "dmesg", "nvidia-smi nvlink -s", "nvidia-smi topo -p2p r", "getenforce", DEVICES_COMMAND,
-            LABELS_COMMAND, "command -v vectorAdd"]
+            LABELS_COMMAND, VECTOR_ADD_COMMAND, KUBELET_COMMAND, SOCKET_COMMAND]

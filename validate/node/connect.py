@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,51 +32,18 @@ def connection_spec(name: str, variables: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def testinfra_host(spec: dict[str, Any], control_dir: Path, timeout: int) -> Any:
+def testinfra_host(spec: dict[str, Any], timeout: int) -> Any:
     import testinfra
 
     if spec["connection"] == "local":
         return testinfra.get_host("local://")
     extra = f"{SSH_OPTIONS} {spec['extra']}".strip()
-    kwargs: dict[str, Any] = {"ssh_extra_args": extra, "timeout": timeout, "controlpersist": 60,
-                              # ssh multiplexes only with a ControlPath; %C keeps it short and per host.
-                              "controlpath": str(control_dir / "%%C")}  # testinfra %-formats it
+    # No ControlMaster: the catalogue's commands travel in one batch (Node.prefetch), so a host costs one
+    # handshake anyway, and a master forked by testinfra would hold its output pipe open for ControlPersist.
+    kwargs: dict[str, Any] = {"ssh_extra_args": extra, "timeout": timeout, "controlpersist": 0}
     if spec["key"]:
         kwargs["ssh_identity_file"] = str(Path(spec["key"]).expanduser())
     return testinfra.get_host(f"ssh://{spec['user']}@{spec['address']}:{spec['port']}", **kwargs)
-
-
-def open_master(spec: dict[str, Any], control_dir: Path, timeout: int) -> str:
-    """Start the host's SSH ControlMaster in the background; returns why it failed ("" when it is up).
-
-    Started here, detached from any pipe: a master forked by testinfra's first command would hold
-    that command's output pipe open for ControlPersist seconds, and every run would wait that long.
-    """
-    if spec["connection"] != "ssh":
-        return ""
-    argv = ["ssh", *SSH_OPTIONS.split(), *shlex.split(spec["extra"]), "-o", f"ConnectTimeout={timeout}",
-            "-o", "ControlMaster=yes", "-o", "ControlPersist=60", "-o", f"ControlPath={control_dir / '%C'}",
-            "-p", str(spec["port"]), "-N", "-f"]
-    if spec["key"]:
-        argv += ["-i", str(Path(spec["key"]).expanduser())]
-    argv.append(f"{spec['user']}@{spec['address']}")
-    with tempfile.TemporaryFile() as err:
-        try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-                                  timeout=timeout + 5, check=False)
-        except subprocess.TimeoutExpired:
-            return f"ssh did not connect within {timeout + 5}s"
-        err.seek(0)
-        message = err.read().decode(errors="replace").strip()
-    return "" if done.returncode == 0 else (message or f"ssh exit {done.returncode}")
-
-
-def close(spec: dict[str, Any], control_dir: Path) -> None:
-    """Stop the host's ControlMaster, so no ssh process outlives the run."""
-    if spec["connection"] != "ssh":
-        return
-    subprocess.run(["ssh", "-O", "exit", "-o", f"ControlPath={control_dir / '%C'}", "-p", str(spec["port"]),
-                    f"{spec['user']}@{spec['address']}"], capture_output=True, timeout=10, check=False)
 
 
 def describe(spec: dict[str, Any]) -> str:

@@ -7,12 +7,10 @@ the others go on.
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpuready.core.results import Check, errored
@@ -46,16 +44,16 @@ class HostDone:
     seconds: float
 
 
-def validate_host(target: Target, settings: Settings, control_dir: Path, timeout: int,
-                  only: set[str] | None = None) -> list[Check]:
-    why = connect.open_master(target.spec, control_dir, timeout)
-    host = connect.testinfra_host(target.spec, control_dir, timeout)
-    if why:
+def validate_host(target: Target, settings: Settings, timeout: int,
+                  only: set[str] | None = None, command_timeout: int = 60) -> list[Check]:
+    host = connect.testinfra_host(target.spec, timeout)
+    node = Node(target.name, host, target.node_class, settings, command_timeout=command_timeout)
+    try:
+        node.prefetch(prefetch_commands(node))
+    except ConnectionError as e:
         return [errored(REACH_ID, target.name, f"cannot reach {target.name} ({connect.describe(target.spec)}): "
-                        f"{why[:300]}", remedy="Check ansible_host/ansible_port/ansible_user and the SSH key; "
+                        f"{str(e)[:300]}", remedy="Check ansible_host/ansible_port/ansible_user and the SSH key; "
                         "ssh to the host by hand.")]
-    node = Node(target.name, host, target.node_class, settings)
-    node.prefetch(prefetch_commands(node))
     return [run_check(d, node) for d in CATALOGUE if only is None or d.id in only]
 
 
@@ -64,41 +62,35 @@ def run(targets: list[Target], settings: Settings, *, workers: int = 32, host_ti
     """All targets concurrently; checks come back grouped by host, in inventory order."""
     results: dict[str, list[Check]] = {}
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="gpuready-ssh-") as tmp:
-        control_dir = Path(tmp)
-        pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets) or 1)),
-                                  thread_name_prefix="gpu-node")
-        futures: dict[Future[list[Check]], Target] = {}
-        begun: dict[str, float] = {}
-        for t in targets:
-            futures[pool.submit(_timed, begun, t, settings, control_dir, int(min(host_timeout, 30)), only)] = t
-        pending = set(futures)
-        try:
-            while pending:
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in done:
-                    target = futures[future]
-                    results[target.name] = _outcome(future, target)
+    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets) or 1)),
+                              thread_name_prefix="gpu-node")
+    futures: dict[Future[list[Check]], Target] = {}
+    begun: dict[str, float] = {}
+    for t in targets:
+        futures[pool.submit(_timed, begun, t, settings, int(min(host_timeout, 30)), only,
+                              max(1, int(host_timeout) - 5))] = t
+    pending = set(futures)
+    try:
+        while pending:
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in done:
+                target = futures[future]
+                results[target.name] = _outcome(future, target)
+                _report(progress, target, results, len(targets), begun)
+            now = time.monotonic()
+            for future in list(pending):
+                target = futures[future]
+                # A host's deadline runs from when a worker picked it up, not from the start of the run.
+                if target.name in begun and now - begun[target.name] > host_timeout:
+                    pending.discard(future)
+                    future.cancel()
+                    results[target.name] = [errored(REACH_ID, target.name,
+                                                    f"no answer within {host_timeout:.0f}s; gave up on this host",
+                                                    remedy="Look at the host: an nvidia-smi that hangs "
+                                                    "usually means a GPU fell off the bus (Xid 79).")]
                     _report(progress, target, results, len(targets), begun)
-                now = time.monotonic()
-                for future in list(pending):
-                    target = futures[future]
-                    # A host's deadline runs from when a worker picked it up, not from the start of the run.
-                    if target.name in begun and now - begun[target.name] > host_timeout:
-                        pending.discard(future)
-                        future.cancel()
-                        results[target.name] = [errored(REACH_ID, target.name,
-                                                        f"no answer within {host_timeout:.0f}s; gave up on this host",
-                                                        remedy="Look at the host: an nvidia-smi that hangs "
-                                                        "usually means a GPU fell off the bus (Xid 79).")]
-                        _report(progress, target, results, len(targets), begun)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-            for t in targets:
-                try:
-                    connect.close(t.spec, control_dir)
-                except Exception as e:  # closing is best effort; the ControlPersist timer ends it anyway
-                    log.debug("closing %s: %s", t.name, e)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     log.debug("validated %d hosts in %.2fs", len(targets), time.monotonic() - started)
     return [c for t in targets for c in results.get(t.name, [])]
 

@@ -3,6 +3,7 @@ answers of the commands already run there (each command runs once per host, howe
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,8 @@ class Node:
     host: Any  # testinfra.host.Host
     node_class: NodeClass
     settings: Settings
+    #: Seconds one command may run on the host (killed there with timeout(1) when it has one).
+    command_timeout: int = 60
     _answers: dict[str, Answer] = field(default_factory=dict, repr=False)
 
     def run(self, command: str) -> Answer:
@@ -66,18 +69,28 @@ class Node:
         todo = [c for c in dict.fromkeys(commands) if c not in self._answers]
         if not todo:
             return
-        parts = ['T=$(mktemp -d)']
+        parts = ["T=$(mktemp -d)"]
         for i, command in enumerate(todo):
-            parts.append(f"{{ {command} ; }} >$T/{i}.o 2>$T/{i}.e </dev/null; echo $? >$T/{i}.r")
+            parts.append(f"{{ {command}\n}} >$T/{i}.o 2>$T/{i}.e </dev/null; echo $? >$T/{i}.r")
         for i in range(len(todo)):
             for kind in "oer":
                 parts.append(f"printf '\\n{MARK}{i} {kind}\\n'; cat $T/{i}.{kind}")
         parts.append('rm -rf "$T"')
-        script = "\n".join(parts)
-        result = self.host.run("sh -c %s", script)
+        script = shlex.quote("\n".join(parts))
+        # A hung tool (an nvidia-smi waiting on a GPU that fell off the bus) must not hold the host forever:
+        # the batch runs under timeout(1) where the host has it.
+        wrapper = (f"if command -v timeout >/dev/null 2>&1; then timeout -k 5 {self.command_timeout} sh -c {script}; "
+                   f"else sh -c {script}; fi")
+        try:
+            result = self.host.run(wrapper)
+        except RuntimeError as e:  # testinfra's SSH backend raises on exit 255: ssh itself failed
+            failure = e.args[0] if e.args else None
+            raise ConnectionError(str(getattr(failure, "stderr", e)).strip()[:300]) from e
+        if result.rc in (124, 137):
+            raise ConnectionError(f"the node's commands ran past {self.command_timeout}s and were stopped "
+                                  "(a tool hangs: try nvidia-smi by hand)")
         if result.rc != 0:
-            raise ConnectionError(f"the batch of checks' commands did not run (exit {result.rc}): "
-                                  f"{result.stderr.strip()[:300]}")
+            raise ConnectionError((result.stderr.strip() or f"exit {result.rc}")[:300])
         found: dict[tuple[int, str], str] = {}
         for section in result.stdout.split("\n" + MARK)[1:]:
             head, _, body = section.partition("\n")

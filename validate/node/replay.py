@@ -288,6 +288,7 @@ def build(profile_name: str, dest: Path) -> Path:
         smi = f"cat {d}/smi-failure.txt\nexit 9\n"
     else:
         smi = (f'case "$*" in\n  "-q -x") cat {d}/q.xml ;;\n  "{query}") cat {d}/query.csv ;;\n'
+               f'  "--query-gpu=index --format=csv,noheader") cut -d, -f1 {d}/query.csv ;;\n'
                f'  "nvlink -s") cat {d}/nvlink.txt ;;\n  "topo -p2p r") cat {d}/p2p.txt ;;\n'
                f'  *) echo "replay: no recording for: nvidia-smi $*" >&2; exit 2 ;;\nesac\n')
     vector_add = (f"if [ ! -e /dev/nvidia${{CUDA_VISIBLE_DEVICES:-0}} ]; then\n"

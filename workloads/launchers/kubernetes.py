@@ -159,10 +159,10 @@ def launch(plan: Plan, workers: int, folder: Path, *, kind: str, gpus_per_node: 
         raise BadInput(f"{path}: " + "; ".join(problems[:3]))
     api = _connect(kubeconfig, context)
     if isinstance(api, str):
-        return Launch(workers, written_only=f"{path} written and validated; not launched: {api}")
+        return Launch(workers, written_only=f"{path.name} written and validated, not launched: {api}")
     crd_schema = _served_schema(api, kind)
     if isinstance(crd_schema, str):
-        return Launch(workers, written_only=f"{path} written and validated; not launched: {crd_schema}")
+        return Launch(workers, written_only=f"{path.name} written and validated, not launched: {crd_schema}")
     problems = validate(doc, crd_schema)
     if problems:
         raise BadInput(f"{path} against the cluster's CRD: " + "; ".join(problems[:3]))

@@ -74,8 +74,8 @@ def launch(plan: Plan, workers: int, folder: Path, gpus_per_node: int, partition
         return Launch(workers, problem="; ".join(problems))
     sbatch = shutil.which("sbatch")
     if not sbatch:
-        return Launch(workers, written_only=f"sbatch not on this machine: {path} written; submit it with "
-                                            f"`sbatch {path}` on the cluster")
+        return Launch(workers, written_only=f"{path.name} written, not submitted (no sbatch here): "
+                                            "run `sbatch` on it on the cluster")
     try:
         proc = subprocess.run([sbatch, "--parsable", "--wait", str(path)], capture_output=True, text=True,
                               timeout=plan.timeout_s + 600, check=False)  # queueing time on top of the run

@@ -151,6 +151,7 @@ class Cluster:
     def __init__(self, store: Store, faults: Faults, openshift: bool = False, tick: float = 0.2) -> None:
         self.store, self.faults, self.openshift, self.tick = store, faults, openshift, tick
         self.age: dict[str, int] = {}  # pod uid -> ticks since it was bound to a node
+        self.crashes: dict[str, int] = {}  # pod uid -> restarts while a fault made it crash
         self.res = {k: store.by_kind(k) for k in ("Pod", "Node", "DaemonSet", "Event", "Namespace",
                                                   "ServiceAccount", "PriorityClass")}
 
@@ -349,7 +350,8 @@ class Cluster:
     def _run_plugin(self, pod: dict[str, Any], age: int) -> None:
         if "plugin-not-ready" in self.faults.active:
             if age % 3 == 2:
-                restarts = age // 3
+                uid = pod["metadata"]["uid"]
+                self.crashes[uid] = restarts = self.crashes.get(uid, -1) + 1
                 for c in pod["spec"]["containers"]:
                     self.store.logs[(pod["metadata"]["namespace"], pod["metadata"]["name"], c["name"])] = \
                         "".join(_stamp(line) + "\n" for line in PLUGIN_FAIL_LOG)

@@ -17,9 +17,11 @@ TOKEN = "emulator-test-token-5f1c"
 class Http:
     """Plain HTTP to the emulator, so a test sees exactly what a real API server would send."""
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, ca: str | None = None) -> None:
         self.url = url
         self.session = requests.Session()
+        # Per request: a session's verify loses to $REQUESTS_CA_BUNDLE, which some machines set.
+        self.verify: str | bool = ca or True
         self.session.headers["Authorization"] = f"Bearer {token}"
 
     def __call__(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
@@ -32,7 +34,7 @@ class Http:
 
             data = yaml.safe_dump(body) if content_type.endswith("yaml") else json.dumps(body)
         return self.session.request(method, self.url + path, data=data, params=params,
-                                    headers={"Content-Type": content_type}, timeout=10)
+                                    headers={"Content-Type": content_type}, timeout=10, verify=self.verify)
 
     def apply(self, path: str, body: Any, manager: str = "gpuready", **params: str) -> requests.Response:
         return self("PATCH", path, body, "application/apply-patch+yaml", fieldManager=manager, **params)

@@ -29,7 +29,7 @@ class LabCluster:
         self.inventory = up.stdout.strip().splitlines()[-1]
         folder = root / "kubernetes"
         self.token = (folder / "token").read_text().strip()
-        self.http = Http((folder / "url").read_text().strip(), self.token)
+        self.http = Http((folder / "url").read_text().strip(), self.token, str(folder / "ca.crt"))
 
     def run(self, *args: str, artifacts: Path) -> tuple[int, str, str, dict]:
         r = gpuready(*args, "-i", self.inventory, "--artifacts", str(artifacts), timeout=300)
@@ -176,6 +176,31 @@ def test_bad_kubeconfig_is_exit_3_with_one_line(lab: LabCluster, tmp_path: Path)
     r = gpuready("validate", "cluster", "-i", str(inventory), "--artifacts", str(tmp_path / "runs"))
     assert r.returncode == 3 and r.stderr.strip().splitlines()[-1].startswith("gpuready: error: kubeconfig")
     assert "Traceback" not in r.stderr
+
+
+def _copy_inventory(lab: LabCluster, tmp_path: Path, **kubernetes: object) -> Path:
+    inventory = tmp_path / "inv"
+    shutil.copytree(lab.inventory, inventory)
+    settings_file = inventory / "group_vars/all/gpuready.yml"
+    settings = yaml.safe_load(settings_file.read_text())
+    settings["gpuready"]["kubernetes"].update(kubernetes)
+    settings_file.write_text(yaml.safe_dump(settings))
+    return inventory
+
+
+def test_tls_is_verified_unless_the_inventory_says_otherwise(lab: LabCluster, provisioned: dict,
+                                                              tmp_path: Path) -> None:
+    # A kubeconfig without the lab's CA: the emulator's certificate cannot be verified.
+    config = yaml.safe_load(Path(lab.root / "kubernetes" / "kubeconfig").read_text())
+    del config["clusters"][0]["cluster"]["certificate-authority-data"]
+    untrusted = tmp_path / "kubeconfig"
+    untrusted.write_text(yaml.safe_dump(config))
+    strict = _copy_inventory(lab, tmp_path / "strict", kubeconfig=str(untrusted))
+    r = gpuready("validate", "cluster", "-i", str(strict), "--artifacts", str(tmp_path / "runs"))
+    assert r.returncode == 3 and "certificate verify failed" in r.stderr.splitlines()[-1], r.stderr
+    relaxed = _copy_inventory(lab, tmp_path / "relaxed", kubeconfig=str(untrusted), verify_tls=False)
+    r = gpuready("validate", "cluster", "-i", str(relaxed), "--artifacts", str(tmp_path / "runs"))
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_rollout_timeout_names_the_nodes_and_why(lab: LabCluster, provisioned: dict, tmp_path: Path) -> None:

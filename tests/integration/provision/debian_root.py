@@ -150,6 +150,32 @@ echo "INFO Wrote updated config to $config"
 """
 
 
+MLXCONFIG = r"""#!/bin/sh
+# Stand-in for MFT's mlxconfig: ATS_ENABLED per device, kept in a state file (firmware NVRAM on a real NIC).
+state=/var/lib/mlxconfig-standin
+mkdir -p "$state"
+while [ $# -gt 0 ]; do
+  case "$1" in -d) dev="$2"; shift 2;; -y) shift;; *) break;; esac
+done
+[ -e "$dev" ] || { echo "-E- Failed to open device: $dev" >&2; exit 3; }
+f="$state/$(basename "$dev")"
+case "$1 $2" in
+  "query ATS_ENABLED")
+    v=$(cat "$f" 2>/dev/null || echo "False(0)")
+    printf 'Device #1:\nConfigurations:      Next Boot\n        ATS_ENABLED         %s\n' "$v";;
+  "set ATS_ENABLED=true")
+    echo "True(1)" > "$f"; echo "Applying... Done!"; echo "-I- Please reboot machine to load new configurations.";;
+  *) echo "stand-in mlxconfig: unsupported: $*" >&2; exit 2;;
+esac
+"""
+
+IBDEV2NETDEV = """#!/bin/sh
+# Stand-in for OFED's ibdev2netdev on a dual-port ConnectX-6: the second port is down.
+echo "mlx5_0 port 1 ==> ens1f0np0 (Up)"
+echo "mlx5_1 port 1 ==> ens1f1np1 (Down)"
+"""
+
+
 def build_repo(dest: Path) -> Path:
     """A signed flat apt repository of stand-in NVIDIA packages; the public key is ``3bf863cc.pub`` as NVIDIA's."""
     build = dest / "build"
@@ -173,6 +199,13 @@ def build_repo(dest: Path) -> Path:
         f"linux-headers-{STANDIN_KERNEL}",
         "1.0",
         files={f"/usr/src/linux-headers-{STANDIN_KERNEL}/Makefile": "# stand-in kernel headers\n"},
+    )
+    _deb(
+        build,
+        pool,
+        "mft-standin",
+        "4.30.0-1",
+        files={"/usr/bin/mlxconfig": MLXCONFIG, "/usr/bin/ibdev2netdev": IBDEV2NETDEV},
     )
     packages = subprocess.run(
         ["dpkg-scanpackages", "--multiversion", "pool", "/dev/null"],

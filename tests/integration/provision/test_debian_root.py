@@ -48,11 +48,22 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
             "nvidia-persistenced_550.90.07-1_all.deb",
         )
         dr.load_container_selinux_standin(root)
+        dr.install_in_root(root, "mft-standin_4.30.0-1_all.deb")
+        (root / "dev/mst").mkdir()
+        (root / "dev/mst/mt4123_pciconf0").touch()
+        fabric = {
+            "type": "roce",
+            "ports": ["mlx5_0", "mlx5_1"],
+            "ats": True,
+            "mst_devices": ["/dev/mst/mt4123_pciconf0"],
+        }
         # The root's policy is SELinux-enabled while the host kernel runs without it: say so explicitly.
+        # Its links are the host's (a chroot shares the network): fabric_manage_links is off.
         inventory = dr.write_inventory(
             tmp / "inventory",
             {"node1": root},
-            host_vars={"gpu_selinux_status": "enabled", "gpu_selinux_ignore_state": True},
+            settings={"node_classes": {"standin": {"gpu_count": 0, "fabric": fabric}}},
+            host_vars={"gpu_selinux_status": "enabled", "gpu_selinux_ignore_state": True, "fabric_manage_links": False},
         )
         yield root, inventory
 
@@ -208,11 +219,28 @@ def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tu
     assert [line.split()[1].split(":")[2] for line in labels.splitlines()] == list(seed.values())
 
 
+def test_fabric_ats_is_enabled_with_a_reboot_required_and_the_port_map_reported(
+    first: Any, node: tuple[Path, Path]
+) -> None:
+    root, _ = node
+    _, summary, _ = first
+    checks = _checks(summary)
+    assert (root / "var/lib/mlxconfig-standin/mt4123_pciconf0").read_text().strip() == "True(1)"
+    assert checks["fabric.ats"]["status"] == "skipped"
+    assert checks["fabric.ats"]["message"] == (
+        "ATS enabled on /dev/mst/mt4123_pciconf0: firmware reset or reboot required"
+    )
+    assert "mlx5_1 port 1 ==> ens1f1np1 (Down)" in checks["fabric.ports"]["evidence"]
+    assert checks["fabric.ports"]["status"] == "skipped"
+    assert checks["fabric.ports"]["message"] == "down, not brought up here (fabric_manage_links is false): mlx5_1"
+
+
 def test_the_second_run_changes_nothing(second: Any) -> None:
     done, summary, before, after = second
     assert done.returncode == 0, done.stdout + done.stderr
     assert summary["metrics"]["changed"] == 0, summary["metrics"]["playbooks"]
     assert after == before
+    assert _checks(summary)["fabric.ats"]["message"] == "ATS already enabled on /dev/mst/mt4123_pciconf0"
 
 
 def test_remove_restores_the_backup_and_drops_the_rules_but_keeps_the_driver(

@@ -9,7 +9,6 @@ a real host's passthrough behaviour beyond that (reboots, IOMMU groups) is not s
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -101,4 +100,5 @@ def start_vcsim(binary: Path, folder: Path, extra: tuple[str, ...] = ()) -> Iter
 
 @pytest.fixture
 def env() -> dict[str, str]:
-    return {"GPUREADY_VCENTER_PASSWORD": PASSWORD, "CI": os.environ.get("CI", "")}
+    """The environment a user of the simulated site has: the vCenter password exported."""
+    return {"GPUREADY_VCENTER_PASSWORD": PASSWORD}

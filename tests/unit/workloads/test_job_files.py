@@ -34,7 +34,7 @@ def test_slurm_launcher_writes_the_script_when_sbatch_is_missing(tmp_path: Path,
         -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # a machine without Slurm's tools
     launch = slurm.launch(PLAN, 8, tmp_path, 4)
-    assert "sbatch not on this machine" in launch.written_only
+    assert "not submitted (no sbatch here)" in launch.written_only
     assert slurm.validate((tmp_path / "train-8w.sbatch").read_text()) == []
 
 

@@ -1,0 +1,113 @@
+"""Every manifest gpuready applies, rendered from the roles' templates with the defaults, validated against
+the upstream OpenAPI schemas of Kubernetes 1.27..1.31 (kubernetes-validate), and the SCC against OpenShift's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+import pytest
+import yaml
+
+from gpuready.core.settings import Kubernetes
+from gpuready.validate.cluster import cuda_vector_add_pod
+from tests.conftest import ROOT, require
+
+ROLES = ROOT / "playbooks" / "roles"
+VERSIONS = ["1.27.0", "1.28.0", "1.29.0", "1.30.0", "1.31.0"]
+SCC_SCHEMA = ROOT / "tests" / "fixtures" / "kubernetes" / "securitycontextconstraints-v1.openapi.yaml"
+
+
+def _render(role: str, template: str, overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Render a role template with its defaults resolved from the gpuready settings defaults (as Ansible would)."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["to_json"] = env.filters["tojson"]
+    env.filters["combine"] = lambda a, b: {**a, **b}
+    settings = {"kubernetes": Kubernetes().model_dump()}
+    context: dict[str, Any] = {"gpuready": settings, "groups": {"gpu_nodes": ["stor1.r5a.local", "stor2.r5a.local"]},
+                               "gpuready_state": "present"}
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
+    for _ in range(3):  # defaults refer to each other; resolve until stable
+        for key, value in defaults.items():
+            context[key] = yaml.safe_load(env.from_string(value).render(context)) if isinstance(value, str) and \
+                "{{" in value else value
+    context.update(overrides or {})
+    text = env.from_string((ROLES / role / "templates" / template).read_text()).render(context)
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def manifests() -> list[tuple[str, dict[str, Any]]]:
+    docs = [("serviceaccount", d) for d in _render("nvidia_device_plugin", "serviceaccount.yml.j2")]
+    docs += [("daemonset", d) for d in _render("nvidia_device_plugin", "daemonset.yml.j2")]
+    docs += [("daemonset-private-registry", d) for d in _render(
+        "nvidia_device_plugin", "daemonset.yml.j2", {"nvidia_device_plugin_image": "registry.example/nvidia/dp:v1"})]
+    docs += [("node-labels", d) for d in _render("gpu_node_labels", "node-labels.yml.j2")]
+    docs += [("node-labels-absent", d) for d in _render("gpu_node_labels", "node-labels.yml.j2",
+                                                         {"gpu_node_labels_state": "absent"})]
+    docs += [("namespace", d) for d in _render("openshift_gpu_scc", "namespace.yml.j2")]
+    docs += [("cuda-vector-add", cuda_vector_add_pod("stor1.r5a.local", Kubernetes().cuda_vector_add_image, "r1"))]
+    return docs
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(("name", "manifest"), manifests(), ids=[n for n, _ in manifests()])
+def test_manifest_is_valid_kubernetes(version: str, name: str, manifest: dict[str, Any]) -> None:
+    import kubernetes_validate
+
+    # strict: an unknown field (a typo) is an error, as a real API server's field validation would say.
+    kubernetes_validate.validate(manifest, version, strict=True)
+
+
+def test_daemonset_follows_the_seed_and_the_issue() -> None:
+    ds = _render("nvidia_device_plugin", "daemonset.yml.j2")[0]
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"openshift.com/gpu-accelerator": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert spec["priorityClassName"] == "system-node-critical"
+    assert spec["volumes"][0]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
+    assert spec["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+    assert spec["containers"][0]["resources"]["requests"]
+
+
+def test_node_labels_only_for_gpu_nodes_and_empty_when_absent() -> None:
+    present = _render("gpu_node_labels", "node-labels.yml.j2")
+    assert [d["metadata"]["name"] for d in present] == ["stor1.r5a.local", "stor2.r5a.local"]
+    assert present[0]["metadata"]["labels"] == {"openshift.com/gpu-accelerator": "true",
+                                                "nvidia.com/gpu.present": "true"}
+    absent = _render("gpu_node_labels", "node-labels.yml.j2", {"gpu_node_labels_state": "absent"})
+    assert all(d["metadata"]["labels"] == {} for d in absent)
+
+
+def _openapi_to_json_schema(node: Any) -> Any:
+    """OpenAPI v3 'nullable: true' is JSON Schema's type [X, null]."""
+    if isinstance(node, dict):
+        out = {k: _openapi_to_json_schema(v) for k, v in node.items() if k not in ("nullable", "format")}
+        if node.get("nullable"):
+            out["type"] = [node["type"], "null"]
+        return out
+    if isinstance(node, list):
+        return [_openapi_to_json_schema(v) for v in node]
+    return node
+
+
+def test_scc_is_valid_against_openshifts_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    require(SCC_SCHEMA.is_file(), f"vendored SCC schema {SCC_SCHEMA}")
+    schema = _openapi_to_json_schema(yaml.safe_load(SCC_SCHEMA.read_text()))
+    scc = _render("openshift_gpu_scc", "scc.yml.j2")[0]
+    jsonschema.validate(scc, schema)
+    assert scc["users"] == ["system:serviceaccount:kube-system:nvidia-device-plugin"]
+    assert scc["allowHostDirVolumePlugin"] is True and scc["allowPrivilegedContainer"] is False
+    # The schema catches what a real OpenShift refuses: a required field left out.
+    broken = {k: v for k, v in scc.items() if k != "requiredDropCapabilities"}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_schema_validation_catches_a_typo() -> None:
+    import kubernetes_validate
+
+    ds = _render("nvidia_device_plugin", "daemonset.yml.j2")[0]
+    ds["spec"]["template"]["spec"]["nodeSelecter"] = ds["spec"]["template"]["spec"].pop("nodeSelector")
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(ds, "1.31.0", strict=True)
