@@ -2,8 +2,9 @@
 
 Needs root (network namespaces). Usage: .venv/bin/python benchmarks/validate_nodes.py [--sizes 1,8,64] [--runs 3]
 Prints one line per size: the CLI's wall time (median of the runs), the fan-out's own time (from
-summary.json metrics), the rest (interpreter start, imports, inventory load, reports), and the
-median per-host time.
+summary.json metrics), the rest (interpreter start, imports, inventory load, reports), the
+median per-host time, and the CPU seconds of the CLI with its ssh clients (the hosts' sshds and
+the replayed tools run on the same machine here, outside that figure).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,22 +30,26 @@ PROFILES = ["v100-x4", "a100-x4", "h100-x8", "throttle"]
 
 
 def measure(inventory: Path, runs: int, workers: int) -> dict[str, float]:
-    walls, fanouts, per_host = [], [], []
+    walls, fanouts, per_host, cpu = [], [], [], []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as artifacts:
             started = time.monotonic()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             done = subprocess.run([sys.executable, "-m", "gpuready.core.cli", "validate", "gpu-node", "-i",
                                    str(inventory), "--artifacts", artifacts, "--workers", str(workers)],
                                   capture_output=True, text=True, cwd=ROOT, check=False,
                                   env={**os.environ, "COLUMNS": "200"})
             walls.append(time.monotonic() - started)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            # CPU of the CLI and its children (ssh clients, shells); the hosts' sshds are not its children.
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             if done.returncode not in (0, 1):
                 raise SystemExit(f"validate gpu-node exited {done.returncode}: {done.stderr[-2000:]}")
             summary = json.loads(next(Path(artifacts).glob("*/summary.json")).read_text())
             fanouts.append(summary["metrics"]["wall_seconds"])
             per_host += [float(s) for s in re.findall(r"\((\d+\.\d+)s\) ·", done.stderr)]
     return {"wall": statistics.median(walls), "fanout": statistics.median(fanouts),
-            "host": statistics.median(per_host)}
+            "host": statistics.median(per_host), "cpu": statistics.median(cpu)}
 
 
 def main() -> None:
@@ -73,6 +79,7 @@ def main() -> None:
         r = results[size]
         print(f"{size:3d} hosts: wall {r['wall']:6.2f}s  fan-out {r['fanout']:6.2f}s  "
               f"start+inventory+reports {r['wall'] - r['fanout']:5.2f}s  per host {r['host']:5.2f}s  "
+              f"client CPU {r['cpu']:5.2f}s  "
               f"(lab set-up {setup:5.1f}s, not counted)", flush=True)
     if 1 in results and 64 in results:
         ratio = results[64]["wall"] / results[1]["wall"]

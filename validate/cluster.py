@@ -266,7 +266,9 @@ def _events(client: Kube, pod: Any) -> list[str]:
     items = client.call(lambda: client.core.list_namespaced_event(
         pod.metadata.namespace, field_selector=f"involvedObject.name={pod.metadata.name}").items,
         f"list events of {pod.metadata.name}")
-    items.sort(key=lambda e: (str(e.last_timestamp or ""), int(e.metadata.resource_version or 0)))
+    # resourceVersion is opaque, but etcd-backed servers give numbers: it breaks ties within a second.
+    items.sort(key=lambda e: (str(e.last_timestamp or ""), int(e.metadata.resource_version or 0)
+                              if str(e.metadata.resource_version or "").isdigit() else 0))
     return [f"{e.type} {e.reason}: {e.message}" for e in items]
 
 

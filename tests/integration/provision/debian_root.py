@@ -264,6 +264,9 @@ def write_inventory(
     chroot_vars = {
         "ansible_connection": "community.general.chroot",
         "ansible_python_interpreter": "/usr/bin/python3",
+        # A root built for a GPU node has no GPUs of its own (and the node class says 0, so preflight passes).
+        "nvidia_driver_wanted": True,
+        "nvidia_container_toolkit_wanted": True,
         # What a root cannot do, switched off explicitly: the results then say what is pending.
         "nvidia_driver_manage_kernel": False,
         "nvidia_driver_manage_services": False,

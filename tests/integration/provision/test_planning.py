@@ -128,7 +128,12 @@ def _inventory(folder: Path, hosts: dict[str, dict[str, Any]]) -> Path:
         "driver": {"branch": "550"},
         "container_runtime": "containerd",
     }
-    common = {"ansible_connection": "local", "nvidia_driver_plan_only": True, "gpu_selinux_plan_only": True}
+    common = {
+        "ansible_connection": "local",
+        "nvidia_driver_plan_only": True,
+        "nvidia_driver_wanted": True,
+        "gpu_selinux_plan_only": True,
+    }
     (folder / "group_vars" / "all").mkdir(parents=True)
     (folder / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts, "vars": common}}))
     (folder / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": settings}))
