@@ -38,7 +38,6 @@ test: setup $(STAMP)-train
 
 lint: setup
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check core provision validate workloads tests benchmarks
 	cd playbooks && ../$(BIN)/ansible-lint --profile production --offline .
 
 clean:

@@ -29,12 +29,26 @@ from gpuready.core.lab import nodes  # noqa: E402
 PROFILES = ["v100-x4", "a100-x4", "h100-x8", "throttle"]
 
 
-def measure(inventory: Path, runs: int, workers: int) -> dict[str, float]:
-    walls, fanouts, per_host, cpu = [], [], [], []
+def hosts_cpu(pids: list[int]) -> float:
+    """CPU seconds of the hosts' sshds and every session they have reaped (fields utime..cstime)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(f) for f in fields[11:15])
+    return total / ticks
+
+
+def measure(inventory: Path, runs: int, workers: int, pids: list[int]) -> dict[str, float]:
+    walls, fanouts, per_host, cpu, remote = [], [], [], [], []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as artifacts:
             started = time.monotonic()
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            remote_before = hosts_cpu(pids)
             done = subprocess.run([sys.executable, "-m", "gpuready.core.cli", "validate", "gpu-node", "-i",
                                    str(inventory), "--artifacts", artifacts, "--workers", str(workers)],
                                   capture_output=True, text=True, cwd=ROOT, check=False,
@@ -43,13 +57,15 @@ def measure(inventory: Path, runs: int, workers: int) -> dict[str, float]:
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             # CPU of the CLI and its children (ssh clients, shells); the hosts' sshds are not its children.
             cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            remote.append(hosts_cpu(pids) - remote_before)
             if done.returncode not in (0, 1):
                 raise SystemExit(f"validate gpu-node exited {done.returncode}: {done.stderr[-2000:]}")
             summary = json.loads(next(Path(artifacts).glob("*/summary.json")).read_text())
             fanouts.append(summary["metrics"]["wall_seconds"])
             per_host += [float(s) for s in re.findall(r"\((\d+\.\d+)s\) ·", done.stderr)]
     return {"wall": statistics.median(walls), "fanout": statistics.median(fanouts),
-            "host": statistics.median(per_host), "cpu": statistics.median(cpu)}
+            "host": statistics.median(per_host), "cpu": statistics.median(cpu),
+            "remote": statistics.median(remote)}
 
 
 def main() -> None:
@@ -73,13 +89,13 @@ def main() -> None:
             setup = time.monotonic() - started
             try:
                 inventory = nodes.write_inventory(root / "inventory", state)
-                results[size] = measure(inventory, args.runs, args.workers)
+                results[size] = measure(inventory, args.runs, args.workers, state["pids"])
             finally:
                 nodes.down_hosts(state)
         r = results[size]
         print(f"{size:3d} hosts: wall {r['wall']:6.2f}s  fan-out {r['fanout']:6.2f}s  "
               f"start+inventory+reports {r['wall'] - r['fanout']:5.2f}s  per host {r['host']:5.2f}s  "
-              f"client CPU {r['cpu']:5.2f}s  "
+              f"CPU: client {r['cpu']:5.2f}s hosts {r['remote']:5.2f}s  "
               f"(lab set-up {setup:5.1f}s, not counted)", flush=True)
     if 1 in results and 64 in results:
         ratio = results[64]["wall"] / results[1]["wall"]

@@ -26,7 +26,8 @@ def provision() -> None:
 @click.option("--allow-power-off", is_flag=True, help="vSphere: power off VMs whose GPU changes need it (then on).")
 @click.option("--insecure", is_flag=True, help="vSphere: do not verify vCenter's TLS certificate (labs only).")
 @click.option("--remove", is_flag=True,
-              help="Undo: restore runtime configs from backup, drop SELinux rules and SSH keys (driver only if set).")
+              help="Undo: restore runtime configs from backup, drop SELinux rules and SSH keys (driver only if set); "
+                   "Kubernetes: delete the device plugin and SCC, take away gpuready's node labels.")
 def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, check: bool,
             diff: bool, tags: str | None, allow_power_off: bool, insecure: bool, remove: bool = False) -> None:
     """Run playbooks/site.yml against the inventory: preflight, then each layer behind its tag."""

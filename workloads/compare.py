@@ -41,6 +41,17 @@ def load(spec: str) -> Run:
                                                   for r in training["sizes"]}, training)
 
 
+#: setup keys that must match for images/s to be comparable
+SAME_SETUP = ("model", "batch_size", "image_size", "data", "mixed_precision", "xla")
+
+
+def setup_differences(runs: list[Run]) -> list[str]:
+    """What differs between each run's set-up and the first's: a comparison across set-ups measures those too."""
+    base = runs[0].setup
+    return [f"{run.label}: {key} {run.setup.get(key)!r} (first: {base.get(key)!r})"
+            for run in runs[1:] for key in SAME_SETUP if run.setup.get(key) != base.get(key)]
+
+
 def overhead(base: float, value: float) -> float:
     """How much slower ``value`` is than ``base``, in percent (negative: faster)."""
     return 100.0 * (base - value) / base
@@ -62,7 +73,12 @@ def table(runs: list[Run]) -> list[dict[str, Any]]:
 
 def markdown(rows: list[dict[str, Any]], runs: list[Run]) -> str:
     head = "| workers | " + " | ".join(r.label for r in runs) + " |"
-    lines = [f"# Comparison against {runs[0].label}", "", head, "|---:|" + "---:|" * len(runs)]
+    lines = [f"# Comparison against {runs[0].label}", ""]
+    differences = setup_differences(runs)
+    if differences:
+        lines += ["Set-ups differ, so the overheads include these differences:", "",
+                  *[f"- {d}" for d in differences], ""]
+    lines += [head, "|---:|" + "---:|" * len(runs)]
     for row in rows:
         cells = []
         for i, c in enumerate(row["runs"]):

@@ -23,7 +23,8 @@ from gpuready.core.errors import BadInput, Unreachable
 from gpuready.core.lab import Component, Lab, pid_alive, wait_for_port
 from gpuready.core.lab.kube_emulator.tls import make_certificates
 
-FAULTS = ("plugin-not-ready", "allocatable-zero", "vector-add-fails", "permission-denied", "forbidden")
+FAULTS = ("plugin-not-ready", "allocatable-zero", "vector-add-fails", "vector-add-hangs", "permission-denied",
+          "forbidden")
 #: Seed 002's layout, scaled down: two storage nodes with one T4 each, and one node without GPUs.
 NODES = [{"name": "stor1.lab.local", "gpus": 1, "gpu_product": "Tesla-T4"},
          {"name": "stor2.lab.local", "gpus": 1, "gpu_product": "Tesla-T4"},

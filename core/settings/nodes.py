@@ -12,6 +12,7 @@ from gpuready.core.settings.base import Section
 class Fabric(Section):
     """A high-speed fabric on the node (seed 001/004: EDR InfiniBand; seed 003: ConnectX-6)."""
 
+    #: The fabric's kind: InfiniBand (seed 001/004, EDR) or RoCE (seed 003, ConnectX-6 100 GbE).
     type: Literal["infiniband", "roce"] = "infiniband"
     #: RDMA devices whose ports must be up, as ``ibdev2netdev`` names them (mlx5_0, ...).
     ports: list[str] = Field(default_factory=list)
@@ -43,12 +44,14 @@ class NodeClass(Section):
 class Driver(Section):
     """The NVIDIA driver pin (seeds: 418.40.04, 430.26, 470.82.01)."""
 
+    #: Driver branch every node runs, e.g. "470"; the driver role refuses one the distribution lacks.
     branch: str = Field(pattern=r"^\d{3}(-open|-server|-server-open)?$")
     #: Exact version; a different installed version is replaced. Empty: newest of the branch.
     version: str = Field(default="", pattern=r"^(\d{3}\.\d{1,3}(\.\d{1,3})?)?$")
     #: May provisioning reboot a node when the new driver needs it? If not, results say "reboot required".
     allow_reboot: bool = False
-    #: Base URL of the CUDA repository (override for air-gapped mirrors). Empty: NVIDIA's for the distro.
+    #: URL of the CUDA repository for the nodes' distribution, e.g. a mirror of .../repos/rhel9/x86_64/
+    #: (air-gapped sites). Empty: NVIDIA's for each node's distribution.
     repo_url: str = ""
     #: Remove the driver on ``provision cluster --remove`` (off: the driver is kept).
     remove_on_uninstall: bool = False
@@ -65,6 +68,7 @@ class SELinux(Section):
 
     #: The mode nodes are expected to run; ``any`` accepts whatever they run.
     expect: Literal["enforcing", "permissive", "disabled", "any"] = "any"
+    #: Add the seed's persistent file-context rules where SELinux is enabled (nothing where it is disabled).
     manage_file_contexts: bool = True
 
 

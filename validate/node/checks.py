@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from gpuready.core.results import Check, errored, failed, passed, skipped
 from gpuready.validate.node import nvsmi
-from gpuready.validate.node.node import QUERY_FIELDS, Node, NoGpuView
+from gpuready.validate.node.node import MODULES_COMMAND, QUERY_FIELDS, Node, NoGpuView
 
 #: Seed 002: "permission denied" means these labels are wrong (SELinux enforcing only).
 SELINUX_LABELS = {"/dev/nvidia*": "xserver_misc_device_t", "/usr/bin/nvidia-*": "xserver_exec_t"}
@@ -213,13 +213,13 @@ def pcie_link(node: Node) -> Check:
 @check("gpu.xid", "no Xid (GPU error) in the kernel log since boot (dmesg)",
        "Look the Xid code up in NVIDIA's Xid catalogue; 48/63/64/74/79/94/95 need a drain and a GPU reset or RMA.")
 def xid(node: Node) -> Check:
+    node.smi  # noqa: B018 - without a readable GPU the check fails with that reason first
     answer = node.run("dmesg")
     if not answer.ok:
         answer = node.run("journalctl -k -b --no-pager -q")
     if not answer.ok:
         return skipped("gpu.xid", node.name, "the kernel log cannot be read here (dmesg and journalctl -k failed)",
                        answer.evidence(300))
-    node.smi  # noqa: B018 - without a readable GPU the check fails with that reason instead
     events = nvsmi.xid_events(answer.stdout)
     if events:
         return failed("gpu.xid", node.name, f"{len(events)} Xid event(s) since boot: {events[0]}",
@@ -436,6 +436,7 @@ def prefetch_commands(node: Node) -> list[str]:
 
 
 #: The fixed commands the catalogue runs, sent to a host in one round trip before the checks.
-PREFETCH = ["lsmod", "nvidia-smi -q -x", f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader",
+PREFETCH = [MODULES_COMMAND, "nvidia-smi -q -x",
+            f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader",
             "dmesg", "nvidia-smi nvlink -s", "nvidia-smi topo -p2p r", "getenforce", DEVICES_COMMAND,
             LABELS_COMMAND, VECTOR_ADD_COMMAND, KUBELET_COMMAND, SOCKET_COMMAND]

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 #: Starts a section of the batched output (an ASCII record separator: never in tool output).
 MARK = "\x1egpuready:"
 
+#: lsmod where the host has it (kmod), else the file it reads; both print the module name first.
+MODULES_COMMAND = "lsmod 2>/dev/null || cat /proc/modules"
+
 QUERY_FIELDS = ["index", "name", "pci.bus_id", "driver_version", "persistence_mode"]
 
 
@@ -71,7 +74,8 @@ class Node:
             return
         parts = ["T=$(mktemp -d)"]
         for i, command in enumerate(todo):
-            parts.append(f"{{ {command}\n}} >$T/{i}.o 2>$T/{i}.e </dev/null; echo $? >$T/{i}.r")
+            # A subshell (a fork, no exec): a command's exit or variables stay its own.
+            parts.append(f"( {command}\n) >$T/{i}.o 2>$T/{i}.e </dev/null; echo $? >$T/{i}.r")
         for i in range(len(todo)):
             for kind in "oer":
                 parts.append(f"printf '\\n{MARK}{i} {kind}\\n'; cat $T/{i}.{kind}")
@@ -100,9 +104,6 @@ class Node:
             rc = found.get((i, "r"), "").strip()
             self._answers[command] = Answer(command, int(rc) if rc.isdigit() else 255,
                                             found.get((i, "o"), ""), found.get((i, "e"), ""))
-
-    def has(self, tool: str) -> bool:
-        return self.run(f"command -v {tool}").ok
 
     # What nvidia-smi says, parsed once.
     @cached_property
@@ -137,5 +138,4 @@ class Node:
 
     @cached_property
     def modules(self) -> Answer:
-        # /proc/modules is what lsmod reads; lsmod is asked so a host's own view is used.
-        return self.run("lsmod")
+        return self.run(MODULES_COMMAND)

@@ -370,6 +370,10 @@ class Cluster:
                                                      message=PERMISSION_DENIED) for c in pod["spec"]["containers"]])
             self.event(pod, "Failed", f"Error: {PERMISSION_DENIED}", "Warning")
             return
+        if vector_add and "vector-add-hangs" in self.faults.active and age >= 2:
+            if age == 2:
+                self._start(pod, VECTOR_ADD_LOG[:1])
+            return  # a kernel that never returns: Running until someone deletes the pod
         if age == 2:
             fails = vector_add and "vector-add-fails" in self.faults.active
             self._start(pod, (VECTOR_ADD_FAIL_LOG if fails else VECTOR_ADD_LOG) if vector_add else [])

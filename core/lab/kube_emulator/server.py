@@ -32,7 +32,8 @@ PATCH_TYPES = {
 class Faults:
     """Switches for the failures a lab or test injects; changeable while the emulator runs."""
 
-    KINDS = ("plugin-not-ready", "allocatable-zero", "vector-add-fails", "permission-denied", "forbidden")
+    KINDS = ("plugin-not-ready", "allocatable-zero", "vector-add-fails", "vector-add-hangs", "permission-denied",
+             "forbidden")
 
     def __init__(self) -> None:
         self.active: set[str] = set()

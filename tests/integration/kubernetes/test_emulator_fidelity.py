@@ -263,3 +263,44 @@ def test_discovery_lists_groups_and_resources(http: Http) -> None:
     assert "security.openshift.io" not in groups  # only when emulating OpenShift
     names = {r["name"] for r in http("GET", "/api/v1").json()["resources"]}
     assert {"pods", "pods/log", "pods/status", "nodes", "nodes/status", "events"} <= names
+
+
+# -- the simulated cluster behind the API
+def _plugin_ds(tolerate: bool) -> dict:
+    ds = daemonset("dp", {"gpu": "yes"}, image="nvcr.io/nvidia/k8s-device-plugin:v0.17.0")
+    if tolerate:
+        ds["spec"]["template"]["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                                          "effect": "NoSchedule"}]
+    return ds
+
+
+def _gpu_pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"restartPolicy": "Never", "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                     "containers": [{"name": "c", "image": "registry.k8s.io/cuda-vector-add:v0.1",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+
+
+def test_daemonset_pods_land_only_on_selected_nodes_whose_taints_they_tolerate(http: Http) -> None:
+    http.apply(NODE, node_labels({"gpu": "yes"}))
+    http.apply(f"{DS}/dp", _plugin_ds(tolerate=False))
+    status = eventually(lambda: http("GET", f"{DS}/dp").json().get("status", {}).get("observedGeneration"))
+    assert status and http("GET", f"{DS}/dp").json()["status"]["desiredNumberScheduled"] == 0  # GPU taint
+    http.apply(f"{DS}/dp", _plugin_ds(tolerate=True))
+    eventually(lambda: http("GET", f"{DS}/dp").json()["status"].get("numberReady") == 1, what="plugin ready")
+    pods = http("GET", "/api/v1/namespaces/kube-system/pods", labelSelector="app=dp").json()["items"]
+    assert [p["spec"]["nodeName"] for p in pods] == ["stor1.lab.local"]
+
+
+def test_gpus_are_advertised_only_once_a_plugin_runs_and_the_scheduler_counts_them(http: Http) -> None:
+    assert "nvidia.com/gpu" not in http("GET", NODE).json()["status"]["capacity"]
+    http("POST", "/api/v1/namespaces/default/pods", _gpu_pod("early")).raise_for_status()
+    message = eventually(lambda: (http("GET", "/api/v1/namespaces/default/pods/early").json()["status"]
+                                  .get("conditions") or [{}])[0].get("message"), what="Unschedulable")
+    assert message.startswith("0/3 nodes are available:") and "Insufficient nvidia.com/gpu" in message
+    http.apply(NODE, node_labels({"gpu": "yes"}))
+    http.apply(f"{DS}/dp", _plugin_ds(tolerate=True))
+    eventually(lambda: http("GET", NODE).json()["status"]["allocatable"].get("nvidia.com/gpu") == "1",
+               what="GPU advertised")
+    eventually(lambda: http("GET", "/api/v1/namespaces/default/pods/early").json()["status"]["phase"] == "Succeeded",
+               what="the waiting pod runs once a GPU is allocatable")

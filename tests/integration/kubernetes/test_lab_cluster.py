@@ -58,10 +58,10 @@ def provisioned(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> di
     # An admin labelled stor2 before gpuready came: --remove must leave that label alone.
     lab.http("PATCH", "/api/v1/nodes/stor2.lab.local", {"metadata": {"labels": {LABEL: "true"}}},
              "application/merge-patch+json", fieldManager="kubectl-label").raise_for_status()
-    rc, _, err, summary = lab.run("provision", "cluster", "--tags", "kubernetes",
-                                  artifacts=tmp_path_factory.mktemp("runs"))
+    runs = tmp_path_factory.mktemp("runs")
+    rc, _, err, summary = lab.run("provision", "cluster", "--tags", "kubernetes", artifacts=runs)
     assert rc == 0, err
-    return summary
+    return {**summary, "runs": str(runs)}
 
 
 def test_provision_labels_only_gpu_nodes(lab: LabCluster, provisioned: dict) -> None:
@@ -69,6 +69,13 @@ def test_provision_labels_only_gpu_nodes(lab: LabCluster, provisioned: dict) -> 
     for name in GPU_NODES:
         assert nodes[name][LABEL] == "true" and nodes[name]["nvidia.com/gpu.present"] == "true"
     assert LABEL not in nodes["infra1.lab.local"] and "nvidia.com/gpu.present" not in nodes["infra1.lab.local"]
+
+
+def test_provision_artifacts_hold_no_token(lab: LabCluster, provisioned: dict) -> None:
+    files = [p for p in Path(provisioned["runs"]).rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        assert lab.token not in path.read_text(errors="replace"), path
 
 
 def test_provision_applies_the_daemonset_and_waits_for_the_rollout(lab: LabCluster, provisioned: dict) -> None:
@@ -145,6 +152,51 @@ def test_validate_fails_with_the_right_check(lab: LabCluster, provisioned: dict,
     if fault == "permission-denied":
         assert "xserver_misc_device_t" in found["remedy"]
     assert lab.http("GET", "/api/v1/namespaces/gpuready-validation/pods").json()["items"] == []
+
+
+def test_test_pods_are_removed_after_a_timeout(lab: LabCluster, provisioned: dict, tmp_path: Path) -> None:
+    inventory = _copy_inventory(lab, tmp_path, pod_timeout_s=2)
+    lab.http.faults("vector-add-hangs")
+    try:
+        r = gpuready("validate", "cluster", "-i", str(inventory), "--artifacts", str(tmp_path / "runs"))
+        pods = lab.http("GET", "/api/v1/namespaces/gpuready-validation/pods").json()["items"]
+    finally:
+        lab.http.faults()
+    assert r.returncode == 1, r.stdout + r.stderr
+    summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
+    check = _checks(summary)[("cluster.cuda_vector_add", "stor1.lab.local")]
+    assert check["status"] == "failed" and "still Running after 2s" in check["message"]
+    assert pods == []
+
+
+def test_test_pods_are_removed_on_ctrl_c(lab: LabCluster, provisioned: dict, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    lab.http.faults("vector-add-hangs")
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "gpuready.core.cli", "validate", "cluster", "-i",
+                                  lab.inventory, "--artifacts", str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not lab.http("GET", "/api/v1/namespaces/gpuready-validation/pods").json()["items"]:
+            assert time.monotonic() < deadline and child.poll() is None, "no test pod appeared"
+            time.sleep(0.2)
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+        pods = lab.http("GET", "/api/v1/namespaces/gpuready-validation/pods").json()["items"]
+    finally:
+        lab.http.faults()
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+    assert child.returncode == 130, err
+    assert "cancelled by Ctrl-C" in err and "Traceback" not in err
+    assert pods == []
 
 
 def test_forbidden_is_exit_3_with_one_line(lab: LabCluster, provisioned: dict, tmp_path: Path) -> None:

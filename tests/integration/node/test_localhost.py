@@ -71,3 +71,35 @@ def test_real_gpu_host(tmp_path: Path, artifacts: Path) -> None:
     assert not bad, done.stdout
     assert all(c["message"] for c in checks if c["status"] == "skipped")
     assert done.returncode == 0
+
+
+def test_a_hung_tool_is_stopped_by_the_per_host_timeout() -> None:
+    """The batch runs under timeout(1): a command that hangs ends the host's run, it does not block it."""
+    import time
+
+    import testinfra
+
+    from gpuready.core.settings import NodeClass
+    from gpuready.validate.node.node import Node
+
+    node = Node("localhost", testinfra.get_host("local://"), NodeClass(gpu_count=0), None,  # type: ignore[arg-type]
+                command_timeout=1)
+    started = time.monotonic()
+    with pytest.raises(ConnectionError, match="ran past 1s"):
+        node.prefetch(["echo before", "sleep 30", "echo after"])
+    assert time.monotonic() - started < 10
+
+
+def test_batched_answers_equal_one_by_one() -> None:
+    import testinfra
+
+    from gpuready.core.settings import NodeClass
+    from gpuready.validate.node.node import Node
+
+    commands = ["printf 'a\\nb'", "echo out; echo err >&2; exit 3", "true", "printf ''"]
+    batched = Node("localhost", testinfra.get_host("local://"), NodeClass(gpu_count=0), None)  # type: ignore[arg-type]
+    batched.prefetch(commands)
+    for command in commands:
+        alone = testinfra.get_host("local://").run(command)
+        answer = batched.run(command)
+        assert (answer.rc, answer.stdout, answer.stderr) == (alone.rc, alone.stdout, alone.stderr), command

@@ -66,3 +66,16 @@ def test_compare_refuses_a_folder_that_is_not_a_training_run(tmp_path: Path, art
     (other / "summary.json").write_text(json.dumps({"command": "validate vsphere", "metrics": {}}))
     proc = gpuready("report", "compare", str(other), str(tmp_path / "missing"), "--artifacts", str(artifacts))
     assert proc.returncode == 2 and proc.stderr.startswith("gpuready: error: ") and "no training figures" in proc.stderr
+
+
+def test_compare_says_when_setups_differ(tmp_path: Path) -> None:
+    from gpuready.workloads import compare
+
+    a = _training_run(tmp_path / "a", {1: 100.0})
+    b = _training_run(tmp_path / "b", {1: 90.0})
+    summary = json.loads((b / "summary.json").read_text())
+    summary["metrics"]["training"]["image_size"] = 64
+    (b / "summary.json").write_text(json.dumps(summary))
+    runs = [compare.load(str(a)), compare.load(f"{b}=small")]
+    assert compare.setup_differences(runs) == ["small: image_size 64 (first: None)"]
+    assert "Set-ups differ" in compare.markdown(compare.table(runs), runs)
