@@ -13,26 +13,30 @@ from tests.conftest import require
 N_IMAGES = 24
 
 
-@pytest.fixture(scope="module")
-def nih(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, tuple[int, ...]]]:
+def make_nih(root: Path, images: int = N_IMAGES) -> dict[str, tuple[int, ...]]:
     """An NIH-layout folder: PNGs (each filled with its own grey level) under images_001/images/, the CSV,
-    and test_list.txt; returns it with the labels each image must get."""
-    require(importlib.util.find_spec("tensorflow"), "TensorFlow (make test installs the train extra)")
+    and test_list.txt (every 4th image); returns the labels each image must get."""
     import tensorflow as tf
 
-    root = tmp_path_factory.mktemp("nih")
     (root / "images_001" / "images").mkdir(parents=True)
     rows, expected = ["Image Index,Finding Labels,Follow-up #,Patient ID"], {}
-    for i in range(N_IMAGES):
+    for i in range(images):
         name = f"{i:08d}_000.png"
         found = [PATHOLOGIES[i % 14], PATHOLOGIES[(i * 5) % 14]] if i % 3 else ["No Finding"]
         rows.append(f"{name},{'|'.join(found)},0,{i}")
         expected[name] = tuple(int(p in found) for p in PATHOLOGIES)
-        grey = tf.fill((40, 48, 1), tf.constant(10 * i, tf.uint8))  # not square: the converter squares it
+        grey = tf.fill((40, 48, 1), tf.constant(10 * i % 256, tf.uint8))  # not square: the converter squares it
         (root / "images_001" / "images" / name).write_bytes(tf.io.encode_png(grey).numpy())
     (root / "Data_Entry_2017.csv").write_text("\n".join(rows) + "\n")
-    (root / "test_list.txt").write_text("".join(f"{i:08d}_000.png\n" for i in range(0, N_IMAGES, 4)))
-    return root, expected
+    (root / "test_list.txt").write_text("".join(f"{i:08d}_000.png\n" for i in range(0, images, 4)))
+    return expected
+
+
+@pytest.fixture(scope="module")
+def nih(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, tuple[int, ...]]]:
+    require(importlib.util.find_spec("tensorflow"), "TensorFlow (make test installs the train extra)")
+    root = tmp_path_factory.mktemp("nih")
+    return root, make_nih(root)
 
 
 @pytest.fixture(scope="module")
