@@ -28,7 +28,24 @@ def cli() -> None:
 
 
 def main() -> None:
-    cli(prog_name="gpuready")
+    """Entry point: click's usage errors become one line and exit 2, like every other bad input."""
+    import sys
+
+    try:
+        cli.main(prog_name="gpuready", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else e.format_message())
+        sys.exit(2)
+    except click.UsageError as e:
+        hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+        click.echo(f"gpuready: error: {e.format_message()}{hint}", err=True)
+        sys.exit(2)
+    except click.ClickException as e:
+        click.echo(f"gpuready: error: {e.format_message()}", err=True)
+        sys.exit(e.exit_code)
+    except click.Abort:
+        click.echo("gpuready: error: cancelled", err=True)
+        sys.exit(130)
 
 
 if __name__ == "__main__":
