@@ -7,7 +7,7 @@ host's ``/dev/nvidia*`` (in its own mount namespace) with their SELinux labels. 
 first on the host's PATH and every check reads the profile as if the GPUs were there.
 
 The outputs start from real recordings in tests/fixtures/gpu/recorded (see SOURCE.md there);
-every edit a profile makes is listed in ``PROFILES`` and in docs/gpu-node.md.
+every edit a profile makes is listed in ``PROFILES`` and in the README (validate gpu-node, "Profiles and fixtures").
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def require_local_training(distribution: str) -> None:
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         raise Unreachable(f"{' and '.join(missing)} not installed in {sys.prefix}: "
-                          "pip install 'gpuready[train]' (see docs/training.md), or use --distribution mwms")
+                          "pip install 'gpuready[train]' (see README, "Training"), or use --distribution mwms")
 
 
 def horovodrun() -> str:

@@ -1,7 +1,7 @@
 """The three ways the API server changes an object: JSON merge patch, strategic merge patch, server-side apply.
 
 Each follows the real API server for the shapes gpuready sends. Known simplification (see
-docs/kubernetes.md): server-side apply treats every list as atomic, where the real server
+the README, "The lab's Kubernetes API emulator"): server-side apply treats every list as atomic, where the real server
 merges lists such as ``containers`` by key; gpuready always applies whole objects, so the
 outcome is the same for its calls.
 """
