@@ -65,6 +65,15 @@ class Launch:
     written_only: str = ""
     problem: str = ""
 
+    def collect(self) -> Launch:
+        """Read the workers' results from the log; say what went wrong if any worker is missing."""
+        text = self.log.read_text(errors="replace") if self.log else ""
+        self.results = parse_results(text)
+        if not self.problem and (self.returncode or len(self.results) != self.workers):
+            self.problem = (f"exit {self.returncode}, {len(self.results)}/{self.workers} workers reported: "
+                            f"{tail(text)}")
+        return self
+
 
 def parse_results(text: str) -> list[dict[str, Any]]:
     """The result line of each worker, by rank (a rank seen twice counts once)."""
@@ -88,7 +97,7 @@ def require_local_training(distribution: str) -> None:
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
         raise Unreachable(f"{' and '.join(missing)} not installed in {sys.prefix}: "
-                          "pip install 'gpuready[train]' (see README, "Training"), or use --distribution mwms")
+                          "pip install 'gpuready[train]' (README, Training), or use --distribution mwms")
 
 
 def horovodrun() -> str:

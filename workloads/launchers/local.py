@@ -14,9 +14,7 @@ from gpuready.workloads.launchers import (
     Launch,
     Plan,
     horovodrun,
-    parse_results,
     require_local_training,
-    tail,
     worker_env,
 )
 
@@ -55,11 +53,7 @@ def launch(plan: Plan, workers: int, folder: Path) -> Launch:
             result.returncode = _mwms(plan, workers, log_path)
     except subprocess.TimeoutExpired:
         result.problem = f"stopped after {plan.timeout_s}s (timeout_s)"
-    text = log_path.read_text(errors="replace")
-    result.results = parse_results(text)
-    if not result.problem and (result.returncode or len(result.results) != workers):
-        result.problem = f"exit {result.returncode}, {len(result.results)}/{workers} workers reported: {tail(text)}"
-    return result
+    return result.collect()
 
 
 def _mwms(plan: Plan, workers: int, log_path: Path) -> int:

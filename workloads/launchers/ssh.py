@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, parse_results, tail, worker_env
+from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, worker_env
 
 
 def host_slots(hosts: list[tuple[str, int]], workers: int) -> list[tuple[str, int]]:
@@ -54,8 +54,4 @@ def launch(plan: Plan, workers: int, folder: Path, hosts: list[tuple[str, int]],
         raise Unreachable(f"{cmd[0]} not found on this machine: install it, or use --launcher slurm") from e
     except subprocess.TimeoutExpired:
         result.problem = f"stopped after {plan.timeout_s}s (timeout_s)"
-    text = log_path.read_text(errors="replace")
-    result.results = parse_results(text)
-    if not result.problem and (result.returncode or len(result.results) != workers):
-        result.problem = f"exit {result.returncode}, {len(result.results)}/{workers} workers reported: {tail(text)}"
-    return result
+    return result.collect()
