@@ -29,7 +29,7 @@ def provision() -> None:
               help="Undo: restore runtime configs from backup, drop SELinux rules and SSH keys (driver only if set); "
                    "Kubernetes: delete the device plugin and SCC, take away gpuready's node labels.")
 def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, check: bool,
-            diff: bool, tags: str | None, allow_power_off: bool, insecure: bool, remove: bool = False) -> None:
+            diff: bool, tags: str | None, allow_power_off: bool, insecure: bool, remove: bool) -> None:
     """Run playbooks/site.yml against the inventory: preflight, then each layer behind its tag."""
     options = {"limit": limit, "check": check, "diff": diff,
                "tags": [t.strip() for t in tags.split(",") if t.strip()] if tags else None,
@@ -40,19 +40,19 @@ def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: s
 def _cluster(ctx: Context) -> RunResult:
     from gpuready.core.runner import check_tags, playbooks_dir, run_playbook
     from gpuready.provision.playbook_results import add_playbook_run
+    from gpuready.provision.vsphere_plan import provision_extra_vars
 
     opts = ctx.options
     inv = ctx.inventory
     if opts["tags"]:
         check_tags(playbooks_dir() / SITE, opts["tags"])
     inv.limit(opts["limit"])  # refuses a pattern that matches no host, before Ansible starts
-    from gpuready.provision.vsphere_plan import provision_extra_vars
 
     # The vSphere plan is made and checked here, so a bad one is refused before anything changes.
     extra_vars = provision_extra_vars(inv, tags=opts["tags"], limit=opts["limit"], insecure=opts["insecure"],
                                       allow_power_off=opts["allow_power_off"], note=ctx.note)
     skip_tags = None
-    if opts.get("remove"):
+    if opts["remove"]:
         # The same plays undo what they added; preflight is skipped so a degraded node can still be cleaned.
         extra_vars = {**(extra_vars or {}), "gpuready_state": "absent"}
         skip_tags = ["preflight"]
