@@ -67,11 +67,17 @@ def root_tarball() -> Path:
     with open(CACHE / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two test sessions must not build it at the same time
         if not tarball.is_file():
-            partial = tarball.with_suffix(".partial")
+            # mmdebstrap picks its output format from the name: keep ".tar" last, and say so too.
+            partial = tarball.with_name(f"{tarball.stem}.partial.tar")
+            for leftover in (partial, tarball):  # an interrupted or older build
+                if leftover.is_dir():
+                    shutil.rmtree(leftover)
+                leftover.unlink(missing_ok=True)
             subprocess.run(
                 [
                     "mmdebstrap",
                     "--quiet",
+                    "--format=tar",
                     "--variant=apt",
                     f"--include={','.join(ROOT_PACKAGES)}",
                     "bookworm",
