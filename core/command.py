@@ -124,7 +124,7 @@ def fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-def execute(ctx: Context, body: Callable[[Context], RunResult], *, write: bool = True) -> NoReturn:
+def execute(ctx: Context, body: Callable[[Context], RunResult]) -> NoReturn:
     """Run a command body; report its result; exit with the result's code.
 
     Our errors become one line and their exit code. A run that got somewhere before
@@ -138,7 +138,7 @@ def execute(ctx: Context, body: Callable[[Context], RunResult], *, write: bool =
     except Cancelled as e:
         result = e.partial if isinstance(e.partial, RunResult) else ctx.new_result()
         result.aborted = "cancelled by Ctrl-C; the checks below are what ran before"
-        _finish(ctx, result, write)
+        _finish(ctx, result)
         fail(str(e), e.exit_code)
     except KeyboardInterrupt:
         ctx.stop_progress()
@@ -151,20 +151,19 @@ def execute(ctx: Context, body: Callable[[Context], RunResult], *, write: bool =
         partial = getattr(e, "partial", None)
         if isinstance(partial, RunResult):
             partial.aborted = str(e)
-            _finish(ctx, partial, write)
+            _finish(ctx, partial)
         fail(str(e), e.exit_code)
-    _finish(ctx, result, write)
+    _finish(ctx, result)
     if result.aborted:
         fail(result.aborted, result.exit_code())
     sys.exit(result.exit_code())
 
 
-def _finish(ctx: Context, result: RunResult, write: bool) -> None:
+def _finish(ctx: Context, result: RunResult) -> None:
     from gpuready.core import reports
 
     ctx.stop_progress()
-    if write:
-        reports.write_all(result, ctx.run_dir)
+    reports.write_all(result, ctx.run_dir)
     reports.print_table(result, ctx.console, verbose=bool(ctx.verbose))
 
 

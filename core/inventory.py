@@ -76,6 +76,7 @@ class Inventory:
     groups: dict[str, list[str]]
     host_groups: dict[str, list[str]] = field(default_factory=dict)
     _manager: Any = field(default=None, repr=False)
+    _merged: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def hosts(self, group: str) -> list[str]:
         return list(self.groups.get(group, []))
@@ -87,8 +88,10 @@ class Inventory:
         return self.settings.node_classes[self.node_class_name(host)]
 
     def host_vars(self, host: str) -> dict[str, Any]:
-        """The host's variables as Ansible merges them (untemplated)."""
-        return self._variables.get_vars(host=self._manager.get_host(host), include_hostvars=False)
+        """The host's variables as Ansible merges them (untemplated), merged once per host."""
+        if host not in self._merged:
+            self._merged[host] = self._variables.get_vars(host=self._manager.get_host(host), include_hostvars=False)
+        return self._merged[host]
 
     def limit(self, pattern: str | None, group: str = "all") -> list[str]:
         """Hosts of ``group`` matched by an Ansible ``--limit`` pattern; refuses a pattern matching none."""
@@ -135,7 +138,7 @@ def load(path: str | os.PathLike[str]) -> Inventory:
     inventory = Inventory(path=path, settings=settings, settings_file=settings_file, groups=groups,
                           _manager=manager)
     inventory.host_groups = {h.name: sorted(g.name for g in h.get_groups()) for h in manager.get_hosts()}
-    _check_host_vars(inventory, documents, base)
+    _check_host_vars(inventory)
     return inventory
 
 
@@ -214,7 +217,7 @@ def describe(error: Any, root: str) -> str:
     return f"{key}: {first['msg']} (got {given!r}){more}"
 
 
-def _check_host_vars(inventory: Inventory, documents: dict[Path, Any], base: Path) -> None:
+def _check_host_vars(inventory: Inventory) -> None:
     from gpuready.core.settings import HOST_VARS
 
     for host in inventory.host_groups:
