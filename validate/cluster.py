@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuready.core.command import Context, common_options, execute, limit_option
+from gpuready.core.errors import GpureadyError
 from gpuready.core.results import RunResult, failed, passed, skipped
 
 if TYPE_CHECKING:
@@ -49,7 +50,15 @@ def _validate(ctx: Context) -> RunResult:
     gpu_nodes = inv.limit(ctx.options["limit"], "gpu_nodes") if inv.hosts("gpu_nodes") else []
     expected = {host: inv.node_class(host).gpu_count for host in gpu_nodes}
     result = ctx.new_result()
-    client = kube.connect(settings)
+    try:
+        return _run_checks(ctx, kube.connect(settings), settings, gpu_nodes, expected, result)
+    except GpureadyError as e:
+        e.partial = result  # what finished before the API went away is still written
+        raise
+
+
+def _run_checks(ctx: Context, client: Kube, settings: Kubernetes, gpu_nodes: list[str], expected: dict[str, int],
+                result: RunResult) -> RunResult:
     ctx.note(f"validate cluster: {client.server} ({settings.flavour}), {len(gpu_nodes)} GPU node(s)"
              f" — artifacts in {ctx.run_dir}")
     nodes = {n.metadata.name: n for n in client.call(lambda: client.core.list_node().items, "list nodes")}
