@@ -317,8 +317,6 @@ def _start(
                 str(sa_key),
                 "--root-ca-file",
                 str(ca.ca_path),
-                "--controllers",
-                "*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller",
                 "--kube-api-qps",
                 "200",
                 "--kube-api-burst",
