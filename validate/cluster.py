@@ -189,7 +189,7 @@ def _vector_add(ctx: Context, client: Kube, settings: Kubernetes, hosts: list[st
             created = client.call(lambda b=body: client.core.create_namespaced_pod(namespace, b),
                                   f"create a cuda-vector-add pod in {namespace}")
             pods[host] = created.metadata.name
-        return _wait_for(client, settings, namespace, pods)
+        return _wait_for(client, settings, namespace, run, pods)
     finally:
         _remove_test_pods(client, namespace, run, set(pods.values()))
 
@@ -228,13 +228,18 @@ def cuda_vector_add_pod(node: str, image: str, run: str) -> dict[str, Any]:
     }
 
 
-def _wait_for(client: Kube, settings: Kubernetes, namespace: str, pods: dict[str, str]) -> list[Any]:
+def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods: dict[str, str]) -> list[Any]:
+    """Poll this run's pods with one LIST per round (not one GET per pod), until each ends or time is up."""
     results = []
     deadline = time.monotonic() + settings.pod_timeout_s
     pending = dict(pods)
     while pending:
+        listed = {p.metadata.name: p for p in client.call(lambda: client.core.list_namespaced_pod(
+            namespace, label_selector=f"gpuready.io/run={run}").items, f"list the test pods in {namespace}")}
         for host, name in list(pending.items()):
-            pod = client.call(lambda n=name: client.core.read_namespaced_pod(n, namespace), f"read pod {name}")
+            pod = listed.get(name)
+            if pod is None:  # deleted by someone else: read it to report the 404 the usual way
+                pod = client.call(lambda n=name: client.core.read_namespaced_pod(n, namespace), f"read pod {name}")
             if pod.status.phase in ("Succeeded", "Failed") or time.monotonic() > deadline:
                 results.append(_verdict(client, settings, host, pod))
                 del pending[host]
