@@ -32,7 +32,7 @@ import yaml
 from gpuready.core.errors import BadInput, Unreachable
 from gpuready.core.lab import Component, Lab, pid_alive, stop_pids
 from gpuready.core.lab import kwok as kwok_config
-from gpuready.core.lab.gobuild import GoBuild, module_dir
+from gpuready.core.lab.gobuild import GoBuild, module_dir, module_file
 from gpuready.core.lab.pki import Authority, signing_key, write_private
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 KUBERNETES_VERSION = "v1.34.4"
 ETCD_VERSION = "v3.6.4"
 KWOK_VERSION = "v0.7.0"
+TRAINING_OPERATOR = "github.com/kubeflow/training-operator"
+TRAINING_OPERATOR_VERSION = "v1.8.1"
 _MAJOR, _MINOR = KUBERNETES_VERSION[1:].split(".")[:2]
 _VERSION_VARS = {"gitVersion": KUBERNETES_VERSION, "gitMajor": _MAJOR, "gitMinor": _MINOR, "gitTreeState": "clean"}
 CONTROL_PLANE = GoBuild(
@@ -145,6 +147,14 @@ def _plan(options: dict[str, str]) -> dict[str, Any]:
         )
     nodes = [{"name": n, "profile": "t4", "fault": faults[i] if i < len(faults) else ""} for i, n in enumerate(names)]
     return {"flavour": flavour, "nodes": nodes}
+
+
+def training_crds() -> list[Path]:
+    """Kubeflow's training CRDs (MPIJob, TFJob, PyTorchJob) from the training-operator module."""
+    return [
+        module_file(TRAINING_OPERATOR, TRAINING_OPERATOR_VERSION, f"manifests/base/crds/kubeflow.org_{plural}.yaml")
+        for plural in ("mpijobs", "tfjobs", "pytorchjobs")
+    ]
 
 
 def free_port() -> int:
@@ -364,7 +374,7 @@ def _start(
     kubectl = [str(binaries / "kubectl"), "--kubeconfig", str(configs["admin"])]
     manifests = folder / "manifests"
     manifests.mkdir(exist_ok=True)
-    crds = [kwok_home / "crds" / "kwok.x-k8s.io_logs.yaml"]
+    crds = [kwok_home / "crds" / "kwok.x-k8s.io_logs.yaml", *training_crds()]
     if plan["flavour"] == "openshift":
         from gpuready.core.lab import openshift
 
