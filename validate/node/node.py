@@ -57,7 +57,18 @@ class Node:
     command_timeout: int = 60
     _answers: dict[str, Answer] = field(default_factory=dict, repr=False)
 
+    @classmethod
+    def recorded(cls, name: str, node_class: NodeClass, settings: Settings, answers: dict[str, str | Answer]
+                 ) -> Node:
+        """A node whose commands answer with recorded outputs (a command not recorded is not installed there)."""
+        node = cls(name, None, node_class, settings)
+        for command, answer in answers.items():
+            node._answers[command] = answer if isinstance(answer, Answer) else Answer(command, 0, answer, "")
+        return node
+
     def run(self, command: str) -> Answer:
+        if command not in self._answers and self.host is None:
+            return Answer(command, 127, "", f"sh: {command.split()[0]}: not found")
         if command not in self._answers:
             result = self.host.run(command)
             self._answers[command] = Answer(command, result.rc, result.stdout, result.stderr)

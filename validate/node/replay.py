@@ -6,7 +6,7 @@ a ``bin/`` of tools (``nvidia-smi``, ``lsmod``, ``dmesg``, ``getenforce``, ``ibs
 host's ``/dev/nvidia*`` (in its own mount namespace) with their SELinux labels. Put ``bin/``
 first on the host's PATH and every check reads the profile as if the GPUs were there.
 
-The outputs start from real recordings in tests/fixtures/gpu/recorded (see SOURCE.md there);
+The outputs start from real recordings in tests/fixtures/gpu/recorded (see SOURCES.md there);
 every edit a profile makes is listed in ``PROFILES`` and in the README (validate gpu-node, "Profiles and fixtures").
 """
 
