@@ -6,6 +6,7 @@ the others go on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -47,7 +48,8 @@ class HostDone:
 def validate_host(target: Target, settings: Settings, timeout: int,
                   only: set[str] | None = None, command_timeout: int = 60) -> list[Check]:
     host = connect.testinfra_host(target.spec, timeout)
-    node = Node(target.name, host, target.node_class, settings, command_timeout=command_timeout)
+    node = Node(target.name, host, target.node_class, settings, command_timeout=command_timeout,
+                wrap=functools.partial(connect.become, target.spec))
     try:
         node.prefetch(prefetch_commands(node))
     except ConnectionError as e:
