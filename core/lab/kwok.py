@@ -112,12 +112,6 @@ def node(spec: dict[str, Any], profile: dict[str, Any] | None) -> dict[str, Any]
         "status": {
             "capacity": capacity,
             "allocatable": dict(capacity),
-            "nodeInfo": {
-                "kubeletVersion": "kwok",
-                "osImage": "simulated by kwok",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
         },
     }
 
