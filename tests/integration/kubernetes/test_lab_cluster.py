@@ -94,7 +94,7 @@ def test_provision_artifacts_hold_no_credential(lab: LabCluster, provisioned: di
 
 
 def test_provision_applies_the_daemonset_and_waits_for_the_rollout(lab: LabCluster, provisioned: dict) -> None:
-    ds = lab.kubectl.json("get", "daemonset", "-n", "kube-system", DS)
+    ds = lab.kubectl.json("get", "daemonset", "-n", "kube-system", DS, "--show-managed-fields")
     spec = ds["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {LABEL: "true"}
     assert spec["priorityClassName"] == "system-node-critical"
