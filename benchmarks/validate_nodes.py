@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpuready.core.lab import nodes  # noqa: E402
+from gpuready.lab import nodes  # noqa: E402
 
 PROFILES = ["v100-x4", "a100-x4", "h100-x8", "throttle"]
 

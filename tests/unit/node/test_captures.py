@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from gpuready.core.settings import NodeChecks, NodeClass, Settings
-from gpuready.validate.node import checks, nvsmi, replay
+from gpuready.lab import replay
+from gpuready.validate.node import checks, nvsmi
 from gpuready.validate.node.checks import CHECK_IDS, run_catalogue
 from gpuready.validate.node.node import Answer, Node
 

@@ -16,7 +16,7 @@ import yaml
 from gpuready.core.errors import BadInput
 from gpuready.core.settings import Vsphere
 from gpuready.core.vsphere import PciDevice
-from gpuready.provision.vsphere_plan import Plan, make_plan, mmio_size_gib, vm_extra_config
+from gpuready.core.vsphere_plan import Plan, make_plan, mmio_size_gib, vm_extra_config
 
 ROOT = Path(__file__).resolve().parents[3]
 DEVICES = json.loads((ROOT / "tests/fixtures/vsphere/r750xa-4xa100-pci.json").read_text())
