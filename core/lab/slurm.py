@@ -11,6 +11,7 @@ carries it (training.slurm_conf). Needs root.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -116,7 +117,8 @@ def write_config(root: Path, state: dict[str, Any], partition: str) -> Path:
         controller_address=state["controller_address"], ctld_port=state["ctld_port"],
         slurmd_port=state["slurmd_port"], munge_socket=state["munge_socket"], root=root,
         node_lines="\n".join(node_lines), partition=partition))
-    (root / "cgroup.conf").write_text("# cgroups are not used (proctrack/linuxproc, task/none)\nCgroupPlugin=cgroup/v1\n")
+    (root / "cgroup.conf").write_text("# cgroups are not used (proctrack/linuxproc, task/none)\n"
+                                      "CgroupPlugin=cgroup/v1\n")
     (root / "gres.conf").write_text("# GPUs of the lab's hosts, from their GPU profiles\n"
                                     + "\n".join(gres_lines) + "\n")
     return conf
@@ -210,8 +212,8 @@ class SlurmLab(Component):
             script = root / "hosts" / host["name"] / "slurmd.sh"
             script.write_text(START_SLURMD.format(name=host["name"], conf=conf, hosts_file=hosts_file))
             state["pids"].append(lab.spawn(self.name, [
-                "nsenter", "-t", str(host["pid"]), "-n", "-m", "unshare", "--uts", "--mount", "--propagation", "private",
-                "sh", str(script)], env=env))
+                "nsenter", "-t", str(host["pid"]), "-n", "-m",
+                "unshare", "--uts", "--mount", "--propagation", "private", "sh", str(script)], env=env))
         wait_nodes_idle(conf, [h["name"] for h in state["hosts"]])
 
     @staticmethod
@@ -235,10 +237,8 @@ class SlurmLab(Component):
             left = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=False).stdout
             stray = [int(p) for p in left.split() if int(p) not in host_pids]
             for pid in stray:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         lab_nodes.down_hosts(state)
         if state.get("munge_dir"):
             shutil.rmtree(state["munge_dir"], ignore_errors=True)

@@ -95,7 +95,7 @@ def job_fields(job: str, env: dict[str, str]) -> dict[str, str]:
                           text=True, env=env, check=False, timeout=30)
     line = done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else ""
     if line:
-        state, exit_code, reason = (line.split("|") + ["", ""])[:3]
+        state, exit_code, reason = ([*line.split("|"), "", ""])[:3]
         return {"JobState": state, "ExitCode": exit_code, "Reason": reason, "source": "sacct"}
     shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, env=env,
                            check=False, timeout=30)
