@@ -2,8 +2,8 @@
 
 One munged and one slurmctld on this machine (slurmctld in a UTS namespace of its own, so its
 hostname is the SlurmctldHost), and one slurmd per namespace host of the ``nodes`` component's
-kind, each entering its host's network and mount namespaces (so it sees the replayed
-/dev/nvidia*) and a UTS namespace of its own: every node has its own hostname, as on a site.
+kind, each entering its host's network, UTS and mount namespaces: every node has its own
+hostname, resolves the others' names and sees its replayed /dev/nvidia*, as on a site.
 GPU GRES come from the hosts' GPU profiles; the partitions are the ones the baremetal-c4140
 inventory example submits to. Clients find the cluster with ``SLURM_CONF``; the lab's inventory
 carries it (training.slurm_conf). Needs root.
@@ -71,14 +71,11 @@ PartitionName={partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """
 
 START_SLURMD = """#!/bin/sh
-# Runs in the host's network namespace, a copy of its mount namespace (its /dev) and a UTS namespace
-# of its own. `ip netns exec` remounted /sys without the cgroup tree slurmd's cgroup/v1 plugin
-# looks for; an empty one is enough, since nothing here is constrained by cgroups.
+# Runs in the host's network and UTS namespaces (its hostname) and a copy of its mount namespace (its
+# /dev, its /etc/hosts). `ip netns exec` remounted /sys without the cgroup tree slurmd's cgroup/v1
+# plugin looks for; an empty one is enough, since nothing here is constrained by cgroups.
 set -e
-hostname {name}
 mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
-# every node resolves the others' names, as on a site (Gloo, for one, resolves its own hostname)
-mount --bind {hosts_file} /etc/hosts
 exec slurmd -D -f {conf} -N {name}
 """
 
@@ -195,10 +192,6 @@ class SlurmLab(Component):
             f"--pid-file={root / 'munge' / 'munged.pid'}", f"--seed-file={root / 'munge' / 'munged.seed'}",
             f"--log-file={root / 'log' / 'munged.log'}"]))
         _wait_for_file(Path(state["munge_socket"]), 10, "munged")
-        hosts_file = root / "etc-hosts"
-        names = [f"{h['address']} {h['name']}" for h in state["hosts"]]
-        hosts_file.write_text(Path("/etc/hosts").read_text() + "\n# gpuready lab slurm\n"
-                              + f"{state['controller_address']} {state['controller']}\n" + "\n".join(names) + "\n")
         for host in state["hosts"]:
             (root / "spool" / host["name"]).mkdir()
         conf = write_config(root, state, partition)
@@ -210,10 +203,10 @@ class SlurmLab(Component):
         wait_for_port(state["controller_address"], state["ctld_port"], timeout=30)
         for host in state["hosts"]:
             script = root / "hosts" / host["name"] / "slurmd.sh"
-            script.write_text(START_SLURMD.format(name=host["name"], conf=conf, hosts_file=hosts_file))
+            script.write_text(START_SLURMD.format(name=host["name"], conf=conf))
             state["pids"].append(lab.spawn(self.name, [
-                "nsenter", "-t", str(host["pid"]), "-n", "-m",
-                "unshare", "--uts", "--mount", "--propagation", "private", "sh", str(script)], env=env))
+                "nsenter", "-t", str(host["pid"]), "-n", "-m", "-u",
+                "unshare", "--mount", "--propagation", "private", "sh", str(script)], env=env))
         wait_nodes_idle(conf, [h["name"] for h in state["hosts"]])
 
     @staticmethod

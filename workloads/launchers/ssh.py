@@ -1,4 +1,5 @@
-"""SSH launcher: horovodrun (Gloo) or mpirun across the inventory's GPU hosts, from this machine.
+"""SSH launcher: horovodrun (Gloo, started on the first host) or mpirun (from this machine) across the
+inventory's GPU hosts.
 
 Every host must have this Python (same path) with gpuready[train] installed, as horovodrun and
 mpirun expect, and accept the inventory's SSH key (ansible_ssh_private_key_file; on the nodes
@@ -61,10 +62,8 @@ def ssh_options(host: Host, known_hosts: Path) -> list[str]:
 def check_reachable(chosen: list[tuple[Host, int]], known_hosts: Path) -> None:
     """Each host answers `true` over SSH, or the run stops before it starts, naming the host."""
     for host, _ in chosen:
-        target = f"{host.user}@{host.address}" if host.user else host.address
         try:
-            done = subprocess.run(["ssh", *ssh_options(host, known_hosts), target, "true"], capture_output=True,
-                                  text=True, timeout=30, check=False, stdin=subprocess.DEVNULL)
+            done = _ssh(host, known_hosts, "true")
         except subprocess.TimeoutExpired:
             raise Unreachable(f"host {host.name} ({host.address}) did not answer over SSH in 30s") from None
         if done.returncode:
@@ -72,8 +71,20 @@ def check_reachable(chosen: list[tuple[Host, int]], known_hosts: Path) -> None:
             raise Unreachable(f"host {host.name} ({host.address}) unreachable over SSH: {why}")
 
 
-def command(plan: Plan, workers: int, hosts: list[Host], runner: str, known_hosts: Path, python: str = "")\
-        -> list[str]:
+def _ssh(host: Host, known_hosts: Path, *remote: str) -> subprocess.CompletedProcess[str]:
+    target = f"{host.user}@{host.address}" if host.user else host.address
+    return subprocess.run(["ssh", *ssh_options(host, known_hosts), target, *remote], capture_output=True, text=True,
+                          timeout=30, check=False, stdin=subprocess.DEVNULL)
+
+
+def interface_towards(host: Host, peer: str, known_hosts: Path) -> str:
+    """The network interface ``host`` reaches ``peer`` through (`ip route get` on the host itself)."""
+    route = _ssh(host, known_hosts, "ip", "-o", "route", "get", peer).stdout.split()
+    return route[route.index("dev") + 1] if "dev" in route else ""
+
+
+def command(plan: Plan, workers: int, hosts: list[Host], runner: str, known_hosts: Path, python: str = "",
+            interface: str = "") -> list[str]:
     chosen = host_slots(hosts, workers)
     slots = ",".join(f"{h.address}:{n}" for h, n in chosen)
     train = [python or sys.executable, *TRAIN_MODULE, *plan.train_args()]
@@ -87,10 +98,16 @@ def command(plan: Plan, workers: int, hosts: list[Host], runner: str, known_host
         if os.geteuid() == 0:
             cmd.insert(1, "--allow-run-as-root")
         return [*cmd, python or sys.executable, "-m", rendezvous.MODULE, "worker", "--", *train]
+    # horovodrun runs on the first host, as on a site: its driver must share a network interface name
+    # with the workers (Gloo's HOROVOD_GLOO_IFACE), which this machine need not
     cmd = [horovodrun(), "-np", str(workers), "-H", slots, "--gloo", "-p", str(first.port)]
     if first.key:
         cmd += ["--ssh-identity-file", first.key]
-    return [*cmd, *train]
+    if interface:  # else Horovod may pick loopback, which every host has in common
+        cmd += ["--network-interfaces", interface]
+    target = f"{first.user}@{first.address}" if first.user else first.address
+    return ["ssh", *ssh_options(first, known_hosts), target, "env", "TF_CPP_MIN_LOG_LEVEL=1", "PYTHONUNBUFFERED=1",
+            shlex.join([*cmd, *train])]
 
 
 def _mpirun_env(hosts: str, first_address: str) -> tuple[rendezvous.Rendezvous, dict[str, str]]:
@@ -112,7 +129,10 @@ def launch(plan: Plan, workers: int, folder: Path, hosts: list[Host], runner: st
     known_hosts = folder / "known_hosts"
     chosen = host_slots(hosts, workers)
     check_reachable(chosen, known_hosts)
-    cmd = command(plan, workers, hosts, runner, known_hosts)
+    interface = ""
+    if runner == "horovodrun" and len(chosen) > 1:
+        interface = interface_towards(chosen[0][0], chosen[1][0].address, known_hosts)
+    cmd = command(plan, workers, hosts, runner, known_hosts, interface=interface)
     log_path = folder / f"workers-{workers}.log"
     result = Launch(workers, log=log_path)
     (folder / f"workers-{workers}.cmd").write_text(shlex.join(cmd) + "\n")
