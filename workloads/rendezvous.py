@@ -34,15 +34,21 @@ def slurm_hosts(nodelist: str, tasks_per_node: str) -> str:
     """``h1:2,h2:2`` from Slurm's SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE (``2(x2)``, ``3,2``)."""
     names = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
                            check=True).stdout.split()
+    counts = task_counts(tasks_per_node)
+    if len(counts) != len(names):
+        raise ValueError(f"{len(names)} nodes ({nodelist}) but tasks per node {tasks_per_node!r}")
+    return ",".join(f"{n}:{c}" for n, c in zip(names, counts, strict=True))
+
+
+def task_counts(tasks_per_node: str) -> list[int]:
+    """Slurm's compressed tasks per node, ``2(x3),1``, as one count per node: [2, 2, 2, 1]."""
     counts: list[int] = []
     for part in tasks_per_node.split(","):
         match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
         if not match:
             raise ValueError(f"cannot read tasks per node {tasks_per_node!r}")
         counts += [int(match.group(1))] * int(match.group(2) or 1)
-    if len(counts) != len(names):
-        raise ValueError(f"{len(names)} nodes ({nodelist}) but tasks per node {tasks_per_node!r}")
-    return ",".join(f"{n}:{c}" for n, c in zip(names, counts, strict=True))
+    return counts
 
 
 def plan(hosts: str) -> list[Any]:
