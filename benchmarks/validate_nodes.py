@@ -125,7 +125,7 @@ def main() -> None:
             log = (root / "sshd.log").open("ab")
             started = time.monotonic()
             state = nodes.up_hosts(root, [PROFILES[i % len(PROFILES)] for i in range(size)],
-                                   f"gb{os.getpid() % 100000}",
+                                   f"g{size}x{os.getpid() % 10000}",
                                    lambda argv, log=log: subprocess.Popen(argv, stdout=log, stderr=log,
                                                                           start_new_session=True).pid)
             setup = time.monotonic() - started

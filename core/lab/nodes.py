@@ -133,8 +133,11 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
 def down_hosts(state: dict[str, Any]) -> None:
     """Stop the sshds, delete the namespaces (their veths go with them) and the bridge."""
     stop_pids([int(p) for p in state.get("pids", [])], grace=3)
-    for ns in state.get("namespaces", []):
+    for i, ns in enumerate(state.get("namespaces", [])):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+        # The veth goes with its namespace only once the last process in it has exited: delete it now, so
+        # the same names can be used again at once.
+        subprocess.run(["ip", "link", "del", f"{state['prefix']}v{i}"], capture_output=True, check=False)
     if state.get("bridge"):
         subprocess.run(["ip", "link", "del", state["bridge"]], capture_output=True, check=False)
 
