@@ -21,7 +21,7 @@ from pathlib import Path
 
 from gpuready.core.errors import BadInput
 from gpuready.workloads import rendezvous
-from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, parse_results, tail
+from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, parse_results
 
 #: sbatch long options the script may use (from `man sbatch`); anything else is a typo.
 KNOWN_OPTIONS = {"job-name", "nodes", "ntasks", "ntasks-per-node", "gres", "gpus-per-node", "cpus-per-task",
@@ -113,6 +113,14 @@ def describe(job: str, env: dict[str, str]) -> str:
     return f"state {state}" + (f" ({', '.join(extra)})" if extra else "") + f" from {f['source']}"
 
 
+def job_tail(text: str) -> str:
+    """The workers' last words, then Slurm's first complaint: srun's own lines come last and name no cause."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "GPUREADY_RESULT" not in ln]
+    slurm = [ln for ln in lines if ln.startswith(("srun:", "slurmstepd"))]
+    workers = [ln for ln in lines if ln not in slurm]
+    return " | ".join(workers[-2:] + slurm[:1])
+
+
 def _wait(proc: subprocess.Popen[str], job: str, env: dict[str, str], limit_s: float) -> str:
     """Wait for `sbatch --wait`; cancel a job that cannot start (drained nodes) or runs past the limit."""
     deadline, hopeless_since = time.monotonic() + limit_s, None
@@ -164,5 +172,5 @@ def launch(plan: Plan, workers: int, folder: Path, gpus_per_node: int, partition
     result = Launch(workers, parse_results(out), log_path if log_path.exists() else None, proc.returncode)
     if stopped or proc.returncode or len(result.results) != workers:
         result.problem = (f"job {job} {stopped + ', ' if stopped else ''}{describe(job, env)}, "
-                          f"{len(result.results)}/{workers} workers reported: {tail(out) or errors or 'no output'}")
+                          f"{len(result.results)}/{workers} workers reported: {job_tail(out) or errors or 'no output'}")
     return result

@@ -89,3 +89,14 @@ def test_ssh_fills_whole_hosts_one_worker_per_gpu(tmp_path: Path) -> None:
     # horovodrun runs on the first host, reached with the inventory's key
     assert remote[0] == "ssh" and "root@10.10.0.11" in remote and remote[remote.index("-i") + 1] == "/k"
     assert " -np 2 -H 10.10.0.11:2 --gloo " in remote[-1] and "--network-interfaces eth0" in remote[-1]
+
+
+def test_failed_job_message_names_the_workers_error_before_sruns_noise() -> None:
+    out = ("Traceback (most recent call last):\n"
+           "FileNotFoundError: no train-*.tfrecord files in /data (convert the data first)\n"
+           "srun: error: node-b: task 1: Exited with exit code 1\n"
+           "slurmstepd-node-a: error: *** STEP 2.0 ON node-a CANCELLED AT 2026-11-23T11:51:18 ***\n"
+           "srun: error: node-a: task 0: Terminated\n")
+    assert slurm.job_tail(out) == ("Traceback (most recent call last): | FileNotFoundError: no train-*.tfrecord "
+                                   "files in /data (convert the data first) | srun: error: node-b: task 1: Exited "
+                                   "with exit code 1")
