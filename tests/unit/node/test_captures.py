@@ -61,6 +61,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "rtx-3060-v12.xml": {},
     "rtx-3080-v12.xml": {},  # persistence N/A (a Windows passthrough guest): not a failure
     "rtx-3090-v12.xml": {},
+    "tesla_p4.xml": {},  # a vGPU guest (GRID P4-1Q): persistence, PCIe, minor number, clock reasons all N/A
     "rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml": {},  # gen5 GPU in a gen4 host: reported, not failed
 }
 
