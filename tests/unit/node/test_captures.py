@@ -62,6 +62,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "rtx-3080-v12.xml": {},  # persistence N/A (a Windows passthrough guest): not a failure
     "rtx-3090-v12.xml": {},
     "tesla_p4.xml": {},  # a vGPU guest (GRID P4-1Q): persistence, PCIe, minor number, clock reasons all N/A
+    "dual-rtx-2070-590.44.01-v13.xml": {},  # two GPUs at x8 of x16 (a consumer board's slots): reported
     "rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml": {},  # gen5 GPU in a gen4 host: reported, not failed
 }
 
@@ -153,6 +154,14 @@ def test_one_volatile_uncorrectable_counter_fails_ecc(name: str, counter: str) -
     [ecc] = [c for c in run_catalogue(node) if c.id == "gpu.ecc_volatile"]
     assert ecc.status == "failed"
     assert f"{counter}=1" in ecc.message
+
+
+def test_a_fault_on_the_second_gpu_names_that_gpu() -> None:
+    xml = edit(capture("dual-rtx-2070-590.44.01-v13.xml"), "retired_pages/pending_retirement", "Yes", gpu=1)
+    status, message = one(node_for(xml), "gpu.retired_pages")
+    assert (status, message) == ("failed", "GPU 1 (00000000:02:00.0): page retirement pending")
+    [link] = [c for c in run_catalogue(node_for(xml)) if c.id == "gpu.pcie_link"]
+    assert link.message.count("x8 of x16") == 2
 
 
 def test_pre_v11_double_bit_total_counts() -> None:
