@@ -25,6 +25,7 @@ COMPONENTS = {
     "kubernetes": "gpuready.lab.kubernetes:KubernetesLab",
     "vsphere": "gpuready.lab.vsphere:VsphereLab",
     "nodes": "gpuready.lab.nodes:NodesLab",
+    "slurm": "gpuready.lab.slurm:SlurmLab",
 }
 DEFAULT_DIR = Path("gpuready-lab")
 
