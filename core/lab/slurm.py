@@ -240,7 +240,7 @@ class SlurmLab(Component):
         inventory = state.get("inventory", "?")
         return [f"# a Slurm cluster of {len(state.get('hosts', []))} simulated GPU nodes (Debian's slurm-wlm):",
                 f"export SLURM_CONF={state.get('slurm_conf', '?')}   # for sinfo, squeue, sbatch",
-                f"gpuready validate training -i {inventory} --gpus 1,2",
+                f"gpuready validate training -i {inventory} --gpus 2 --steps 3 --image-size 32 --batch-size 4",
                 f"gpuready validate gpu-node -i {inventory}"]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
