@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import ROOT, require
 
-pytestmark = pytest.mark.slow
+# Building and installing gpuready with all its dependencies takes minutes on a small machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 
 def _copy_tracked_files(target: Path) -> None:
@@ -90,7 +91,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     done = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", f"{wheel}[lab]"],
+        [str(venv / "bin" / "pip"), "install", "-q", "--no-compile", f"{wheel}[lab]"],
         capture_output=True,
         text=True,
         timeout=1800,
