@@ -140,8 +140,11 @@ def _effective(root: Path, runtime: str) -> dict[str, Any]:
     return {"path": cri["runtimes"]["nvidia"]["options"]["BinaryName"], "default": cri.get("default_runtime_name")}
 
 
-@pytest.mark.parametrize("default", [True, False], ids=["default", "runtimeclass"])
-@pytest.mark.parametrize("case", sorted(CASES))
+# Every runtime with nvidia as its default (NVIDIA's recommendation); two also as a RuntimeClass handler only.
+RUNS = [(case, True) for case in sorted(CASES)] + [("containerd-v2", False), ("crio-fresh", False)]
+
+
+@pytest.mark.parametrize(("case", "default"), RUNS, ids=[f"{c}-{'default' if d else 'runtimeclass'}" for c, d in RUNS])
 def test_nvidia_ctk_configures_the_runtime_once_and_remove_restores_it(
     ctk: Path, tmp_path: Path, case: str, default: bool
 ) -> None:
