@@ -133,8 +133,11 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
 def down_hosts(state: dict[str, Any]) -> None:
     """Stop the sshds, delete the namespaces (their veths go with them) and the bridge."""
     stop_pids([int(p) for p in state.get("pids", [])], grace=3)
-    for ns in state.get("namespaces", []):
+    for i, ns in enumerate(state.get("namespaces", [])):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+        # The veth goes with its namespace only once the last process in it has exited: delete it now, so
+        # the same names can be used again at once.
+        subprocess.run(["ip", "link", "del", f"{state['prefix']}v{i}"], capture_output=True, check=False)
     if state.get("bridge"):
         subprocess.run(["ip", "link", "del", state["bridge"]], capture_output=True, check=False)
 
@@ -142,8 +145,9 @@ def down_hosts(state: dict[str, Any]) -> None:
 def inventory_hosts(state: dict[str, Any]) -> dict[str, Any]:
     from gpuready.validate.node import replay
 
+    # The lab makes new host keys for new hosts: like Ansible with host_key_checking off for them.
     hosts = {h["name"]: {"ansible_host": h["address"], "ansible_port": 22, "ansible_user": "root",
-                         "ansible_ssh_private_key_file": state["key"],
+                         "ansible_ssh_private_key_file": state["key"], "ansible_host_key_checking": False,
                          "gpuready_node_class": replay.PROFILES[h["profile"]].node_class}
              for h in state["hosts"]}
     return {"gpu_nodes": {"hosts": hosts}}
