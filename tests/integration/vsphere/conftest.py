@@ -3,7 +3,7 @@
 vcsim is VMware's own simulator (govmomi), so sessions, the property collector, tasks,
 VM reconfiguration and power are the real protocol over a real socket, with TLS and a
 checked password. What stock vcsim lacks -- GPUs on the hosts' PCI bus and a PCI
-passthrough system -- our main.go adds from the device list in tests/fixtures/vsphere/;
+passthrough system -- our main.go adds from the device list beside it (core/lab/vcsim/);
 a real host's passthrough behaviour beyond that (reboots, IOMMU groups) is not simulated.
 """
 
