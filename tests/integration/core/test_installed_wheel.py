@@ -152,7 +152,9 @@ def test_lab_vsphere_provisioned_and_validated_then_lab_nodes_validated(installe
         assert "ansible_python_interpreter: '{{ ansible_playbook_python }}'" in hosts
         password = {"GPUREADY_VCENTER_PASSWORD": (lab / "vsphere" / "password").read_text()}
         runs = installed.home / "runs-vsphere"
-        done = installed.gpuready("provision", "cluster", "-i", inventory, "--artifacts", str(runs), env=password)
+        done = installed.gpuready(
+            "provision", "cluster", "-i", inventory, "--allow-power-off", "--artifacts", str(runs), env=password
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         done = installed.gpuready("validate", "vsphere", "-i", inventory, "--artifacts", str(runs), env=password)
         assert done.returncode == 0, done.stdout + done.stderr
