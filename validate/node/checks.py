@@ -98,8 +98,10 @@ def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
         cause = next((d for d in definition.depends if d in results and _blocks(results[d])), None)
         if cause is not None:
             root = results[cause]
-            why = root.message if not root.message.startswith(DEPENDS) else root.message[len(DEPENDS):]
-            reason = f"{cause} ({why.split(':', 1)[0]})" if not root.message.startswith(DEPENDS) else why
+            if root.message.startswith(DEPENDS):  # skipped itself: name the same root cause
+                reason = root.message[len(DEPENDS):]
+            else:  # the first clause of the root's message, identical across hosts so they group
+                reason = f"{cause} ({root.message.split(':', 1)[0]})"
             results[definition.id] = skipped(definition.id, node.name, DEPENDS + reason)
         else:
             results[definition.id] = run_check(definition, node)
