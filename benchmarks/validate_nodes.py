@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpuready.core.lab import nodes  # noqa: E402
+from gpuready.lab import nodes  # noqa: E402
 
 PROFILES = ["v100-x4", "a100-x4", "h100-x8", "throttle"]
 
@@ -65,7 +65,7 @@ def measure(inventory: Path, runs: int, workers: int, pids: list[int]) -> dict[s
             fanouts.append(summary["metrics"]["wall_seconds"])
             per_host += [float(s) for s in re.findall(r"\((\d+\.\d+)s\) ·", done.stderr)]
     return {"wall": statistics.median(walls), "fanout": statistics.median(fanouts),
-            "host": statistics.median(per_host), "cpu": statistics.median(cpu),
+            "host": statistics.median(per_host) if per_host else 0.0, "cpu": statistics.median(cpu),
             "remote": statistics.median(remote)}
 
 
@@ -98,8 +98,10 @@ def peer(inventory: Path, runs: int, forks: int) -> dict[str, float]:
     for _ in range(runs):
         before, started = _children_cpu(), time.monotonic()
         done = subprocess.run([str(ansible), "-i", str(inventory), "gpu_nodes", "-m", "ansible.builtin.command",
-                               "-a", "nvidia-smi -q -x", "-f", str(forks), "-o"], capture_output=True, text=True,
-                              env={**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_GATHERING": "explicit"},
+                               "-a", "nvidia-smi -q -x", "-f", str(forks)], capture_output=True, text=True,
+                              env={**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "False",
+                                   "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",
+                                   "ANSIBLE_DEPRECATION_WARNINGS": "False"},
                               check=False)
         walls.append(time.monotonic() - started)
         cpu.append(_children_cpu() - before)
@@ -123,7 +125,7 @@ def main() -> None:
             log = (root / "sshd.log").open("ab")
             started = time.monotonic()
             state = nodes.up_hosts(root, [PROFILES[i % len(PROFILES)] for i in range(size)],
-                                   f"gb{os.getpid() % 100000}",
+                                   f"g{size}x{os.getpid() % 10000}",
                                    lambda argv, log=log: subprocess.Popen(argv, stdout=log, stderr=log,
                                                                           start_new_session=True).pid)
             setup = time.monotonic() - started

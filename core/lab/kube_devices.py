@@ -8,7 +8,7 @@ plugin finds them unhealthy); otherwise allocatable is 0. It also points kwok at
 for pods on nodes whose fault makes them log one (kwok's Logs objects, one per pod).
 
 Everything else (scheduling, the DaemonSet, pod phases) is done by Kubernetes and kwok themselves.
-Run by `gpuready lab up` as ``python -m gpuready.core.lab.kube_devices``.
+Run by `gpuready lab up` as ``python -m gpuready.lab.kube_devices``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuready.core.lab.kwok import GPU, PLUGIN_CONTAINER, PLUGIN_LABEL, VECTOR_ADD_CONTAINER
+from gpuready.lab.kwok import GPU, PLUGIN_CONTAINER, PLUGIN_LABEL, VECTOR_ADD_CONTAINER
 
 log = logging.getLogger("gpuready.lab.devices")
 LOGS_API = ("kwok.x-k8s.io", "v1alpha1", "logs")
@@ -161,7 +161,7 @@ class Devices:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gpuready.core.lab.kube_devices")
+    parser = argparse.ArgumentParser(prog="gpuready.lab.kube_devices")
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--nodes", required=True, help="JSON: GPU node name -> profile (count, fault)")
     parser.add_argument("--logs", required=True, help="folder of the failure logs")

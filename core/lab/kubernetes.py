@@ -15,6 +15,7 @@ Options (``--set kubernetes.KEY=VALUE``):
 from __future__ import annotations
 
 import base64
+import importlib.resources
 import json
 import logging
 import os
@@ -30,10 +31,10 @@ from typing import Any
 import yaml
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.core.lab import Component, Lab, pid_alive, stop_pids
-from gpuready.core.lab import kwok as kwok_config
-from gpuready.core.lab.gobuild import GoBuild, module_dir, module_file
-from gpuready.core.lab.pki import Authority, signing_key, write_private
+from gpuready.lab import Component, Lab, pid_alive, stop_pids
+from gpuready.lab import kwok as kwok_config
+from gpuready.lab.gobuild import GoBuild, module_dir, module_file
+from gpuready.lab.pki import Authority, signing_key, write_private
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,16 @@ class KubernetesLab(Component):
 
     def build(self) -> list[Path]:
         return [CONTROL_PLANE.ensure(), KWOK.ensure()]
+
+    def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
+        inventory = state.get("inventory", "?")
+        return [
+            f"# Kubernetes {KUBERNETES_VERSION} at {state.get('url')}; the inventory uses gpuready's least-privilege "
+            "kubeconfig, kubectl the admin's:",
+            f"export KUBECONFIG={state.get('admin_kubeconfig')}   # for kubectl ({state.get('kubectl')})",
+            f"gpuready provision cluster -i {inventory} --tags kubernetes",
+            f"gpuready validate cluster -i {inventory}",
+        ]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
         line = super().status(lab, state)
@@ -376,7 +387,7 @@ def _start(
     manifests.mkdir(exist_ok=True)
     crds = [kwok_home / "crds" / "kwok.x-k8s.io_logs.yaml", *training_crds()]
     if plan["flavour"] == "openshift":
-        from gpuready.core.lab import openshift
+        from gpuready.lab import openshift
 
         crds.append(openshift.scc_crd())
     _kubectl(lab, kubectl, ["apply", "--server-side", "--field-manager", "gpuready-lab", *_files(crds)], "install CRDs")
@@ -386,7 +397,7 @@ def _start(
         ["wait", "--for", "condition=Established", "--timeout", "60s", *[f"crd/{_crd_name(c)}" for c in crds]],
         "wait for the CRDs",
     )
-    rbac = Path(__file__).resolve().parent.parent / "kube_rbac.yaml"
+    rbac = Path(str(importlib.resources.files("gpuready.core") / "kube_rbac.yaml"))
     _kubectl(
         lab,
         kubectl,
@@ -457,7 +468,7 @@ def _start(
             [
                 sys.executable,
                 "-m",
-                "gpuready.core.lab.kube_devices",
+                "gpuready.lab.kube_devices",
                 "--kubeconfig",
                 str(configs["gpuready-lab-device-manager"]),
                 "--nodes",

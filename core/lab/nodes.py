@@ -2,7 +2,7 @@
 
 Each host gets a veth on a private bridge (10.213.S.0/24, S chosen unused), its own mount
 namespace with a tmpfs /dev holding the profile's /dev/nvidia* (SELinux labels as xattrs), and a
-PATH whose ``nvidia-smi`` and friends replay recorded outputs (gpuready.validate.node.replay).
+PATH whose ``nvidia-smi`` and friends replay recorded outputs (gpuready.lab.replay).
 Everything is reached by real SSH, exactly as a real site would be. Needs root.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.core.lab import Component, Lab, stop_pids, wait_for_port
+from gpuready.lab import Component, Lab, stop_pids, wait_for_port
 
 DEFAULT_PROFILES = "v100-x4,a100-x4,h100-x8,ecc-errors,driver-mismatch,missing-gpu,nouveau,nvlink-down," \
                    "selinux-label,throttle"
@@ -24,14 +24,19 @@ TOOLS = ("ip", "unshare", "setfattr", "ssh-keygen", "/usr/sbin/sshd", "mknod")
 MAX_HOSTS = 200
 
 START = """#!/bin/sh
-# Runs inside the host's network namespace and its own mount namespace: a private /dev, then sshd.
+# Runs inside the host's network namespace and its own mount and UTS namespaces: its own hostname
+# (resolved by every lab host, as on a site), a private /dev, then sshd.
 set -e
 H={home}
+hostname {name}
+mount --bind {hosts_file} /etc/hosts
 mkdir -p "$H/realdev" /run/sshd
 mount --rbind /dev "$H/realdev"
 mount -t tmpfs -o mode=755 tmpfs /dev
 for f in null zero random urandom tty full; do touch "/dev/$f"; mount --bind "$H/realdev/$f" "/dev/$f"; done
 mkdir /dev/pts && mount --rbind "$H/realdev/pts" /dev/pts && ln -s pts/ptmx /dev/ptmx
+# POSIX semaphores and shared memory (Python's multiprocessing, horovodrun) live in /dev/shm
+mkdir /dev/shm && mount -t tmpfs -o mode=1777 shm /dev/shm
 umount -l "$H/realdev"
 sh "$H/devices.sh"
 exec /usr/sbin/sshd -D -e -f "$H/sshd_config"
@@ -77,7 +82,7 @@ def _free_subnet() -> int:
 def up_hosts(root: Path, profiles: list[str], prefix: str,
              spawn: Callable[[list[str]], int]) -> dict[str, Any]:
     """Start one namespace host per profile; returns the state (hosts, pids, bridge, namespaces, key)."""
-    from gpuready.validate.node import replay
+    from gpuready.lab import replay
 
     if not profiles:
         raise BadInput("nodes: no profile given")
@@ -95,6 +100,10 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
                             "-f", str(keys / name)], check=True, capture_output=True)
     (keys / "authorized_keys").write_text((keys / "id_ed25519.pub").read_text())
     third = _free_subnet()
+    names = [(f"{profile}-{i:02d}", f"10.213.{third}.{10 + i}") for i, profile in enumerate(profiles)]
+    hosts_file = root / "etc-hosts"
+    hosts_file.write_text(Path("/etc/hosts").read_text() + "\n# gpuready lab hosts\n"
+                          + "".join(f"{address} {name}\n" for name, address in names))
     state: dict[str, Any] = {"prefix": prefix, "bridge": f"{prefix}br", "subnet": f"10.213.{third}.0/24",
                              "namespaces": [], "hosts": [], "pids": [], "key": str(keys / "id_ed25519")}
     try:
@@ -102,13 +111,13 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
         _ip("addr", "add", f"10.213.{third}.1/24", "dev", state["bridge"])
         _ip("link", "set", state["bridge"], "up")
         for i, profile in enumerate(profiles):
-            name, ns, address = f"{profile}-{i:02d}", f"{prefix}-{i}", f"10.213.{third}.{10 + i}"
+            (name, address), ns = names[i], f"{prefix}-{i}"
             home = root / "hosts" / name
             shutil.rmtree(home, ignore_errors=True)
             replay.build(profile, home)
             (home / "sshd_config").write_text(SSHD_CONFIG.format(name=name, profile=profile, address=address,
                                                                  keys=keys, home=home))
-            (home / "start.sh").write_text(START.format(home=home))
+            (home / "start.sh").write_text(START.format(home=home, name=name, hosts_file=hosts_file))
             _ip("netns", "add", ns)
             state["namespaces"].append(ns)
             veth = f"{prefix}v{i}"
@@ -117,7 +126,7 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
             _ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
-            pid = spawn(["ip", "netns", "exec", ns, "unshare", "-m", "--propagation", "private",
+            pid = spawn(["ip", "netns", "exec", ns, "unshare", "-m", "-u", "--propagation", "private",
                          "sh", str(home / "start.sh")])
             state["pids"].append(pid)
             state["hosts"].append({"name": name, "profile": profile, "namespace": ns, "address": address,
@@ -127,20 +136,24 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
     except BaseException:
         down_hosts(state)
         raise
+    state["hosts_file"] = str(hosts_file)
     return state
 
 
 def down_hosts(state: dict[str, Any]) -> None:
     """Stop the sshds, delete the namespaces (their veths go with them) and the bridge."""
     stop_pids([int(p) for p in state.get("pids", [])], grace=3)
-    for ns in state.get("namespaces", []):
+    for i, ns in enumerate(state.get("namespaces", [])):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+        # The veth goes with its namespace only once the last process in it has exited: delete it now, so
+        # the same names can be used again at once.
+        subprocess.run(["ip", "link", "del", f"{state['prefix']}v{i}"], capture_output=True, check=False)
     if state.get("bridge"):
         subprocess.run(["ip", "link", "del", state["bridge"]], capture_output=True, check=False)
 
 
 def inventory_hosts(state: dict[str, Any]) -> dict[str, Any]:
-    from gpuready.validate.node import replay
+    from gpuready.lab import replay
 
     # The lab makes new host keys for new hosts: like Ansible with host_key_checking off for them.
     hosts = {h["name"]: {"ansible_host": h["address"], "ansible_port": 22, "ansible_user": "root",
@@ -154,7 +167,7 @@ def write_inventory(folder: Path, state: dict[str, Any]) -> Path:
     """An inventory of the hosts (for tests; the lab uses Lab.write_inventory)."""
     import yaml
 
-    from gpuready.validate.node import replay
+    from gpuready.lab import replay
 
     (folder / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
     (folder / "hosts.yml").write_text(yaml.safe_dump(inventory_hosts(state), sort_keys=False))
@@ -169,7 +182,7 @@ class NodesLab(Component):
     needs_root = True
 
     def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
-        from gpuready.validate.node import replay
+        from gpuready.lab import replay
 
         if os.geteuid() != 0:
             raise BadInput("lab component 'nodes' needs root (network namespaces); run it as root")
@@ -187,6 +200,15 @@ class NodesLab(Component):
 
     def down(self, lab: Lab, state: dict[str, Any]) -> None:
         down_hosts(state)
+
+    def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
+        inventory = state.get("inventory", "?")
+        hosts = state.get("hosts") or [{"name": "?", "address": "?"}]
+        return [f"# {len(state.get('hosts', []))} simulated GPU nodes over SSH (key {state.get('key')}):",
+                f"gpuready validate gpu-node -i {inventory}",
+                f"gpuready provision cluster -i {inventory} --tags preflight",
+                f"ssh -i {state.get('key')} -o StrictHostKeyChecking=no root@{hosts[0]['address']} nvidia-smi"
+                f"   # {hosts[0]['name']}"]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
         return f"{len(state.get('hosts', []))} hosts on {state.get('subnet', '?')}; " + super().status(lab, state)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuready.core.lab.gobuild import module_file
+from gpuready.lab.gobuild import module_file
 
 OPENSHIFT_API = "github.com/openshift/api"
 #: A commit of openshift/api's default branch (the module has no semantic version tags).

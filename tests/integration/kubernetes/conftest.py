@@ -15,7 +15,7 @@ from tests.conftest import gpuready, require
 
 
 def require_go() -> None:
-    from gpuready.core.lab.gobuild import GO_FALLBACK
+    from gpuready.lab.gobuild import GO_FALLBACK
 
     require(shutil.which("go") or GO_FALLBACK.exists(), "Go (the lab builds Kubernetes and kwok from their modules)")
 

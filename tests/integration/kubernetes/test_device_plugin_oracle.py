@@ -46,7 +46,7 @@ def _documented() -> set[str]:
 
 def test_rendered_daemonset_differs_from_nvidias_only_where_the_docs_say_why() -> None:
     require_go()
-    from gpuready.core.lab.gobuild import module_file
+    from gpuready.lab.gobuild import module_file
 
     oracle = yaml.safe_load(module_file(MODULE, VERSION, STATIC, CHECKSUM).read_text())
     ours = _render("nvidia_device_plugin", "daemonset.yml.j2")[0]

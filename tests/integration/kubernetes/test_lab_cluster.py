@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuready.core.lab.kubernetes import KUBERNETES_VERSION
-from tests.conftest import gpuready
+from gpuready.lab.kubernetes import KUBERNETES_VERSION
+from tests.conftest import ROOT, gpuready
 from tests.integration.kubernetes.conftest import LabCluster, eventually
 
 pytestmark = pytest.mark.slow
@@ -209,7 +209,7 @@ def test_missing_permission_is_exit_3_naming_verb_and_resource(
     try:
         rc, _, err, _ = lab.run("validate", "cluster", artifacts=tmp_path)
     finally:
-        rbac = Path(__file__).resolve().parents[3] / "core" / "kube_rbac.yaml"
+        rbac = ROOT / "core" / "kube_rbac.yaml"
         lab.kubectl.run("apply", "--server-side", "--field-manager", "gpuready-lab", "-f", str(rbac))
     assert rc == 3, err
     errors = [line for line in err.splitlines() if line.startswith("gpuready: error:")]
@@ -275,8 +275,8 @@ def test_client_errors_against_the_real_api_are_one_line(lab: LabCluster, tmp_pa
 
     from gpuready.core import kube
     from gpuready.core.errors import Unreachable
-    from gpuready.core.lab.kubernetes import kubeconfig
-    from gpuready.core.lab.pki import Authority
+    from gpuready.lab.kubernetes import kubeconfig
+    from gpuready.lab.pki import Authority
     from gpuready.core.settings import Kubernetes
 
     client = kube.connect(Kubernetes(kubeconfig=lab.state["kubeconfig"]))

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +26,10 @@ def test_every_folder_with_init_is_a_listed_package() -> None:
     expected = set()
     for name, folder in mapping.items():
         base = ROOT / folder
+        # A folder mapped to a package of its own (core/lab is gpuready.lab) is not a sub-package here.
+        nested = [ROOT / f for n, f in mapping.items() if n != name and (ROOT / f).is_relative_to(base)]
         for init in base.rglob("__init__.py"):
-            if "__pycache__" in init.parts:
+            if "__pycache__" in init.parts or any(init.is_relative_to(n) for n in nested):
                 continue
             relative = init.parent.relative_to(base)
             expected.add(".".join([name, *relative.parts]))
@@ -66,3 +69,15 @@ def test_help_does_not_import_heavy_libraries(argv: list[str]) -> None:
         pytest.skip(f"{argv[0]} is not a command in this build")
     assert code == 0, done.stderr
     assert imported == [], f"`gpuready {' '.join(argv)}` imported {imported}"
+
+
+def test_outside_a_checkout_the_default_inventory_is_the_shipped_copy_of_inventories_local(tmp_path: Path) -> None:
+    from tests.conftest import gpuready
+
+    done = gpuready("inventory", "check", "--artifacts", str(tmp_path / "runs"), cwd=tmp_path,
+                    env={"GPUREADY_INVENTORY": ""})
+    assert done.returncode == 0, done.stdout + done.stderr
+    [summary] = (tmp_path / "runs").glob("*/summary.json")
+    used = Path(json.loads(summary.read_text())["inventory"])
+    assert used.parts[-2:] == ("inventories", "local") and used.is_absolute()
+    assert (used / "hosts.yml").read_text() == (ROOT / "inventories" / "local" / "hosts.yml").read_text()

@@ -17,12 +17,15 @@ def test_no_assumed_root_and_ansibles_default_host_key_checking() -> None:
     assert connect.describe(spec) == "ssh 10.0.0.5:22"
 
 
-@pytest.mark.parametrize(("variables", "environ", "checking"), [
-    ({"ansible_host_key_checking": False}, {}, False),
-    ({"ansible_ssh_host_key_checking": "no"}, {}, False),
-    ({}, {"ANSIBLE_HOST_KEY_CHECKING": "False"}, False),
-    ({"ansible_host_key_checking": True}, {"ANSIBLE_HOST_KEY_CHECKING": "False"}, True),
-])
+@pytest.mark.parametrize(
+    ("variables", "environ", "checking"),
+    [
+        ({"ansible_host_key_checking": False}, {}, False),
+        ({"ansible_ssh_host_key_checking": "no"}, {}, False),
+        ({}, {"ANSIBLE_HOST_KEY_CHECKING": "False"}, False),
+        ({"ansible_host_key_checking": True}, {"ANSIBLE_HOST_KEY_CHECKING": "False"}, True),
+    ],
+)
 def test_host_key_policy_as_ansible_reads_it(variables: dict, environ: dict, checking: bool) -> None:
     spec = connect.connection_spec("gn01", variables, environ=environ)
     assert spec["host_key_checking"] is checking
@@ -30,8 +33,15 @@ def test_host_key_policy_as_ansible_reads_it(variables: dict, environ: dict, che
 
 
 def test_jump_host_and_extra_args_reach_ssh() -> None:
-    spec = connect.connection_spec("gn01", {"ansible_user": "ops", "ansible_ssh_common_args": "-o ProxyJump=bastion",
-                                            "ansible_ssh_extra_args": "-o Compression=yes"}, environ={})
+    spec = connect.connection_spec(
+        "gn01",
+        {
+            "ansible_user": "ops",
+            "ansible_ssh_common_args": "-o ProxyJump=bastion",
+            "ansible_ssh_extra_args": "-o Compression=yes",
+        },
+        environ={},
+    )
     assert connect.ssh_args(spec).endswith("-o ProxyJump=bastion -o Compression=yes")
     assert connect.describe(spec) == "ssh ops@gn01:22"
 
@@ -48,3 +58,12 @@ def test_become_runs_the_batch_through_sudo() -> None:
 def test_unsupported_become_method_is_bad_input() -> None:
     with pytest.raises(BadInput, match="ansible_become_method 'su'"):
         connect.connection_spec("gn01", {"ansible_become": True, "ansible_become_method": "su"}, environ={})
+
+
+def test_progress_lines_at_1000_hosts() -> None:
+    from gpuready.validate.gpu_node import worth_a_line
+    from gpuready.validate.node.fanout import HostDone
+
+    lines = [d for d in range(1, 1001) if worth_a_line(HostDone(f"gn{d}", d, 1000, int(d in (7, 512)), 1.0))]
+    assert lines == [7, 100, 200, 300, 400, 500, 512, 600, 700, 800, 900, 1000]
+    assert all(worth_a_line(HostDone("h", d, 8, 0, 1.0)) for d in range(1, 9))  # small runs: every host

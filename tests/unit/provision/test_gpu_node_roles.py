@@ -42,29 +42,30 @@ def test_each_layer_has_its_tag_in_site_yml(tag: str) -> None:
     assert [p for p in plays if tag in p.get("tags", [])]
 
 
-def test_site_yml_passes_the_syntax_check() -> None:
+def test_site_yml_passes_the_syntax_check(tmp_path: Path) -> None:
+    from gpuready.core.runner import ansible_environment
+
     done = subprocess.run(
-        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", "site.yml"],
-        cwd=PLAYBOOKS,
+        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", str(PLAYBOOKS / "site.yml")],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
-        env={
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "PATH": f"{BIN}:/usr/bin:/bin",
-            "ANSIBLE_ROLES_PATH": str(PLAYBOOKS / "roles"),
-        },
+        env={**ansible_environment(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr
 
 
-def test_the_roles_pass_ansible_lint_production_profile() -> None:
+def test_the_roles_pass_ansible_lint_production_profile(tmp_path: Path) -> None:
+    from gpuready.core.runner import ansible_environment
+
     lint = BIN / "ansible-lint"
     require(shutil.which(str(lint)), "ansible-lint not installed (the dev extra installs it)")
+    collections = ansible_environment(tmp_path)["ANSIBLE_COLLECTIONS_PATH"]
     done = subprocess.run(
         [str(lint), "--profile", "production", "--offline", "-f", "pep8", *(f"roles/{r}" for r in _present())],
         cwd=PLAYBOOKS,
         capture_output=True,
         text=True,
-        env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(Path.home())},
+        env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(Path.home()), "ANSIBLE_COLLECTIONS_PATH": collections},
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-module: gpuready_vm_gpu_passthrough
+module: vm_gpu_passthrough
 short_description: Give a VM exactly its planned passthrough GPUs, peer-to-peer and 64-bit MMIO settings
 description:
   - Attaches the listed GPUs as PCI passthrough devices and detaches NVIDIA passthrough devices that are
@@ -29,20 +29,13 @@ options:
     required: true
   extra_config: {description: VM advanced settings to set., type: dict, default: {}}
   allow_power_off: {description: May a powered-on VM be powered off for the change., type: bool, default: false}
-  hostname: {description: vCenter or ESXi address., type: str, required: true}
-  port: {description: HTTPS port., type: int, default: 443}
-  username: {description: User to log in as., type: str, required: true}
-  password: {description: Password; default is the environment variable named by I(password_env)., type: str}
-  password_env: {description: Environment variable holding the password., type: str, default: GPUREADY_VCENTER_PASSWORD}
-  validate_certs: {description: Verify the TLS certificate., type: bool, default: true}
-  ca_file: {description: PEM file of the CA to trust., type: str, default: ""}
-  task_timeout: {description: Seconds to wait for one vSphere task., type: int, default: 600}
+extends_documentation_fragment: [gpuready.gpu.vsphere]
 author: gpuready
 """
 
 EXAMPLES = r"""
 - name: VMware | Attach an NVLink pair to a VM
-  gpuready_vm_gpu_passthrough:
+  gpuready.gpu.vm_gpu_passthrough:
     hostname: vcenter.lab.local
     username: administrator@vsphere.local
     vm: gpuvm-01
@@ -67,7 +60,7 @@ power_cycled: {description: The VM was powered off and on again for the change.,
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuready_vsphere import CONNECTION_SPEC, fail, require_gpuready, session
+from ansible_collections.gpuready.gpu.plugins.module_utils.vsphere import CONNECTION_SPEC, fail, require_gpuready, session
 
 NVIDIA = 0x10DE
 

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-module: gpuready_esxi_passthrough
+module: esxi_passthrough
 short_description: Enable PCI passthrough (DirectPath I/O) for devices of an ESXi host
 description:
   - Enables passthrough for the listed PCI devices through the host's PCI passthrough system
@@ -17,20 +17,13 @@ description:
 options:
   esxi_host: {description: The ESXi host as vCenter names it., type: str, required: true}
   devices: {description: PCI addresses (0000:17:00.0)., type: list, elements: str, required: true}
-  hostname: {description: vCenter or ESXi address., type: str, required: true}
-  port: {description: HTTPS port., type: int, default: 443}
-  username: {description: User to log in as., type: str, required: true}
-  password: {description: Password; default is the environment variable named by I(password_env)., type: str}
-  password_env: {description: Environment variable holding the password., type: str, default: GPUREADY_VCENTER_PASSWORD}
-  validate_certs: {description: Verify the TLS certificate., type: bool, default: true}
-  ca_file: {description: PEM file of the CA to trust., type: str, default: ""}
-  task_timeout: {description: Seconds to wait for one vSphere task., type: int, default: 600}
+extends_documentation_fragment: [gpuready.gpu.vsphere]
 author: gpuready
 """
 
 EXAMPLES = r"""
 - name: ESXi | Enable passthrough for the GPUs
-  gpuready_esxi_passthrough:
+  gpuready.gpu.esxi_passthrough:
     hostname: vcenter.lab.local
     username: administrator@vsphere.local
     esxi_host: r750xa-01.lab.local
@@ -46,7 +39,7 @@ not_active:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuready_vsphere import CONNECTION_SPEC, fail, require_gpuready, session
+from ansible_collections.gpuready.gpu.plugins.module_utils.vsphere import CONNECTION_SPEC, fail, require_gpuready, session
 
 
 def main():

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-module: gpuready_esxi_ats
+module: esxi_ats
 short_description: Turn Address Translation Services (ATS) on or off on an ESXi host
 description:
   - Sets the ESXi advanced option C(VMkernel.Boot.atsSupport) through the host's advanced option manager,
@@ -20,20 +20,13 @@ description:
 options:
   esxi_host: {description: The ESXi host as vCenter names it., type: str, required: true}
   enabled: {description: ATS on (true) or off., type: bool, default: true}
-  hostname: {description: vCenter or ESXi address., type: str, required: true}
-  port: {description: HTTPS port., type: int, default: 443}
-  username: {description: User to log in as., type: str, required: true}
-  password: {description: Password; default is the environment variable named by I(password_env)., type: str}
-  password_env: {description: Environment variable holding the password., type: str, default: GPUREADY_VCENTER_PASSWORD}
-  validate_certs: {description: Verify the TLS certificate., type: bool, default: true}
-  ca_file: {description: PEM file of the CA to trust., type: str, default: ""}
-  task_timeout: {description: Seconds to wait for one vSphere task., type: int, default: 600}
+extends_documentation_fragment: [gpuready.gpu.vsphere]
 author: gpuready
 """
 
 EXAMPLES = r"""
 - name: ESXi | Turn ATS on
-  gpuready_esxi_ats:
+  gpuready.gpu.esxi_ats:
     hostname: vcenter.lab.local
     username: administrator@vsphere.local
     esxi_host: r750xa-01.lab.local
@@ -50,7 +43,7 @@ reboot_required:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuready_vsphere import CONNECTION_SPEC, fail, require_gpuready, session
+from ansible_collections.gpuready.gpu.plugins.module_utils.vsphere import CONNECTION_SPEC, fail, require_gpuready, session
 
 
 def as_bool(value):
