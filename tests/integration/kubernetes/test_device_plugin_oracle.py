@@ -58,7 +58,6 @@ def test_rendered_daemonset_differs_from_nvidias_only_where_the_docs_say_why() -
     # The parts that make it NVIDIA's plugin stay exactly as NVIDIA ships them.
     for path in (
         "spec.selector.matchLabels.name",
-        "spec.template.spec.containers[nvidia-device-plugin-ctr].env[FAIL_ON_INIT_ERROR].value",
         "spec.template.spec.volumes[device-plugin].hostPath.path",
         "spec.template.spec.priorityClassName",
         "spec.template.spec.tolerations[nvidia.com/gpu].operator",

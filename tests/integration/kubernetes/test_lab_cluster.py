@@ -275,9 +275,9 @@ def test_client_errors_against_the_real_api_are_one_line(lab: LabCluster, tmp_pa
 
     from gpuready.core import kube
     from gpuready.core.errors import Unreachable
+    from gpuready.core.settings import Kubernetes
     from gpuready.lab.kubernetes import kubeconfig
     from gpuready.lab.pki import Authority
-    from gpuready.core.settings import Kubernetes
 
     client = kube.connect(Kubernetes(kubeconfig=lab.state["kubeconfig"]))
     names = sorted(n.metadata.name for n in client.call(lambda: client.core.list_node().items, "list nodes"))

@@ -13,7 +13,6 @@ import pytest
 from gpuready.core import kube
 from gpuready.core.errors import Unreachable
 from gpuready.core.settings import Kubernetes
-from gpuready.lab.kube_emulator import Emulator
 
 
 def _kubeconfig(path: Path, server: str, token: str) -> Path:
