@@ -1,4 +1,5 @@
-"""SSH launcher: horovodrun (Gloo) or mpirun across the inventory's GPU hosts, from this machine.
+"""SSH launcher: horovodrun (Gloo) or mpirun across the inventory's GPU hosts, from this machine; for
+PyTorch, one torchrun per host over ssh, meeting at the first host (c10d rendezvous).
 
 Uses the password-less SSH the mpi_ssh role sets up; every host must have this Python (same path)
 with gpuready[train] installed, as horovodrun and mpirun expect.
@@ -6,12 +7,13 @@ with gpuready[train] installed, as horovodrun and mpirun expect.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, worker_env
+from gpuready.workloads.launchers import RENDEZVOUS_PORT, TRAIN_MODULE, Launch, Plan, torchrun_args, worker_env
 
 
 def host_slots(hosts: list[tuple[str, int]], workers: int) -> list[tuple[str, int]]:
@@ -40,7 +42,25 @@ def command(plan: Plan, workers: int, hosts: list[tuple[str, int]], runner: str,
     return ["horovodrun", "-np", str(workers), "-H", slots, "--gloo", *train]
 
 
+#: ssh without prompts: a host that is not set up fails at once instead of waiting for a password
+SSH = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+
+
+def torchrun_commands(plan: Plan, workers: int, hosts: list[tuple[str, int]], python: str = "") -> list[list[str]]:
+    """One ssh command per host: torchrun with that host's workers, all meeting at the first host."""
+    slots = host_slots(hosts, workers)
+    if len({n for _, n in slots}) > 1:
+        raise BadInput(f"{workers} workers land on hosts as {[n for _, n in slots]}: torchrun wants the same "
+                       "number of workers on every host (choose a multiple of the GPUs per host)")
+    endpoint, per_node = f"{slots[0][0]}:{RENDEZVOUS_PORT}", slots[0][1]
+    train = [python or sys.executable, "-m", "torch.distributed.run",
+             *torchrun_args(len(slots), per_node, endpoint, f"gpuready-{workers}w"), *plan.module, *plan.train_args()]
+    return [[*SSH, address, shlex.join(train)] for address, _ in slots]
+
+
 def launch(plan: Plan, workers: int, folder: Path, hosts: list[tuple[str, int]], runner: str) -> Launch:
+    if plan.framework == "pytorch":
+        return _launch_torchrun(plan, workers, folder, hosts)
     cmd = command(plan, workers, hosts, runner)
     log_path = folder / f"workers-{workers}.log"
     result = Launch(workers, log=log_path)
@@ -53,5 +73,34 @@ def launch(plan: Plan, workers: int, folder: Path, hosts: list[tuple[str, int]],
     except FileNotFoundError as e:
         raise Unreachable(f"{cmd[0]} not found on this machine: install it, or use --launcher slurm") from e
     except subprocess.TimeoutExpired:
+        result.problem = f"stopped after {plan.timeout_s}s (timeout_s)"
+    return result.collect()
+
+
+def _launch_torchrun(plan: Plan, workers: int, folder: Path, hosts: list[tuple[str, int]]) -> Launch:
+    commands = torchrun_commands(plan, workers, hosts)
+    log_path = folder / f"workers-{workers}.log"
+    (folder / f"workers-{workers}.cmd").write_text("".join(shlex.join(c) + "\n" for c in commands))
+    parts = [log_path.with_suffix(f".{i}.log") for i in range(len(commands))]
+    procs = []
+    try:
+        for cmd, part in zip(commands, parts, strict=True):
+            with part.open("w") as out:
+                procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=worker_env()))
+        codes = [p.wait(timeout=plan.timeout_s) for p in procs]
+    except FileNotFoundError as e:
+        raise Unreachable("ssh not found on this machine: install openssh-client, or use --launcher slurm") from e
+    except subprocess.TimeoutExpired:
+        codes = []
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        log_path.write_text("".join(p.read_text(errors="replace") for p in parts if p.exists()))
+        for p in parts:
+            p.unlink(missing_ok=True)
+    result = Launch(workers, log=log_path, returncode=max(codes, key=abs) if codes else None)
+    if not codes:
         result.problem = f"stopped after {plan.timeout_s}s (timeout_s)"
     return result.collect()
