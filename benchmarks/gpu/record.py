@@ -76,7 +76,9 @@ def write_source(out: Path, facts: dict[str, str | int], index: dict[str, dict[s
              "- recorded by: benchmarks/gpu/record.py (gpuready's GPU runbook), each command run with `sh -c`,",
              "  stdout and stderr saved byte for byte, nothing edited", "",
              "| file | command | exit |", "|---|---|---:|"]
-    lines += [f"| `{v['stdout']}` | `{c}` | {v['rc']} |" for c, v in index.items()]
+    for command, files in index.items():
+        cell = command.replace("|", "\\|")  # a pipe would end the table cell
+        lines.append(f"| `{files['stdout']}` | `{cell}` | {files['rc']} |")
     (out / "SOURCE.md").write_text("\n".join(lines) + "\n")
 
 
@@ -102,8 +104,9 @@ def main(argv: list[str]) -> int:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     out = Path(argv[0])
-    probe = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True, text=True, check=False)
-    if probe.returncode or "GPU" not in probe.stdout:
+    probe = subprocess.run(["sh", "-c", "nvidia-smi --query-gpu=index --format=csv,noheader"], capture_output=True,
+                           text=True, check=False)
+    if probe.returncode or not probe.stdout.strip():
         why = (probe.stderr or probe.stdout).strip().splitlines()
         print(f"record: no working nvidia-smi here ({why[-1] if why else f'exit {probe.returncode}'}): "
               "run this on a GPU machine", file=sys.stderr)

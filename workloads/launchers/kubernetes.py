@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from gpuready.core.errors import BadInput, shorten
-from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, parse_results, tail, torchrun_args
+from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, parse_results, tail
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +144,9 @@ def _pytorchjob(plan: Plan, workers: int, gpus_per_node: int, image: str, meta: 
     if pods * per_node != workers:
         raise BadInput(f"{workers} workers do not fill pods of {per_node} GPUs: torchrun wants the same number "
                        "of workers in every pod (choose a multiple of the GPUs per node)")
-    options = torchrun_args(pods, per_node, "$(MASTER_ADDR):$(MASTER_PORT)", meta["name"])
-    options = options[:4] + ["--node-rank", "$(RANK)", "--master-addr", "$(MASTER_ADDR)",
-                             "--master-port", "$(MASTER_PORT)"]
+    # $(VAR): Kubernetes expands the container's environment in command arguments
+    options = ["--nnodes", str(pods), "--nproc-per-node", str(per_node), "--node-rank", "$(RANK)",
+               "--master-addr", "$(MASTER_ADDR)", "--master-port", "$(MASTER_PORT)"]
     command = ["python", "-m", "torch.distributed.run", *options, *plan.module, *plan.train_args()]
 
     def replica(count: int) -> dict[str, Any]:
