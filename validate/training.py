@@ -110,4 +110,5 @@ def _show(ctx: Context, rows: list[dict[str, Any]]) -> None:
         table.add_row(str(r["workers"]), f"{r['images_per_second']:.2f}",
                       f"{r['images_per_second_per_worker']:.2f}", eff)
     ctx.console.print(table)
-    ctx.console.print(f"report: {ctx.run_dir / 'training.md'}  plot: {ctx.run_dir / 'scaling.png'}")
+    plot = ctx.run_dir / "scaling.png"
+    ctx.console.print(f"report: {ctx.run_dir / 'training.md'}" + (f"  plot: {plot}" if plot.exists() else ""))

@@ -9,6 +9,7 @@ every record in the training process and shards afterwards, as the stalling tf.d
 
 from __future__ import annotations
 
+import io
 import os
 import random
 from collections.abc import Iterator
@@ -16,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from PIL import Image
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
-from torchvision.io import ImageReadMode, decode_png
 from torchvision.transforms.v2 import functional as F
 
 from gpuready.workloads import tfrecord
@@ -38,8 +39,8 @@ def shard_files(data_dir: str, split: str) -> list[str]:
 def decode(record: bytes, image_size: int, training: bool, rng: random.Random) -> tuple[Any, Any]:
     """One Example to (3 x size x size float image, 14 float labels), as the tf.data parser does."""
     example = tfrecord.parse_example(record)
-    data = torch.frombuffer(bytearray(example["image"][0]), dtype=torch.uint8)  # type: ignore[arg-type]
-    image = decode_png(data, mode=ImageReadMode.RGB)
+    # Pillow decodes (torchvision.io's decoders are deprecated since 0.29); grey X-rays become 3 channels
+    image = F.pil_to_tensor(Image.open(io.BytesIO(example["image"][0])).convert("RGB"))  # type: ignore[arg-type]
     image = F.resize(image, [image_size, image_size], antialias=True)
     if training and rng.random() < 0.5:
         image = F.horizontal_flip(image)
@@ -145,6 +146,14 @@ def synthetic(*, batch_size: int, image_size: int, rank: int = 0) -> Iterator[tu
     labels = (torch.rand(batch_size, len(PATHOLOGIES), generator=gen) < 0.2).float()
     while True:
         yield images, labels
+
+
+def png(image: torch.Tensor) -> bytes:
+    """A 1- or 3-channel uint8 image tensor as PNG bytes, as the converter stores images."""
+    array = image.permute(1, 2, 0).squeeze(-1).contiguous().numpy()
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="PNG")
+    return buffer.getvalue()
 
 
 def default_loader_workers(local_size: int, on_gpu: bool) -> int:

@@ -67,16 +67,16 @@ def vector_add(elements: int = 1 << 26, repeats: int = 20) -> dict[str, Any]:
 def make_shards(folder: Path, images: int, side: int = 512, shards: int = 8) -> list[str]:
     """NIH-like grey PNGs (smooth noise compresses like an X-ray) in TFRecords, as the converter writes them."""
     import torch
-    from torchvision.io import encode_png
 
     from gpuready.workloads import tfrecord
+    from gpuready.workloads.torch_data import png
 
     gen = torch.Generator().manual_seed(7)
     records: list[list[bytes]] = [[] for _ in range(shards)]
     for i in range(images):
         small = torch.rand(1, 1, side // 16, side // 16, generator=gen) * 255
         image = torch.nn.functional.interpolate(small, size=(side, side), mode="bilinear")[0].to(torch.uint8)
-        example = tfrecord.encode_example({"image": [encode_png(image).numpy().tobytes()],
+        example = tfrecord.encode_example({"image": [png(image)],
                                            "labels": [i % 2] * 14, "name": [f"{i:08d}_000.png".encode()]})
         records[i % shards].append(example)
     paths = []
