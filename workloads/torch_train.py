@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import socket
-import sys
 import time
 from typing import Any
 
-from gpuready.workloads.train import RESULT_PREFIX, auroc
+from gpuready.workloads.train import auroc, emit
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -193,14 +191,7 @@ def evaluate(model: Any, args: argparse.Namespace, device: Any) -> list[float | 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    result = run(args)
-    line = json.dumps(result)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, f"rank-{result['rank']}.json"), "w") as fh:
-            fh.write(line + "\n")
-    sys.stdout.write(RESULT_PREFIX + line + "\n")
-    sys.stdout.flush()
+    emit(run(args), args.out)
 
 
 if __name__ == "__main__":
