@@ -4,7 +4,7 @@ utilisation (MFU) of the smoke training against the GPU's published dense bf16 p
 
 Usage:
   python benchmarks/gpu/probe.py vector-add                 # JSON on stdout; exit 1 if the sums differ
-  python benchmarks/gpu/probe.py pipeline [--images 512] [--workers 1,N]
+  python benchmarks/gpu/probe.py pipeline [--images 512] [--workers 1,N] [--side 256]
   python benchmarks/gpu/probe.py flops [--model densenet121] [--image-size 224]
   python benchmarks/gpu/probe.py figures SUMMARY_JSON FLOPS_JSON   # MFU from a training run
 """
@@ -102,11 +102,11 @@ def pipeline_rate(files: list[str], loader_workers: int, batches: int, batch_siz
     return rate
 
 
-def pipeline(images: int, workers: list[int], batches: int) -> dict[str, Any]:
+def pipeline(images: int, workers: list[int], batches: int, side: int = 256) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        files = make_shards(Path(tmp), images)
+        files = make_shards(Path(tmp), images, side)
         rates = {n: pipeline_rate(files, n, batches) for n in workers}
-    return {"images": images, "side": 512, "image_size": 224, "cpu_count": os.cpu_count(),
+    return {"images": images, "side": side, "image_size": 224, "cpu_count": os.cpu_count(),
             "images_per_second": {str(n): round(r, 1) for n, r in rates.items()},
             "images_per_second_per_core": {str(n): round(r / n, 1) for n, r in rates.items()}}
 
@@ -142,6 +142,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--images", type=int, default=512)
     p.add_argument("--workers", default="", help="loader worker counts (default: 1 and all cores)")
     p.add_argument("--batches", type=int, default=12)
+    p.add_argument("--side", type=int, default=256, help="stored image side (the converter's default: 256)")
     f = sub.add_parser("flops")
     f.add_argument("--model", default="densenet121")
     f.add_argument("--image-size", type=int, default=224)
@@ -153,7 +154,7 @@ def main(argv: list[str]) -> int:
         out = vector_add()
     elif args.what == "pipeline":
         workers = [int(w) for w in args.workers.split(",") if w] or sorted({1, os.cpu_count() or 1})
-        out = pipeline(args.images, workers, args.batches)
+        out = pipeline(args.images, workers, args.batches, args.side)
     elif args.what == "flops":
         out = flops(args.model, args.image_size)
     else:

@@ -75,6 +75,7 @@ def test_too_few_files_for_the_workers_is_a_clear_error(tmp_path: Path) -> None:
         torch_data.new(_shards(tmp_path, 1, 2), batch_size=1, image_size=32, rank=1, workers=2)
 
 
+@pytest.mark.slow
 def test_densenet_without_torchvision_matches_torchvision_and_costs_about_17_gflop() -> None:
     import torchvision
 
