@@ -93,11 +93,11 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, bytes | int]]:
             yield number, wire, value
         elif wire == 2:
             size, pos = _varint(buf, pos)
-            yield number, wire, buf[pos:pos + size]
+            yield number, wire, buf[pos : pos + size]
             pos += size
         elif wire in (1, 5):
             width = 8 if wire == 1 else 4
-            yield number, wire, buf[pos:pos + width]
+            yield number, wire, buf[pos : pos + width]
             pos += width
         else:
             raise CorruptRecord(f"unsupported protobuf wire type {wire}")

@@ -52,12 +52,24 @@ def decode(record: bytes, image_size: int, training: bool, rng: random.Random) -
 class NewRecords(IterableDataset):
     """This process's shard of the files, split again between the DataLoader's worker processes."""
 
-    def __init__(self, files: list[str], *, image_size: int, rank: int, workers: int, training: bool,
-                 epochs: int | None, shuffle_buffer: int, seed: int) -> None:
+    def __init__(
+        self,
+        files: list[str],
+        *,
+        image_size: int,
+        rank: int,
+        workers: int,
+        training: bool,
+        epochs: int | None,
+        shuffle_buffer: int,
+        seed: int,
+    ) -> None:
         self.files = files[rank::workers]  # first: each training process reads only its own files
         if not self.files:
-            raise ValueError(f"{len(files)} files cannot be shared by {workers} workers: convert with "
-                             "--shards of at least the worker count")
+            raise ValueError(
+                f"{len(files)} files cannot be shared by {workers} workers: convert with "
+                "--shards of at least the worker count"
+            )
         self.image_size, self.training, self.epochs = image_size, training, epochs
         self.shuffle_buffer, self.seed = shuffle_buffer, seed + rank
 
@@ -66,8 +78,11 @@ class NewRecords(IterableDataset):
         worker, count = (info.id, info.num_workers) if info else (0, 1)
         # More loader workers than files: some read the same file, each keeping every count-th record.
         n = len(self.files)
-        files, stride = (self.files[worker::count], 1) if count <= n else \
-            ([self.files[worker % n]], len(range(worker % n, count, n)))
+        files, stride = (
+            (self.files[worker::count], 1)
+            if count <= n
+            else ([self.files[worker % n]], len(range(worker % n, count, n)))
+        )
         rng = random.Random(self.seed * 1000 + worker)
         epoch = 0
         while self.epochs is None or epoch < self.epochs:
@@ -95,19 +110,50 @@ def _quiet_worker(_: int) -> None:
     torch.set_num_threads(1)  # parallelism comes from the worker processes; threads would only contend
 
 
-def new(files: list[str], *, batch_size: int, image_size: int, rank: int = 0, workers: int = 1,
-        training: bool = True, epochs: int | None = None, shuffle_buffer: int = 256, loader_workers: int = 2,
-        pin_memory: bool = False, seed: int = 0) -> Any:
-    dataset = NewRecords(files, image_size=image_size, rank=rank, workers=workers, training=training,
-                         epochs=epochs, shuffle_buffer=shuffle_buffer, seed=seed)
-    extra: dict[str, Any] = {"prefetch_factor": 2, "persistent_workers": True,
-                             "worker_init_fn": _quiet_worker} if loader_workers else {}
-    return DataLoader(dataset, batch_size=batch_size, num_workers=loader_workers, pin_memory=pin_memory,
-                      drop_last=training, **extra)
+def new(
+    files: list[str],
+    *,
+    batch_size: int,
+    image_size: int,
+    rank: int = 0,
+    workers: int = 1,
+    training: bool = True,
+    epochs: int | None = None,
+    shuffle_buffer: int = 256,
+    loader_workers: int = 2,
+    pin_memory: bool = False,
+    seed: int = 0,
+) -> Any:
+    dataset = NewRecords(
+        files,
+        image_size=image_size,
+        rank=rank,
+        workers=workers,
+        training=training,
+        epochs=epochs,
+        shuffle_buffer=shuffle_buffer,
+        seed=seed,
+    )
+    extra: dict[str, Any] = (
+        {"prefetch_factor": 2, "persistent_workers": True, "worker_init_fn": _quiet_worker} if loader_workers else {}
+    )
+    return DataLoader(
+        dataset, batch_size=batch_size, num_workers=loader_workers, pin_memory=pin_memory, drop_last=training, **extra
+    )
 
 
-def old(files: list[str], *, batch_size: int, image_size: int, rank: int = 0, workers: int = 1,
-        training: bool = True, epochs: int | None = None, seed: int = 0, **_: Any) -> Iterator[tuple[Any, Any]]:
+def old(
+    files: list[str],
+    *,
+    batch_size: int,
+    image_size: int,
+    rank: int = 0,
+    workers: int = 1,
+    training: bool = True,
+    epochs: int | None = None,
+    seed: int = 0,
+    **_: Any,
+) -> Iterator[tuple[Any, Any]]:
     rng = random.Random(seed + rank)
     epoch = 0
     while epochs is None or epoch < epochs:

@@ -28,16 +28,22 @@ class _Layer(nn.Module):
 
 
 def _transition(channels: int) -> nn.Sequential:
-    return nn.Sequential(nn.BatchNorm2d(channels), nn.ReLU(), nn.Conv2d(channels, channels // 2, 1, bias=False),
-                         nn.AvgPool2d(2, 2))
+    return nn.Sequential(
+        nn.BatchNorm2d(channels), nn.ReLU(), nn.Conv2d(channels, channels // 2, 1, bias=False), nn.AvgPool2d(2, 2)
+    )
 
 
 class DenseNet(nn.Module):
-    def __init__(self, blocks: tuple[int, ...], classes: int, growth: int = 32, stem: int = 64,
-                 bottleneck: int = 4) -> None:
+    def __init__(
+        self, blocks: tuple[int, ...], classes: int, growth: int = 32, stem: int = 64, bottleneck: int = 4
+    ) -> None:
         super().__init__()
-        layers: list[Any] = [nn.Conv2d(3, stem, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(stem),
-                             nn.ReLU(), nn.MaxPool2d(3, stride=2, padding=1)]
+        layers: list[Any] = [
+            nn.Conv2d(3, stem, 7, stride=2, padding=3, bias=False),
+            nn.BatchNorm2d(stem),
+            nn.ReLU(),
+            nn.MaxPool2d(3, stride=2, padding=1),
+        ]
         channels = stem
         for i, count in enumerate(blocks):
             for _ in range(count):

@@ -20,8 +20,11 @@ from gpuready.workloads.train import auroc, emit
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="torchrun ... -m gpuready.workloads.torch_train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="torchrun ... -m gpuready.workloads.torch_train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", default="densenet121", choices=("densenet121", "resnet50"))
     p.add_argument("--batch-size", type=int, default=32, help="images per worker and step")
     p.add_argument("--image-size", type=int, default=224)
@@ -33,8 +36,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--mixed-precision", action="store_true", help="bf16 autocast (weights stay float32)")
     p.add_argument("--eval-batches", type=int, default=0, help="held-out batches for AUROC (real data only)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads per worker (0: cores / local workers)")
-    p.add_argument("--loader-workers", type=int, default=-1,
-                   help="DataLoader processes per worker (-1: spare cores; real data only)")
+    p.add_argument(
+        "--loader-workers",
+        type=int,
+        default=-1,
+        help="DataLoader processes per worker (-1: spare cores; real data only)",
+    )
     p.add_argument("--out", default="", help="also write rank-N.json here")
     return p.parse_args(argv)
 
@@ -127,11 +134,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.data == "synthetic":
         batches = torch_data.synthetic(batch_size=args.batch_size, image_size=args.image_size, rank=rank)
     else:
-        loader_workers = args.loader_workers if args.loader_workers >= 0 else \
-            torch_data.default_loader_workers(local_size, on_gpu)
-        batches = iter(torch_data.build(args.pipeline, torch_data.shard_files(args.data, "train"),
-                                        batch_size=args.batch_size, image_size=args.image_size, rank=rank,
-                                        workers=size, loader_workers=loader_workers, pin_memory=on_gpu))
+        loader_workers = (
+            args.loader_workers if args.loader_workers >= 0 else torch_data.default_loader_workers(local_size, on_gpu)
+        )
+        batches = iter(
+            torch_data.build(
+                args.pipeline,
+                torch_data.shard_files(args.data, "train"),
+                batch_size=args.batch_size,
+                image_size=args.image_size,
+                rank=rank,
+                workers=size,
+                loader_workers=loader_workers,
+                pin_memory=on_gpu,
+            )
+        )
     before = weights_digest(model)
     losses, step_times = [], []
     for i in range(args.warmup_steps + args.steps):
@@ -154,13 +171,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             step_times.append(elapsed)
 
     result: dict[str, Any] = {
-        "rank": rank, "size": size, "local_rank": local_rank, "host": socket.gethostname(),
-        "device": device_name, "framework": "pytorch", "distribution": "ddp", "backend": backend,
-        "torch": torch.__version__, "model": args.model, "model_source": model_source(), "batch_size": args.batch_size,
-        "image_size": args.image_size, "data": args.data, "pipeline": args.pipeline,
-        "mixed_precision": args.mixed_precision, "precision": "bf16" if args.mixed_precision else "fp32",
-        "xla": False, "warmup_steps": args.warmup_steps, "step_times": step_times, "losses": losses,
-        "weights_sha256_before": before, "weights_sha256": weights_digest(model),
+        "rank": rank,
+        "size": size,
+        "local_rank": local_rank,
+        "host": socket.gethostname(),
+        "device": device_name,
+        "framework": "pytorch",
+        "distribution": "ddp",
+        "backend": backend,
+        "torch": torch.__version__,
+        "model": args.model,
+        "model_source": model_source(),
+        "batch_size": args.batch_size,
+        "image_size": args.image_size,
+        "data": args.data,
+        "pipeline": args.pipeline,
+        "mixed_precision": args.mixed_precision,
+        "precision": "bf16" if args.mixed_precision else "fp32",
+        "xla": False,
+        "warmup_steps": args.warmup_steps,
+        "step_times": step_times,
+        "losses": losses,
+        "weights_sha256_before": before,
+        "weights_sha256": weights_digest(model),
     }
     if args.eval_batches and args.data != "synthetic" and rank == 0:
         result["auroc"] = evaluate(model, args, device)
@@ -177,8 +210,14 @@ def evaluate(model: Any, args: argparse.Namespace, device: Any) -> list[float | 
     from gpuready.workloads import torch_data
 
     model.eval()
-    loader = torch_data.new(torch_data.shard_files(args.data, "test"), batch_size=args.batch_size,
-                            image_size=args.image_size, training=False, epochs=1, loader_workers=0)
+    loader = torch_data.new(
+        torch_data.shard_files(args.data, "test"),
+        batch_size=args.batch_size,
+        image_size=args.image_size,
+        training=False,
+        epochs=1,
+        loader_workers=0,
+    )
     labels, scores = [], []
     with torch.no_grad():
         for i, (images, y) in enumerate(loader):

@@ -58,10 +58,15 @@ def vector_add(elements: int = 1 << 26, repeats: int = 20) -> dict[str, Any]:
         torch.add(a, b, out=c)
     torch.cuda.synchronize()
     seconds = (time.perf_counter() - start) / repeats
-    return {"passed": passed, "device": torch.cuda.get_device_name(), "elements": elements,
-            "seconds_per_add": round(seconds, 6),
-            "bandwidth_gb_s": round(3 * 4 * elements / seconds / 1e9, 1),  # read a and b, write c (float32)
-            "torch": torch.__version__, "cuda": torch.version.cuda}
+    return {
+        "passed": passed,
+        "device": torch.cuda.get_device_name(),
+        "elements": elements,
+        "seconds_per_add": round(seconds, 6),
+        "bandwidth_gb_s": round(3 * 4 * elements / seconds / 1e9, 1),  # read a and b, write c (float32)
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
 
 
 def make_shards(folder: Path, images: int, side: int = 512, shards: int = 8) -> list[str]:
@@ -76,8 +81,9 @@ def make_shards(folder: Path, images: int, side: int = 512, shards: int = 8) -> 
     for i in range(images):
         small = torch.rand(1, 1, side // 16, side // 16, generator=gen) * 255
         image = torch.nn.functional.interpolate(small, size=(side, side), mode="bilinear")[0].to(torch.uint8)
-        example = tfrecord.encode_example({"image": [png(image)],
-                                           "labels": [i % 2] * 14, "name": [f"{i:08d}_000.png".encode()]})
+        example = tfrecord.encode_example(
+            {"image": [png(image)], "labels": [i % 2] * 14, "name": [f"{i:08d}_000.png".encode()]}
+        )
         records[i % shards].append(example)
     paths = []
     for i, shard in enumerate(records):
@@ -106,17 +112,27 @@ def pipeline(images: int, workers: list[int], batches: int, side: int = 256) -> 
     with tempfile.TemporaryDirectory() as tmp:
         files = make_shards(Path(tmp), images, side)
         rates = {n: pipeline_rate(files, n, batches) for n in workers}
-    return {"images": images, "side": side, "image_size": 224, "cpu_count": os.cpu_count(),
-            "images_per_second": {str(n): round(r, 1) for n, r in rates.items()},
-            "images_per_second_per_core": {str(n): round(r / n, 1) for n, r in rates.items()}}
+    return {
+        "images": images,
+        "side": side,
+        "image_size": 224,
+        "cpu_count": os.cpu_count(),
+        "images_per_second": {str(n): round(r, 1) for n, r in rates.items()},
+        "images_per_second_per_core": {str(n): round(r / n, 1) for n, r in rates.items()},
+    }
 
 
 def flops(model: str, image_size: int) -> dict[str, Any]:
     from gpuready.workloads.torch_train import training_flops_per_image
 
     value = training_flops_per_image(model, image_size)
-    return {"model": model, "image_size": image_size, "training_flops_per_image": value,
-            "gflops": round(value / 1e9, 2), "counted_by": "torch.utils.flop_counter.FlopCounterMode (fwd + bwd)"}
+    return {
+        "model": model,
+        "image_size": image_size,
+        "training_flops_per_image": value,
+        "gflops": round(value / 1e9, 2),
+        "counted_by": "torch.utils.flop_counter.FlopCounterMode (fwd + bwd)",
+    }
 
 
 def figures(summary: dict[str, Any], flop_count: dict[str, Any]) -> dict[str, Any]:
@@ -125,12 +141,18 @@ def figures(summary: dict[str, Any], flop_count: dict[str, Any]) -> dict[str, An
     gpu = str(training.get("gpu_model") or "")
     raw_device = summary.get("device") or gpu
     peak = peak_tflops(gpu) or peak_tflops(raw_device)
-    result = {"gpu": gpu, "workers": row["workers"], "images_per_second": row["images_per_second"],
-              "training_gflops_per_image": flop_count["gflops"], "precision": "bf16" if training.get(
-                  "mixed_precision") else "fp32", "peak_dense_bf16_tflops": peak}
+    result = {
+        "gpu": gpu,
+        "workers": row["workers"],
+        "images_per_second": row["images_per_second"],
+        "training_gflops_per_image": flop_count["gflops"],
+        "precision": "bf16" if training.get("mixed_precision") else "fp32",
+        "peak_dense_bf16_tflops": peak,
+    }
     if peak:
-        result["mfu"] = round(mfu(row["images_per_second"] / row["workers"], flop_count["training_flops_per_image"],
-                                  peak), 4)
+        result["mfu"] = round(
+            mfu(row["images_per_second"] / row["workers"], flop_count["training_flops_per_image"], peak), 4
+        )
     return result
 
 

@@ -61,21 +61,30 @@ def describe(out: Path, index: dict[str, dict[str, str | int]]) -> dict[str, str
     root = ET.fromstring((out / str(index["nvidia-smi -q -x"]["stdout"])).read_text())
     gpus = root.findall("gpu")
     names = sorted({g.findtext("product_name", "").strip() for g in gpus})
-    return {"gpu_model": names[0] if len(names) == 1 else " + ".join(names), "gpu_count": len(gpus),
-            "driver": root.findtext("driver_version", "").strip(), "cuda": root.findtext("cuda_version", "").strip(),
-            "memory": gpus[0].findtext("fb_memory_usage/total", "").strip() if gpus else ""}
+    return {
+        "gpu_model": names[0] if len(names) == 1 else " + ".join(names),
+        "gpu_count": len(gpus),
+        "driver": root.findtext("driver_version", "").strip(),
+        "cuda": root.findtext("cuda_version", "").strip(),
+        "memory": gpus[0].findtext("fb_memory_usage/total", "").strip() if gpus else "",
+    }
 
 
 def write_source(out: Path, facts: dict[str, str | int], index: dict[str, dict[str, str | int]]) -> None:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = ["# Source of these recordings", "",
-             f"- GPU: {facts['gpu_count']}x {facts['gpu_model']} ({facts['memory']})",
-             f"- driver: {facts['driver']}, CUDA (driver API): {facts['cuda']}",
-             f"- host: {platform.node()}, kernel {platform.release()}, {platform.machine()}",
-             f"- date: {now}",
-             "- recorded by: benchmarks/gpu/record.py (gpuready's GPU runbook), each command run with `sh -c`,",
-             "  stdout and stderr saved byte for byte, nothing edited", "",
-             "| file | command | exit |", "|---|---|---:|"]
+    lines = [
+        "# Source of these recordings",
+        "",
+        f"- GPU: {facts['gpu_count']}x {facts['gpu_model']} ({facts['memory']})",
+        f"- driver: {facts['driver']}, CUDA (driver API): {facts['cuda']}",
+        f"- host: {platform.node()}, kernel {platform.release()}, {platform.machine()}",
+        f"- date: {now}",
+        "- recorded by: benchmarks/gpu/record.py (gpuready's GPU runbook), each command run with `sh -c`,",
+        "  stdout and stderr saved byte for byte, nothing edited",
+        "",
+        "| file | command | exit |",
+        "|---|---|---:|",
+    ]
     for command, files in index.items():
         cell = command.replace("|", "\\|")  # a pipe would end the table cell
         lines.append(f"| `{files['stdout']}` | `{cell}` | {files['rc']} |")
@@ -86,16 +95,22 @@ def write_inventory(out: Path, facts: dict[str, str | int]) -> Path:
     """This machine as gpuready's localhost, described by what it reported (JSON is valid YAML)."""
     folder = out / "inventory"
     (folder / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
-    hosts = {"gpu_nodes": {"hosts": {"localhost": {"ansible_connection": "local",
-                                                   "gpuready_node_class": "this-machine"}}}}
+    hosts = {
+        "gpu_nodes": {"hosts": {"localhost": {"ansible_connection": "local", "gpuready_node_class": "this-machine"}}}
+    }
     driver = str(facts["driver"])
-    settings = {"gpuready": {
-        "node_classes": {"this-machine": {"gpu_model": facts["gpu_model"], "gpu_count": facts["gpu_count"]}},
-        "driver": {"branch": driver.split(".")[0], "version": driver},
-        "container_runtime": "none", "selinux": {"expect": "any"}}}
+    settings = {
+        "gpuready": {
+            "node_classes": {"this-machine": {"gpu_model": facts["gpu_model"], "gpu_count": facts["gpu_count"]}},
+            "driver": {"branch": driver.split(".")[0], "version": driver},
+            "container_runtime": "none",
+            "selinux": {"expect": "any"},
+        }
+    }
     (folder / "hosts.yml").write_text("# written by benchmarks/gpu/record.py from nvidia-smi\n" + json.dumps(hosts))
     (folder / "group_vars" / "all" / "gpuready.yml").write_text(
-        "# written by benchmarks/gpu/record.py from nvidia-smi\n" + json.dumps(settings, indent=1))
+        "# written by benchmarks/gpu/record.py from nvidia-smi\n" + json.dumps(settings, indent=1)
+    )
     return folder
 
 
@@ -104,12 +119,16 @@ def main(argv: list[str]) -> int:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     out = Path(argv[0])
-    probe = subprocess.run(["sh", "-c", "nvidia-smi --query-gpu=index --format=csv,noheader"], capture_output=True,
-                           text=True, check=False)
+    probe = subprocess.run(
+        ["sh", "-c", "nvidia-smi --query-gpu=index --format=csv,noheader"], capture_output=True, text=True, check=False
+    )
     if probe.returncode or not probe.stdout.strip():
         why = (probe.stderr or probe.stdout).strip().splitlines()
-        print(f"record: no working nvidia-smi here ({why[-1] if why else f'exit {probe.returncode}'}): "
-              "run this on a GPU machine", file=sys.stderr)
+        print(
+            f"record: no working nvidia-smi here ({why[-1] if why else f'exit {probe.returncode}'}): "
+            "run this on a GPU machine",
+            file=sys.stderr,
+        )
         return 3
     out.mkdir(parents=True, exist_ok=True)
     index = record(catalogue(), out)
@@ -117,8 +136,10 @@ def main(argv: list[str]) -> int:
     write_source(out, facts, index)
     write_inventory(out, facts)
     (out / "facts.json").write_text(json.dumps(facts, indent=1) + "\n")
-    print(f"record: {len(index)} commands on {facts['gpu_count']}x {facts['gpu_model']}, driver {facts['driver']} "
-          f"-> {out}")
+    print(
+        f"record: {len(index)} commands on {facts['gpu_count']}x {facts['gpu_model']}, driver {facts['driver']} "
+        f"-> {out}"
+    )
     return 0
 
 

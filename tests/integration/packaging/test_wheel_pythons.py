@@ -28,8 +28,12 @@ RECORDER = ROOT / "benchmarks" / "gpu" / "record.py"
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (built,) = out.glob("gpuready-*.whl")
     return built
 
@@ -54,12 +58,24 @@ def test_wheel_runs_node_checks_with_light_dependencies(version: str, wheel: Pat
     env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
     env.pop("VIRTUAL_ENV", None)
     recorded = tmp_path / "recorded"
-    done = subprocess.run([str(venv / "bin" / "python"), str(RECORDER), str(recorded)], capture_output=True,
-                          text=True, env=env, timeout=120, cwd=tmp_path)
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), str(RECORDER), str(recorded)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "8x NVIDIA H100 80GB HBM3, driver 535.54.03" in done.stdout
-    done = subprocess.run([cli, "validate", "gpu-node", "-i", str(recorded / "inventory"), "--artifacts",
-                           str(tmp_path / "runs")], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [cli, "validate", "gpu-node", "-i", str(recorded / "inventory"), "--artifacts", str(tmp_path / "runs")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert "Traceback" not in done.stderr
     (summary,) = (tmp_path / "runs").glob("*/summary.json")
     status = {c["id"]: c["status"] for c in json.loads(summary.read_text())["checks"]}

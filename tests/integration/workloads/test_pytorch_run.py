@@ -19,8 +19,10 @@ TINY = ["--framework", "pytorch", "--steps", "3", "--warmup-steps", "1", "--imag
 
 
 def _need_torch() -> None:
-    require(importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"),
-            "torch and torchvision not installed (make .venv/.stamp-torch)")
+    require(
+        importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"),
+        "torch and torchvision not installed (make .venv/.stamp-torch)",
+    )
 
 
 def _summary(artifacts: Path) -> tuple[Path, dict]:
@@ -55,8 +57,11 @@ def _shards(folder: Path, count: int, per_shard: int) -> None:
         records = []
         for i in range(per_shard):
             image = (torch.rand(1, 48, 48, generator=gen) * 255).to(torch.uint8)
-            records.append(tfrecord.encode_example({"image": [png(image)],
-                                                    "labels": [(i + s) % 2] * 14, "name": [f"{s}-{i}.png".encode()]}))
+            records.append(
+                tfrecord.encode_example(
+                    {"image": [png(image)], "labels": [(i + s) % 2] * 14, "name": [f"{s}-{i}.png".encode()]}
+                )
+            )
         tfrecord.write_records(folder / f"train-{s:05d}-of-{count:05d}.tfrecord", records)
 
 
@@ -65,8 +70,19 @@ def test_real_data_through_the_new_pipeline_on_2_workers(artifacts: Path, tmp_pa
     data = tmp_path / "data"
     data.mkdir()
     _shards(data, 4, 8)
-    done = gpuready("validate", "training", "--gpus", "2", *TINY, "--data", str(data), "--pipeline", "new",
-                    "--artifacts", str(artifacts))
+    done = gpuready(
+        "validate",
+        "training",
+        "--gpus",
+        "2",
+        *TINY,
+        "--data",
+        str(data),
+        "--pipeline",
+        "new",
+        "--artifacts",
+        str(artifacts),
+    )
     run, _ = _summary(artifacts)
     assert done.returncode == 0, done.stdout + done.stderr
     ranks = json.loads((run / "step_times.json").read_text())["2"]

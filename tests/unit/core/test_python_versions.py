@@ -19,9 +19,25 @@ SUPPORTED = ("3.10", "3.11", "3.12", "3.13")
 PACKAGES = ("core", "provision", "validate", "workloads")
 #: what Python 3.11 added to the standard library (What's New in Python 3.11)
 NEWER_STDLIB = {"tomllib", "wsgiref.types"}
-NEWER_NAMES = {"ExceptionGroup", "BaseExceptionGroup", "TaskGroup", "StrEnum", "Self", "LiteralString", "Never",
-               "assert_never", "reveal_type", "NotRequired", "Required", "TypeVarTuple", "Unpack",
-               "dataclass_transform", "UTC", "file_digest", "add_note"}
+NEWER_NAMES = {
+    "ExceptionGroup",
+    "BaseExceptionGroup",
+    "TaskGroup",
+    "StrEnum",
+    "Self",
+    "LiteralString",
+    "Never",
+    "assert_never",
+    "reveal_type",
+    "NotRequired",
+    "Required",
+    "TypeVarTuple",
+    "Unpack",
+    "dataclass_transform",
+    "UTC",
+    "file_digest",
+    "add_note",
+}
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
@@ -35,8 +51,9 @@ def test_requires_python_admits_3_10_to_3_13_and_classifiers_say_so() -> None:
     assert all(spec.contains(f"{v}.0") for v in SUPPORTED)
     assert not spec.contains("3.9.18")
     classifiers = PROJECT["project"]["classifiers"]
-    assert [c.rsplit(" ", 1)[-1] for c in classifiers if c.startswith("Programming Language :: Python :: 3.")] \
-        == list(SUPPORTED)
+    assert [c.rsplit(" ", 1)[-1] for c in classifiers if c.startswith("Programming Language :: Python :: 3.")] == list(
+        SUPPORTED
+    )
 
 
 @pytest.mark.parametrize("version", SUPPORTED)
@@ -71,8 +88,13 @@ def test_package_code_uses_no_standard_library_newer_than_3_10() -> None:
     watched = ("typing", "datetime", "asyncio", "enum", "hashlib")
     for path in _sources():
         tree = ast.parse(path.read_text(), str(path))
-        aliases = {a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
-                   if a.name in watched}
+        aliases = {
+            a.asname or a.name: a.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Import)
+            for a in n.names
+            if a.name in watched
+        }
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 found += [f"{path}: import {a.name}" for a in node.names if a.name in NEWER_STDLIB]
@@ -80,14 +102,19 @@ def test_package_code_uses_no_standard_library_newer_than_3_10() -> None:
                 if node.module in NEWER_STDLIB:
                     found.append(f"{path}: from {node.module}")
                 elif node.module in watched:
-                    found += [f"{path}: from {node.module} import {a.name}" for a in node.names
-                              if a.name in NEWER_NAMES]
+                    found += [
+                        f"{path}: from {node.module} import {a.name}" for a in node.names if a.name in NEWER_NAMES
+                    ]
             elif type(node).__name__ == "TryStar":
                 found.append(f"{path}:{node.lineno}: except*")
             elif isinstance(node, ast.Name) and node.id in ("ExceptionGroup", "BaseExceptionGroup"):
                 found.append(f"{path}:{node.lineno}: {node.id}")
-            elif isinstance(node, ast.Attribute) and node.attr in NEWER_NAMES and \
-                    isinstance(node.value, ast.Name) and node.value.id in aliases:
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr in NEWER_NAMES
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
                 found.append(f"{path}:{node.lineno}: {aliases[node.value.id]}.{node.attr}")
     assert not found, "\n".join(found)
 
@@ -96,9 +123,11 @@ def test_package_code_compiles_with_python_3_10() -> None:
     python = find_python("3.10")
     if python is None:
         pytest.skip("no Python 3.10 here (docs/python-versions.md: optional outside the Python 3.11 quick start)")
-    code = ("import sys, ast\nbad = []\nfor p in sys.argv[1:]:\n    try:\n        compile(open(p).read(), p, 'exec')\n"
-            "    except SyntaxError as e:\n        bad.append(f'{p}:{e.lineno}: {e.msg}')\nprint('\\n'.join(bad))\n"
-            "sys.exit(1 if bad else 0)\n")
+    code = (
+        "import sys, ast\nbad = []\nfor p in sys.argv[1:]:\n    try:\n        compile(open(p).read(), p, 'exec')\n"
+        "    except SyntaxError as e:\n        bad.append(f'{p}:{e.lineno}: {e.msg}')\nprint('\\n'.join(bad))\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
     sources = [str(p) for p in _sources()] + [str(p) for p in (ROOT / "benchmarks" / "gpu").glob("*.py")]
     done = subprocess.run([python, "-c", code, *sources], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -10,8 +10,7 @@ import pytest
 from gpuready.core.errors import BadInput
 from gpuready.workloads.launchers import Plan, kubernetes, local, slurm, ssh
 
-PLAN = Plan(model="densenet121", batch_size=64, mixed_precision=True, steps=20, framework="pytorch",
-            distribution="ddp")
+PLAN = Plan(model="densenet121", batch_size=64, mixed_precision=True, steps=20, framework="pytorch", distribution="ddp")
 
 
 def test_worker_arguments_are_the_torch_entry_points() -> None:
@@ -37,8 +36,13 @@ def test_ssh_launcher_starts_one_torchrun_per_host_meeting_at_the_first() -> Non
     remote = shlex.split(commands[1][-1])
     assert remote[:3] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
     options = dict(zip(remote[3:13:2], remote[4:13:2], strict=True))
-    assert options == {"--nnodes": "2", "--nproc-per-node": "4", "--rdzv-backend": "c10d",
-                       "--rdzv-endpoint": "10.10.0.11:29400", "--rdzv-id": "gpuready-8w"}
+    assert options == {
+        "--nnodes": "2",
+        "--nproc-per-node": "4",
+        "--rdzv-backend": "c10d",
+        "--rdzv-endpoint": "10.10.0.11:29400",
+        "--rdzv-id": "gpuready-8w",
+    }
     assert len(ssh.torchrun_commands(PLAN, 2, hosts)) == 1
     with pytest.raises(BadInput, match="same number of workers"):
         ssh.torchrun_commands(PLAN, 6, hosts)
@@ -66,8 +70,9 @@ def test_pytorchjob_validates_and_runs_torchrun_in_every_pod(workers: int, gpus:
     command = container["command"]
     assert command[command.index("--nnodes") + 1] == str(pods)
     assert command[command.index("--node-rank") + 1] == "$(RANK)"
-    assert container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0) == (min(workers, gpus) if gpus
-                                                                                          else 0)
+    assert container.get("resources", {}).get("limits", {}).get("nvidia.com/gpu", 0) == (
+        min(workers, gpus) if gpus else 0
+    )
     assert doc["spec"]["nprocPerNode"] == str(workers // pods)
 
 
@@ -85,5 +90,6 @@ def test_compare_names_the_framework_when_runs_differ_in_it() -> None:
     older_tf = compare.Run("tf", Path("a"), {1: 100.0}, {"model": "densenet121"})  # before runs recorded it
     torch_run = compare.Run("torch", Path("b"), {1: 120.0}, {"model": "densenet121", "framework": "pytorch"})
     tf_run = compare.Run("tf2", Path("c"), {1: 90.0}, {"model": "densenet121", "framework": "tensorflow"})
-    assert compare.setup_differences([older_tf, torch_run, tf_run]) == \
-        ["torch: framework 'pytorch' (first: 'tensorflow')"]
+    assert compare.setup_differences([older_tf, torch_run, tf_run]) == [
+        "torch: framework 'pytorch' (first: 'tensorflow')"
+    ]

@@ -10,8 +10,11 @@ import pytest
 
 from gpuready.workloads import tfrecord
 
-EXAMPLE = {"image": [b"\x89PNG fake bytes"], "labels": [0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
-           "name": [b"00000001_000.png"]}
+EXAMPLE = {
+    "image": [b"\x89PNG fake bytes"],
+    "labels": [0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+    "name": [b"00000001_000.png"],
+}
 
 
 def test_crc32c_matches_the_published_check_value() -> None:
@@ -54,10 +57,16 @@ def test_tensorflow_reads_ours_and_we_read_tensorflows(tmp_path: Path) -> None:
     assert parsed["labels"].numpy().tolist() == EXAMPLE["labels"] and parsed["image"].numpy() == EXAMPLE["image"][0]
     theirs = tmp_path / "theirs.tfrecord"
     with tf.io.TFRecordWriter(str(theirs)) as writer:
-        writer.write(tf.train.Example(features=tf.train.Features(feature={
-            "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=EXAMPLE["image"])),
-            "labels": tf.train.Feature(int64_list=tf.train.Int64List(value=EXAMPLE["labels"])),
-            "name": tf.train.Feature(bytes_list=tf.train.BytesList(value=EXAMPLE["name"])),
-        })).SerializeToString())
+        writer.write(
+            tf.train.Example(
+                features=tf.train.Features(
+                    feature={
+                        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=EXAMPLE["image"])),
+                        "labels": tf.train.Feature(int64_list=tf.train.Int64List(value=EXAMPLE["labels"])),
+                        "name": tf.train.Feature(bytes_list=tf.train.BytesList(value=EXAMPLE["name"])),
+                    }
+                )
+            ).SerializeToString()
+        )
     (record,) = list(tfrecord.read_records(theirs, verify=True))
     assert tfrecord.parse_example(record) == EXAMPLE

@@ -9,8 +9,10 @@ import pytest
 
 from gpuready.workloads import tfrecord
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torchvision") is None,
-                                reason="torch and torchvision not installed (make .venv/.stamp-torch)")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("torchvision") is None,
+    reason="torch and torchvision not installed (make .venv/.stamp-torch)",
+)
 
 
 def _shards(folder: Path, count: int, per_shard: int) -> list[str]:
@@ -23,8 +25,7 @@ def _shards(folder: Path, count: int, per_shard: int) -> list[str]:
         records = []
         for i in range(per_shard):
             image = torch.full((1, 40, 40), s * per_shard + i, dtype=torch.uint8)  # the pixel value names the record
-            records.append(tfrecord.encode_example({"image": [png(image)],
-                                                    "labels": [i % 2] * 14, "name": [b"x"]}))
+            records.append(tfrecord.encode_example({"image": [png(image)], "labels": [i % 2] * 14, "name": [b"x"]}))
         path = folder / f"train-{s:05d}-of-{count:05d}.tfrecord"
         tfrecord.write_records(path, records)
         paths.append(str(path))
@@ -51,8 +52,16 @@ def test_each_rank_reads_only_its_files_and_every_record_once(tmp_path: Path, lo
     files = _shards(tmp_path, 4, 5)
     per_rank = []
     for rank in range(2):
-        loader = torch_data.new(files, batch_size=1, image_size=32, rank=rank, workers=2, training=False, epochs=1,
-                                loader_workers=loader_workers)
+        loader = torch_data.new(
+            files,
+            batch_size=1,
+            image_size=32,
+            rank=rank,
+            workers=2,
+            training=False,
+            epochs=1,
+            loader_workers=loader_workers,
+        )
         assert loader.dataset.files == files[rank::2]  # sharded by file before anything is read
         per_rank.append(sorted(_seen(loader)))
     assert per_rank[0] == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
@@ -63,8 +72,9 @@ def test_old_pipeline_decodes_everything_then_keeps_its_share(tmp_path: Path) ->
     from gpuready.workloads import torch_data
 
     files = _shards(tmp_path, 2, 4)
-    ids = _seen(torch_data.build("old", files, batch_size=2, image_size=32, rank=1, workers=2, training=False,
-                                 epochs=1))
+    ids = _seen(
+        torch_data.build("old", files, batch_size=2, image_size=32, rank=1, workers=2, training=False, epochs=1)
+    )
     assert ids == [1, 3, 5, 7]
 
 
