@@ -29,10 +29,13 @@ def test_local_launcher_runs_torchrun_one_process_per_worker() -> None:
     assert cmd[6:8] == ["-m", "gpuready.workloads.torch_train"]
 
 
-def test_ssh_launcher_starts_one_torchrun_per_host_meeting_at_the_first() -> None:
-    hosts = [("10.10.0.11", 4), ("10.10.0.12", 4)]
-    commands = ssh.torchrun_commands(PLAN, 8, hosts, python="/opt/venv/bin/python")
-    assert [c[-2] for c in commands] == ["10.10.0.11", "10.10.0.12"]
+def test_ssh_launcher_starts_one_torchrun_per_host_meeting_at_the_first(tmp_path: Path) -> None:
+    hosts = [ssh.Host("gpu1", "10.10.0.11", 4, user="ops"), ssh.Host("gpu2", "10.10.0.12", 4, user="ops")]
+    known = tmp_path / "known_hosts"
+    commands = ssh.torchrun_commands(PLAN, 8, hosts, known, python="/opt/venv/bin/python")
+    assert [c[0] for c in commands] == ["ssh", "ssh"]
+    assert [c[-4] for c in commands] == ["ops@10.10.0.11", "ops@10.10.0.12"]
+    assert f"UserKnownHostsFile={known}" in commands[0] and "BatchMode=yes" in commands[0]
     remote = shlex.split(commands[1][-1])
     assert remote[:3] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
     options = dict(zip(remote[3:13:2], remote[4:13:2], strict=True))
@@ -43,9 +46,10 @@ def test_ssh_launcher_starts_one_torchrun_per_host_meeting_at_the_first() -> Non
         "--rdzv-endpoint": "10.10.0.11:29400",
         "--rdzv-id": "gpuready-8w",
     }
-    assert len(ssh.torchrun_commands(PLAN, 2, hosts)) == 1
+    assert remote[13:15] == ["-m", "gpuready.workloads.torch_train"]
+    assert len(ssh.torchrun_commands(PLAN, 2, hosts, known)) == 1
     with pytest.raises(BadInput, match="same number of workers"):
-        ssh.torchrun_commands(PLAN, 6, hosts)
+        ssh.torchrun_commands(PLAN, 6, hosts, known)
 
 
 @pytest.mark.parametrize(("workers", "per_node", "nodes"), [(1, 4, 1), (4, 4, 1), (8, 4, 2)])
