@@ -31,8 +31,9 @@ def lab() -> None:
 @click.option("--set", "settings", multiple=True, metavar="NAME.KEY=VALUE", help="A component option.")
 @_lab_dir_option
 def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None:
-    """Start lab components; prints each one's inventory path, the last line the last one's."""
-    from gpuready.core.lab import Lab, component
+    """Start lab components; prints how to use each one (on stderr) and its inventory path (on stdout, the last
+    line the last one's)."""
+    from gpuready.lab import Lab, component
 
     names = _names(components, [])
     options: dict[str, dict[str, str]] = {n: {} for n in names}
@@ -59,6 +60,8 @@ def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None
             click.echo(f"{name}: starting ({part.description})", err=True)
             state[name] = part.up(the_lab, options[name])
             the_lab.save_state(state)
+            for line in part.usage(the_lab, state[name]):
+                click.echo(f"  {line}", err=True)
             click.echo(state[name]["inventory"])
     except GpureadyError as e:
         fail(str(e), e.exit_code)
@@ -69,7 +72,7 @@ def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None
 @_lab_dir_option
 def down(components: str | None, lab_dir: Path | None) -> None:
     """Stop lab components and remove what they set up."""
-    from gpuready.core.lab import Lab, component
+    from gpuready.lab import Lab, component
 
     the_lab = Lab(lab_dir)
     try:
@@ -90,7 +93,7 @@ def down(components: str | None, lab_dir: Path | None) -> None:
 @_lab_dir_option
 def status(lab_dir: Path | None) -> None:
     """One line per lab component that was started."""
-    from gpuready.core.lab import Lab, component
+    from gpuready.lab import Lab, component
 
     the_lab = Lab(lab_dir)
     try:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ast
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
