@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.validate.node import replay
+from gpuready.lab import replay
 from gpuready.validate.node.checks import PREFETCH
 from tests.conftest import ROOT, require
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.validate.node import replay
+from gpuready.lab import replay
 from tests.conftest import ROOT
 from tests.pythons import find_python
 
