@@ -36,7 +36,7 @@ class Authority:
 
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        now = dt.datetime.now(dt.UTC)
+        now = dt.datetime.now(dt.timezone.utc)
         self.key = ec.generate_private_key(ec.SECP256R1())
         self.name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         self.cert = (
@@ -89,7 +89,7 @@ class Authority:
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-        now = dt.datetime.now(dt.UTC)
+        now = dt.datetime.now(dt.timezone.utc)
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name(
             [
