@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,8 +34,29 @@ SETTINGS_FILE = Path("group_vars/all/gpuready.yml")
 _IMPLICIT_GROUPS = {"all", "ungrouped"}
 
 
+#: An inventory file larger than this is refused before it is parsed.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+#: YAML aliases may repeat a node; a document that expands past this many nodes is an alias bomb.
+MAX_EXPANDED_NODES = 2_000_000
+
+
 class _InventoryYamlLoader(yaml.SafeLoader):
-    """Safe YAML that also accepts Ansible's tags (vaulted strings are kept opaque)."""
+    """Safe YAML that also accepts Ansible's tags (vaulted strings are kept opaque), and refuses a key
+    given twice in one mapping (PyYAML would silently keep the last)."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1}; "
+                        "YAML would silently keep only the last)", key_node.start_mark)
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
 
 def _opaque(loader: yaml.SafeLoader, node: yaml.Node) -> object:
@@ -46,9 +68,28 @@ _InventoryYamlLoader.add_constructor("!unsafe", _opaque)
 
 
 def read_yaml(path: Path, base: Path | None = None) -> Any:
+    """Parse one inventory YAML file, refusing what would hang or mislead Ansible: bytes that are not
+    UTF-8, a file too large, aliases that expand without bound, a key given twice."""
     shown = _shown(path, base)
     try:
-        return yaml.load(path.read_text(), Loader=_InventoryYamlLoader)
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise BadInput(f"{shown}: larger than {MAX_FILE_BYTES // 2**20} MiB; refusing to read it")
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw[: e.start].count(b"\n") + 1
+            raise BadInput(f"{shown}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save the file as "
+                           "UTF-8") from None
+        loader = _InventoryYamlLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_expansion(node, shown)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{shown}:{mark.line + 1}" if mark else shown
@@ -57,6 +98,36 @@ def read_yaml(path: Path, base: Path | None = None) -> Any:
         raise BadInput(f"{shown}: malformed YAML: {e}") from e
     except OSError as e:
         raise BadInput(f"{shown}: cannot read: {e.strerror}") from e
+    except RecursionError:
+        raise BadInput(f"{shown}: YAML nested too deeply") from None
+
+
+def _check_expansion(root: yaml.Node, shown: str) -> None:
+    """Count the nodes the document has once every alias is expanded (each node counted once per use,
+    computed without expanding), and refuse a recursive alias."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in on_path:
+            raise BadInput(f"{shown}:{node.start_mark.line + 1}: a YAML alias refers to itself")
+        on_path.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        on_path.discard(key)
+        sizes[key] = total
+        if total > MAX_EXPANDED_NODES:
+            raise BadInput(f"{shown}:{node.start_mark.line + 1}: YAML aliases expand to more than "
+                           f"{MAX_EXPANDED_NODES:,} values (an alias bomb?); refusing it")
+        return total
+
+    size(root)
 
 
 def _shown(path: Path, base: Path | None) -> str:
@@ -94,11 +165,20 @@ class Inventory:
         return self._merged[host]
 
     def limit(self, pattern: str | None, group: str = "all") -> list[str]:
-        """Hosts of ``group`` matched by an Ansible ``--limit`` pattern; refuses a pattern matching none."""
+        """Hosts of ``group`` matched by an Ansible ``--limit`` pattern.
+
+        A limit never widens a run: an empty pattern, one Ansible cannot parse, or one matching no
+        host is refused, never read as "every host".
+        """
         hosts = list(self.host_groups) if group == "all" else self.hosts(group)
-        if not pattern:
+        if pattern is None:
             return hosts
-        matched = {h.name for h in self._manager.get_hosts(pattern)}
+        from ansible.errors import AnsibleError
+
+        try:
+            matched = {h.name for h in self._manager.get_hosts(check_limit(pattern))}
+        except (AnsibleError, re.error, ValueError) as e:
+            raise BadInput(f"--limit {pattern!r}: not a valid host pattern: {str(e).splitlines()[0]}") from None
         chosen = [h for h in hosts if h in matched]
         if not chosen:
             where = "" if group == "all" else f" of group {group!r}"
@@ -111,6 +191,27 @@ class Inventory:
         from ansible.vars.manager import VariableManager
 
         return VariableManager(loader=DataLoader(), inventory=self._manager)
+
+
+def check_limit(pattern: str) -> str:
+    """Refuse a ``--limit`` Ansible would misread: empty, or with a regular expression that does not compile."""
+    from ansible.inventory.manager import split_host_pattern
+
+    parts = [p for p in split_host_pattern(pattern) if p.strip()] if pattern.strip() else []
+    if not parts:
+        raise BadInput(f"--limit {pattern!r}: empty pattern (name hosts or groups, e.g. gpu01 or gpu_nodes)")
+    for part in parts:
+        if part.startswith("@"):
+            raise BadInput(f"--limit {pattern!r}: a file of hosts (@file) is not supported; list the hosts")
+        bare = part.lstrip("!&")
+        if bare.startswith("~"):
+            try:
+                re.compile(bare[1:])
+            except re.error as e:
+                raise BadInput(f"--limit {pattern!r}: {bare!r} is not a valid regular expression: {e}") from None
+        elif not bare:
+            raise BadInput(f"--limit {pattern!r}: an empty part in the pattern")
+    return pattern
 
 
 def hosts_file(path: Path) -> Path:
@@ -176,6 +277,10 @@ def _groups(manager: Any, hosts_path: Path, base: Path) -> dict[str, list[str]]:
             known = ", ".join(KNOWN_GROUPS)
             raise BadInput(f"{_shown(hosts_path, base.parent)}: unknown group {group.name!r} (top-level groups: "
                            f"{known}; put your own groups under one of them)")
+    for host in manager.groups["all"].get_hosts():
+        if not {g.name for g in host.get_groups()} - _IMPLICIT_GROUPS:
+            raise BadInput(f"{_shown(hosts_path, base.parent)}: host {host.name!r} is in no gpuready group "
+                           f"(put it under one of: {', '.join(KNOWN_GROUPS)})")
     return {name: [h.name for h in manager.groups[name].get_hosts()]
             for name in KNOWN_GROUPS if name in manager.groups}
 

@@ -11,16 +11,13 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuready.core import redact
+from gpuready.core import cancel, redact
 from gpuready.core.artifacts import write_json
 from gpuready.core.errors import BadInput, Cancelled, Unreachable, shorten
 from gpuready.core.results import CHECK_STATUSES, Check
@@ -104,28 +101,6 @@ def check_tags(playbook: Path, tags: list[str]) -> None:
                        f"{', '.join(sorted(allowed - {'all', 'always', 'never', 'tagged', 'untagged'}))}")
 
 
-@contextmanager
-def _cancel_on_sigint() -> Iterator[threading.Event]:
-    """Turn Ctrl-C into a cancel request the runner polls, instead of an exception mid-run."""
-    cancel = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield cancel
-        return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handler(signum: int, frame: Any) -> None:
-        if cancel.is_set():  # a second Ctrl-C: stop waiting
-            signal.signal(signal.SIGINT, previous)
-            raise KeyboardInterrupt
-        cancel.set()
-
-    signal.signal(signal.SIGINT, handler)
-    try:
-        yield cancel
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 def run_playbook(
     playbook: str,
     inventory: Path,
@@ -193,7 +168,7 @@ def run_playbook(
         raise Unreachable("ansible-playbook not found next to this Python or on PATH; install gpuready with pip")
     # ansible-runner looks the binary up on our own PATH, so the venv's must come first there too.
     os.environ["PATH"] = env["PATH"]
-    with _cancel_on_sigint() as cancel:
+    with cancel.polled():
         try:
             result = ansible_runner.run(
                 private_data_dir=str(private),
@@ -208,7 +183,7 @@ def run_playbook(
                 forks=forks,
                 quiet=True,
                 event_handler=on_event,
-                cancel_callback=cancel.is_set,
+                cancel_callback=cancel.stop_when_requested,
                 timeout=timeout_s,
                 suppress_env_files=True,
                 rotate_artifacts=1,
@@ -219,13 +194,13 @@ def run_playbook(
             raise Unreachable(f"could not run {playbook}: {shorten(e)}") from e
     _scrub(private)
     run = PlaybookRun(playbook=playbook, status=result.status, rc=result.rc or 0, hosts=hosts, artifacts=private,
-                      cancelled=cancel.is_set() or result.status == "canceled")
+                      cancelled=cancel.requested() or result.status == "canceled")
     _apply_stats(result, hosts)
     for host, items in findings.items():
         hosts.setdefault(host, HostResult(host)).checks = [_finding(host, item) for item in items]
     write_json(artifacts / "recap.json", {h: _recap(r) for h, r in hosts.items()} | {"status": run.status})
     if run.cancelled:
-        raise Cancelled("cancelled by Ctrl-C", run)
+        raise Cancelled(cancel.reason(), run)
     if result.status == "failed" and not hosts:
         raise Unreachable(f"{playbook} did not run: {shorten(_last_error(result))}")
     return run

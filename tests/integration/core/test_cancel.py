@@ -1,0 +1,164 @@
+"""Ctrl-C and SIGTERM stop everything the run started and still write what finished.
+
+Each test runs the real command line in a child process, signals it mid-run, and then reads the
+process table: no process of the run may remain, not only the exit code must be right.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.processes import leftovers, new_mark
+from tests.unit.core.test_bad_inputs import make_inventory, with_settings
+
+LOCAL = ROOT / "inventories" / "local"
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class Child:
+    """gpuready in its own session, its stderr collected line by line as it comes."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.env = env
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuready.core.cli", *args],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(
+            target=lambda: self.lines.extend(iter(self.proc.stderr.readline, "")), daemon=True
+        )
+        self.reader.start()
+
+    def wait_for(self, text: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.lines):
+            assert self.proc.poll() is None, "".join(self.lines)
+            assert time.monotonic() < deadline, f"no {text!r} within {timeout}s: {''.join(self.lines)}"
+            time.sleep(0.1)
+
+    def signal_and_wait(self, sig: int, limit: float) -> float:
+        started = time.monotonic()
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.reader.join(5)
+        took = time.monotonic() - started
+        assert took < limit, f"the cancel took {took:.1f}s: {''.join(self.lines)}"
+        return took
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)
+
+
+def _summary(runs: Path) -> dict:
+    [path] = list(runs.glob("*/summary.json"))
+    folder = path.parent
+    assert (folder / "junit.xml").is_file() and (folder / "report.md").is_file()
+    return json.loads(path.read_text())
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A TCP listener that accepts and never says a word: an SSH host that hangs."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield server.getsockname()[1]
+    server.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_provision_cancel_stops_ansible_playbook_and_reports(sig: int, tmp_path: Path) -> None:
+    playbooks = tmp_path / "playbooks"
+    playbooks.mkdir()
+    (playbooks / "site.yml").write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Slow | A play that waits",
+                    "hosts": "gpu_nodes",
+                    "gather_facts": False,
+                    "tags": ["slow"],
+                    "tasks": [
+                        {"name": "Slow | First task", "ansible.builtin.debug": {"msg": "first"}},
+                        {"name": "Slow | Wait", "ansible.builtin.pause": {"minutes": 30}},
+                    ],
+                }
+            ]
+        )
+    )
+    runs = tmp_path / "runs"
+    env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
+    child = Child(["provision", "cluster", "-i", str(LOCAL), "--artifacts", str(runs)], env)
+    deadline = time.monotonic() + 90
+    while not any("Slow | Wait" in p.read_text() for p in runs.glob("*/ansible/artifacts/*/job_events/*.json")):
+        assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
+        time.sleep(0.2)
+    assert any("ansible-playbook" in p for p in leftovers(env, settle=0)), "the playbook was not running"
+    child.signal_and_wait(sig, limit=15)
+    assert leftovers(env) == [], "processes of the run left behind"
+    assert child.proc.returncode == EXIT[sig], child.stderr
+    assert "Traceback" not in child.stderr
+    summary = _summary(runs)
+    assert summary["status"] == "error"
+    assert ("SIGTERM" if sig == signal.SIGTERM else "Ctrl-C") in summary["aborted"]
+    [apply] = [c for c in summary["checks"] if c["id"] == "provision.apply"]
+    assert apply["host"] == "localhost" and apply["status"] == "error" and "cancelled" in apply["message"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_validate_gpu_node_cancel_returns_at_once_with_finished_hosts(
+    sig: int, tmp_path: Path, silent_port: int
+) -> None:
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh client")
+    hosts = {
+        "gpu_nodes": {
+            "hosts": {
+                "here": {"ansible_connection": "local"},
+                "hangs": {"ansible_host": "127.0.0.1", "ansible_port": silent_port, "ansible_user": "root"},
+            }
+        }
+    }
+    inv = make_inventory(tmp_path, hosts=hosts, settings=with_settings(node_classes__v100__gpu_count=0))
+    runs = tmp_path / "runs"
+    env = new_mark()
+    child = Child(["validate", "gpu-node", "-i", str(inv), "--artifacts", str(runs), "--host-timeout", "600"], env)
+    child.wait_for("here: ")
+    assert any("ssh" in p for p in leftovers(env, settle=0)), "the hanging host's ssh was not running"
+    child.signal_and_wait(sig, limit=3)
+    assert leftovers(env) == [], "processes of the run left behind"
+    assert child.proc.returncode == EXIT[sig], child.stderr
+    assert "Traceback" not in child.stderr
+    summary = _summary(runs)
+    by_host: dict[str, list[dict]] = {}
+    for check in summary["checks"]:
+        by_host.setdefault(check["host"], []).append(check)
+    assert len(by_host["here"]) > 1, "the finished host's checks were not written"
+    [hung] = by_host["hangs"]
+    assert hung["status"] == "error" and "before this host finished" in hung["message"]
+    assert "aborted" in summary
