@@ -197,20 +197,22 @@ def check_limit(pattern: str) -> str:
     """Refuse a ``--limit`` Ansible would misread: empty, or with a regular expression that does not compile."""
     from ansible.inventory.manager import split_host_pattern
 
-    parts = [p for p in split_host_pattern(pattern) if p.strip()] if pattern.strip() else []
-    if not parts:
+    if not pattern.strip() or not [p for p in pattern.split(",") if p.strip()]:
         raise BadInput(f"--limit {pattern!r}: empty pattern (name hosts or groups, e.g. gpu01 or gpu_nodes)")
-    for part in parts:
-        if part.startswith("@"):
-            raise BadInput(f"--limit {pattern!r}: a file of hosts (@file) is not supported; list the hosts")
-        bare = part.lstrip("!&")
-        if bare.startswith("~"):
+    # Regular expressions are checked on the user's text: Ansible's splitter may cut '~[a' into '~' and 'a',
+    # and a bare '~' is the empty expression, which matches every host.
+    for part in (p.strip().lstrip("!&") for p in pattern.split(",")):
+        if part.startswith("~"):
             try:
-                re.compile(bare[1:])
+                re.compile(part[1:])
             except re.error as e:
-                raise BadInput(f"--limit {pattern!r}: {bare!r} is not a valid regular expression: {e}") from None
-        elif not bare:
-            raise BadInput(f"--limit {pattern!r}: an empty part in the pattern")
+                raise BadInput(f"--limit {pattern!r}: {part!r} is not a valid regular expression: {e}") from None
+    for part in split_host_pattern(pattern):
+        bare = part.strip().lstrip("!&")
+        if bare.startswith("@"):
+            raise BadInput(f"--limit {pattern!r}: a file of hosts (@file) is not supported; list the hosts")
+        if bare in ("", "~"):
+            raise BadInput(f"--limit {pattern!r}: an empty part in the pattern (it would match every host)")
     return pattern
 
 
