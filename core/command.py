@@ -75,6 +75,8 @@ class Context:
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
     _hosts: set[str] = field(default_factory=set, repr=False)
     _live: Any = field(default=None, repr=False)
+    #: The result the body is building (from :meth:`new_result`): what a cancel still reports.
+    _result: RunResult | None = field(default=None, repr=False)
 
     @cached_property
     def inventory(self) -> Inventory:
@@ -101,7 +103,8 @@ class Context:
         return Console(stderr=True, highlight=False)
 
     def new_result(self) -> RunResult:
-        return RunResult(command=self.command, inventory=str(self.inventory_path))
+        self._result = RunResult(command=self.command, inventory=str(self.inventory_path))
+        return self._result
 
     def progress(self, event: TaskEvent) -> None:
         """One line per change or failure (every result with -v), and on a terminal a live status line
@@ -154,7 +157,7 @@ def execute(ctx: Context, body: Callable[[Context], RunResult]) -> NoReturn:
             artifacts_root(ctx.artifacts_root)  # a folder that cannot hold the results is refused first
             result = body(ctx)
         except (Cancelled, KeyboardInterrupt) as e:
-            _cancelled(ctx, getattr(e, "partial", None))
+            _cancelled(ctx, getattr(e, "partial", None) or ctx._result)
         except BadInput as e:
             ctx.stop_progress()
             fail(str(e), e.exit_code)

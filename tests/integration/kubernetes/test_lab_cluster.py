@@ -197,6 +197,15 @@ def test_test_pods_are_removed_on_ctrl_c(lab: LabCluster, provisioned: dict, tmp
     assert child.returncode == 130, err
     assert "cancelled by Ctrl-C" in err and "Traceback" not in err
     assert pods == []
+    # What finished before the cancel is written, the test pods that did not finish are marked.
+    import json
+
+    [summary] = [json.loads(p.read_text()) for p in tmp_path.glob("*/summary.json")]
+    assert "cancelled" in summary["aborted"]
+    statuses = {(c["id"], c["host"]): c["status"] for c in summary["checks"]}
+    assert any(i == "cluster.device_plugin.pod" and s == "passed" for (i, _), s in statuses.items()), statuses
+    cancelled = [c for c in summary["checks"] if c["id"] == "cluster.cuda_vector_add"]
+    assert cancelled and all(c["status"] == "error" and "cancelled" in c["message"] for c in cancelled)
 
 
 def test_forbidden_is_exit_3_with_one_line(lab: LabCluster, provisioned: dict, tmp_path: Path) -> None:
