@@ -8,9 +8,15 @@ or moved into their own session.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from pathlib import Path
+
+from tests.conftest import ROOT
 
 MARK = "GPUREADY_TEST_RUN"
 
@@ -45,3 +51,48 @@ def leftovers(env: dict[str, str], settle: float = 1.0) -> list[str]:
     while (found := marked(env)) and time.monotonic() < deadline:
         time.sleep(0.1)
     return found
+
+
+class Child:
+    """gpuready in its own session, its stderr collected line by line as it comes."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.env = env
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuready.core.cli", *args],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(
+            target=lambda: self.lines.extend(iter(self.proc.stderr.readline, "")), daemon=True
+        )
+        self.reader.start()
+
+    def wait_for(self, text: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.lines):
+            assert self.proc.poll() is None, "".join(self.lines)
+            assert time.monotonic() < deadline, f"no {text!r} within {timeout}s: {''.join(self.lines)}"
+            time.sleep(0.1)
+
+    def signal_and_wait(self, sig: int, limit: float) -> float:
+        started = time.monotonic()
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        self.reader.join(5)
+        took = time.monotonic() - started
+        assert took < limit, f"the cancel took {took:.1f}s: {''.join(self.lines)}"
+        return took
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.lines)

@@ -7,13 +7,9 @@ process table: no process of the run may remain, not only the exit code must be 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,56 +18,11 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.processes import leftovers, new_mark
+from tests.processes import Child, leftovers, new_mark
 from tests.unit.core.test_bad_inputs import make_inventory, with_settings
 
 LOCAL = ROOT / "inventories" / "local"
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
-
-
-class Child:
-    """gpuready in its own session, its stderr collected line by line as it comes."""
-
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.env = env
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gpuready.core.cli", *args],
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        self.lines: list[str] = []
-        self.reader = threading.Thread(
-            target=lambda: self.lines.extend(iter(self.proc.stderr.readline, "")), daemon=True
-        )
-        self.reader.start()
-
-    def wait_for(self, text: str, timeout: float = 90) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(text in line for line in self.lines):
-            assert self.proc.poll() is None, "".join(self.lines)
-            assert time.monotonic() < deadline, f"no {text!r} within {timeout}s: {''.join(self.lines)}"
-            time.sleep(0.1)
-
-    def signal_and_wait(self, sig: int, limit: float) -> float:
-        started = time.monotonic()
-        self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout=60)
-        finally:
-            if self.proc.poll() is None:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-        self.reader.join(5)
-        took = time.monotonic() - started
-        assert took < limit, f"the cancel took {took:.1f}s: {''.join(self.lines)}"
-        return took
-
-    @property
-    def stderr(self) -> str:
-        return "".join(self.lines)
 
 
 def _summary(runs: Path) -> dict:
