@@ -6,10 +6,14 @@ process table: no process of the run may remain, not only the exit code must be 
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
+import os
 import shutil
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, gpuready, require
 from tests.processes import Child, leftovers, new_mark
 from tests.unit.core.test_bad_inputs import make_inventory, with_settings
 
@@ -113,3 +117,87 @@ def test_validate_gpu_node_cancel_returns_at_once_with_finished_hosts(
     [hung] = by_host["hangs"]
     assert hung["status"] == "error" and "before this host finished" in hung["message"]
     assert "aborted" in summary
+
+
+def test_validate_training_cancel_leaves_no_worker(tmp_path: Path) -> None:
+    require(
+        importlib.util.find_spec("tensorflow") and importlib.util.find_spec("horovod"),
+        "needs the train extra (make .venv/.stamp-train)",
+    )
+    runs = tmp_path / "runs"
+    env = new_mark()
+    child = Child(
+        [
+            "validate",
+            "training",
+            "-i",
+            str(LOCAL),
+            "--artifacts",
+            str(runs),
+            "--launcher",
+            "local",
+            "--gpus",
+            "2",
+            "--steps",
+            "100000",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "2",
+        ],
+        env,
+    )
+    deadline = time.monotonic() + 120
+    while sum("gpuready.workloads.train" in p for p in leftovers(env, settle=0)) < 2:
+        assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
+        time.sleep(0.2)
+    child.signal_and_wait(signal.SIGINT, limit=10)
+    assert leftovers(env) == [], "worker processes left behind"
+    assert child.proc.returncode == 130, child.stderr
+    assert "Traceback" not in child.stderr
+    assert "cancelled" in _summary(runs)["aborted"]
+
+
+def test_lab_up_cancelled_leaves_no_half_started_component(tmp_path: Path) -> None:
+    from gpuready.core.lab import nodes
+    from tests.integration.node.conftest import can_make_namespaces
+
+    require(can_make_namespaces(), "needs root and `ip netns` (network namespaces)")
+    require(not nodes.missing_tools(), f"missing tools: {nodes.missing_tools()} (scripts/install-system-deps)")
+    lab_dir = tmp_path / "lab"
+    prefix = f"gc{os.getpid() % 100000}"
+    env = new_mark()
+    child = Child(
+        ["lab", "up", "--components", "nodes", "--set", f"nodes.prefix={prefix}", "--lab-dir", str(lab_dir)], env
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any("sshd" in p for p in leftovers(env, settle=0)):
+            assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
+            time.sleep(0.05)
+        child.signal_and_wait(signal.SIGTERM, limit=20)
+        left = leftovers(env)
+        namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        bridge = subprocess.run(["ip", "link", "show", f"{prefix}br"], capture_output=True, text=True).returncode
+    finally:
+        _force_clean(env, prefix)
+    assert left == [], "processes of the half-started component left behind"
+    assert f"{prefix}-" not in namespaces, namespaces
+    assert bridge != 0, "the lab bridge was left behind"
+    assert child.proc.returncode == 143, child.stderr
+    assert "Traceback" not in child.stderr
+    state = lab_dir / "state.json"
+    assert not state.exists() or "nodes" not in json.loads(state.read_text())
+    down = gpuready("lab", "down", "--lab-dir", str(lab_dir))
+    assert down.returncode == 0, down.stderr
+
+
+def _force_clean(env: dict[str, str], prefix: str) -> None:
+    """Whatever a failing run left: its processes, namespaces and bridge (so one failure does not leak)."""
+    for line in leftovers(env, settle=0):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
+    for name in (line.split()[0] for line in listed if line.startswith(f"{prefix}-")):
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+    subprocess.run(["ip", "link", "delete", f"{prefix}br"], capture_output=True)
