@@ -161,7 +161,14 @@ class Inventory:
     def host_vars(self, host: str) -> dict[str, Any]:
         """The host's variables as Ansible merges them (untemplated), merged once per host."""
         if host not in self._merged:
-            self._merged[host] = self._variables.get_vars(host=self._manager.get_host(host), include_hostvars=False)
+            from ansible.errors import AnsibleError
+
+            try:
+                self._merged[host] = self._variables.get_vars(host=self._manager.get_host(host),
+                                                              include_hostvars=False)
+            except AnsibleError as e:
+                raise BadInput(f"{self.path}: host {host}: cannot read its variables: "
+                               f"{str(e).splitlines()[0]}") from e
         return self._merged[host]
 
     def limit(self, pattern: str | None, group: str = "all") -> list[str]:
@@ -193,6 +200,9 @@ class Inventory:
         return VariableManager(loader=DataLoader(), inventory=self._manager)
 
 
+_LIMIT_PART = re.compile(r"[!&]?(~.+|[^\[\]~!&@,\s]+(\[-?\d+(:-?\d*)?\])?)")
+
+
 def check_limit(pattern: str) -> str:
     """Refuse a ``--limit`` Ansible would misread: empty, or with a regular expression that does not compile."""
     from ansible.inventory.manager import split_host_pattern
@@ -207,12 +217,20 @@ def check_limit(pattern: str) -> str:
                 re.compile(part[1:])
             except re.error as e:
                 raise BadInput(f"--limit {pattern!r}: {part!r} is not a valid regular expression: {e}") from None
-    for part in split_host_pattern(pattern):
+    parts = split_host_pattern(pattern)
+    if not parts:
+        raise BadInput(f"--limit {pattern!r}: cannot read this pattern (a host or group name, a wildcard, "
+                       "name[0] or name[0:9], or ~regex)")
+    for part in parts:
         bare = part.strip().lstrip("!&")
         if bare.startswith("@"):
             raise BadInput(f"--limit {pattern!r}: a file of hosts (@file) is not supported; list the hosts")
         if bare in ("", "~"):
             raise BadInput(f"--limit {pattern!r}: an empty part in the pattern (it would match every host)")
+        # Ansible drops parts it cannot read and, left with none, selects every host: only readable parts pass.
+        if not _LIMIT_PART.fullmatch(part.strip()):
+            raise BadInput(f"--limit {pattern!r}: cannot read {part.strip()!r} (a host or group name, a wildcard, "
+                           "name[0] or name[0:9], or ~regex)")
     return pattern
 
 
@@ -235,6 +253,10 @@ def load(path: str | os.PathLike[str]) -> Inventory:
     documents = {p: read_yaml(p, base.parent) for p in _yaml_files(base)}
     if not isinstance(documents.get(hosts_path), dict):
         raise BadInput(f"{_shown(hosts_path, base.parent)}: an inventory must be a YAML mapping of groups")
+    for file, document in documents.items():
+        if file != hosts_path and document is not None and not isinstance(document, dict):
+            raise BadInput(f"{_shown(file, base.parent)}: variables must be a YAML mapping of names to values "
+                           f"(got a {type(document).__name__})")
     manager = _ansible_inventory(hosts_path)
     groups = _groups(manager, hosts_path, base)
     settings_file, settings = _settings(documents, base)
