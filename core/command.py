@@ -206,7 +206,7 @@ def _finish(ctx: Context, result: RunResult) -> None:
     from gpuready.core import reports
 
     ctx.stop_progress()
-    reports.write_all(result, ctx.run_dir)
+    reports.write_all(result, ctx.run_dir, every_row=bool(ctx.verbose))
     reports.print_table(result, ctx.console, verbose=bool(ctx.verbose))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,13 +16,16 @@ if TYPE_CHECKING:
 _STYLE = {PASSED: "green", FAILED: "bold red", SKIPPED: "yellow", ERROR: "bold magenta"}
 
 
-def write_all(run: RunResult, folder: Path) -> None:
-    """Write every artifact of ``run`` into ``folder``; a ``FAILURE`` marker when it did not pass."""
+def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
+    """Write every artifact of ``run`` into ``folder``; a ``FAILURE`` marker when it did not pass.
+
+    report.md summarises per check and details the failures; ``every_row`` adds every host's rows
+    (summary.json and junit.xml always have them)."""
     run.finished = run.finished or now_iso()
     run.artifacts = str(folder)
     write_json(folder / "summary.json", run.to_dict())
     write_junit(run, folder / "junit.xml")
-    (folder / "report.md").write_text(redact.text(markdown(run)))
+    (folder / "report.md").write_text(redact.text(markdown(run, every_row=every_row)))
     marker = folder / "FAILURE"
     if run.status != PASSED:
         marker.write_text(f"{run.status}: {run.aborted or run.counts()}\n")
@@ -30,41 +34,121 @@ def write_all(run: RunResult, folder: Path) -> None:
 
 
 def write_junit(run: RunResult, path: Path) -> None:
-    from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
+    """JUnit XML, one suite per host (written with ElementTree: linear at 1000 hosts x 30 checks)."""
+    import xml.etree.ElementTree as ET
 
-    suites: dict[str, TestSuite] = {}
+    root = ET.Element("testsuites", name=run.command)
+    suites: dict[str, ET.Element] = {}
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    tallies: dict[str, dict[str, int]] = {}
     for check in run.checks:
-        suite = suites.setdefault(check.host, TestSuite(f"{run.command} @ {check.host}"))
-        case = TestCase(check.id, classname=f"{run.command}.{check.host}")
+        if check.host not in suites:
+            suites[check.host] = ET.SubElement(root, "testsuite", name=f"{run.command} @ {check.host}")
+            tallies[check.host] = dict.fromkeys(totals, 0)
+        case = ET.SubElement(suites[check.host], "testcase", name=check.id, classname=f"{run.command}.{check.host}")
+        tally = tallies[check.host]
+        tally["tests"] += 1
+        tag = {FAILED: ("failure", "failures"), ERROR: ("error", "errors"), SKIPPED: ("skipped", "skipped")}.get(
+            check.status)
+        if tag:
+            ET.SubElement(case, tag[0], message=redact.text(check.message))
+            tally[tag[1]] += 1
         text = redact.text("\n".join(filter(None, [check.evidence, check.remedy and f"remedy: {check.remedy}"])))
-        if check.status == FAILED:
-            case.result = [Failure(redact.text(check.message))]
-        elif check.status == ERROR:
-            case.result = [Error(redact.text(check.message))]
-        elif check.status == SKIPPED:
-            case.result = [Skipped(redact.text(check.message))]
         if text:
-            case.system_out = text
-        suite.add_testcase(case)
-    xml = JUnitXml(run.command)
-    for suite in suites.values():
-        suite.update_statistics()
-        xml.add_testsuite(suite)
-    xml.update_statistics()
-    xml.write(str(path), pretty=True)
+            ET.SubElement(case, "system-out").text = text
+    for host, suite in suites.items():
+        for key, value in tallies[host].items():
+            suite.set(key, str(value))
+            totals[key] += value
+    for key, value in totals.items():
+        root.set(key, str(value))
+    ET.indent(root)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
-def markdown(run: RunResult) -> str:
+#: Host names shown per group; the rest are counted (every name is in summary.json and report.md).
+NAMES_SHOWN = 3
+#: Distinct failure messages shown per check on the terminal (all of them are in report.md).
+GROUPS_SHOWN = 3
+
+
+@dataclass
+class Group:
+    """Hosts that got the same verdict and message from one check."""
+
+    status: str
+    message: str
+    remedy: str
+    hosts: list[str] = field(default_factory=list)
+
+    def names(self, shown: int = NAMES_SHOWN) -> str:
+        extra = len(self.hosts) - shown
+        return ", ".join(self.hosts[:shown]) + (f" +{extra} more" if extra > 0 else "")
+
+
+@dataclass
+class CheckSummary:
+    """One check across every host: counts per status and its failing hosts grouped by identical message."""
+
+    id: str
+    counts: dict[str, int]
+    groups: list[Group]
+
+
+def summarize(run: RunResult) -> list[CheckSummary]:
+    """Per check, in the order checks first appear: counts, and failed/error hosts grouped by message."""
+    summaries: dict[str, CheckSummary] = {}
+    groups: dict[tuple[str, str, str], Group] = {}
+    for c in run.checks:
+        summary = summaries.setdefault(c.id, CheckSummary(c.id, dict.fromkeys((PASSED, FAILED, SKIPPED, ERROR), 0),
+                                                          []))
+        summary.counts[c.status] += 1
+        if c.status in (FAILED, ERROR):
+            # A message naming its own host ("cannot reach gn0997") groups with its siblings as "<host>".
+            message = c.message.replace(c.host, "<host>") if len(c.host) > 2 else c.message
+            key = (c.id, c.status, message)
+            if key not in groups:
+                groups[key] = Group(c.status, message, c.remedy)
+                summary.groups.append(groups[key])
+            groups[key].hosts.append(c.host)
+    for summary in summaries.values():
+        summary.groups.sort(key=lambda g: -len(g.hosts))
+    return list(summaries.values())
+
+
+def _hosts(run: RunResult) -> int:
+    return len({c.host for c in run.checks})
+
+
+def markdown(run: RunResult, *, every_row: bool = False) -> str:
+    """report.md: the same shape as the terminal (summary per check, failures grouped, their details), then
+    every host's rows (``every_row``)."""
     lines = [f"# gpuready {run.command}", "", f"- status: **{run.status}**", f"- inventory: `{run.inventory}`",
-             f"- started: {run.started}", f"- finished: {run.finished}"]
+             f"- started: {run.started}", f"- finished: {run.finished}", f"- hosts: {_hosts(run)}"]
     if run.aborted:
         lines.append(f"- aborted: {run.aborted}")
     counts = run.counts()
-    lines += ["- checks: " + ", ".join(f"{n} {s}" for s, n in counts.items()), "",
-              "| host | check | status | message | remedy |", "|---|---|---|---|---|"]
-    for c in run.checks:
-        cells = [c.host, c.id, c.status, c.message, c.remedy]
-        lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
+    lines += ["- checks: " + ", ".join(f"{n} {s}" for s, n in counts.items()), "", "## Summary", "",
+              "| check | passed | failed | skipped | error | failing hosts |", "|---|---|---|---|---|---|"]
+    summaries = summarize(run)
+    for s in summaries:
+        failing = "<br>".join(f"{len(g.hosts)}: {g.names()} — {g.message}" for g in s.groups)
+        cells = [s.id, *(str(s.counts[k]) for k in (PASSED, FAILED, SKIPPED, ERROR))]
+        lines.append("| " + " | ".join(_cell(x) for x in cells) + " | " + _cell(failing) + " |")
+    details = [(s.id, g) for s in summaries for g in s.groups]
+    if details:
+        lines += ["", "## Failures", ""]
+        for check_id, g in details:
+            lines += [f"### {check_id} — {g.status} on {len(g.hosts)} host(s)", "", f"- message: {g.message}",
+                      f"- hosts: {', '.join(g.hosts)}"]
+            if g.remedy:
+                lines.append(f"- remedy: {g.remedy}")
+            lines.append("")
+    if every_row:
+        lines += ["", "## Every host", "", "| host | check | status | message | remedy |", "|---|---|---|---|---|"]
+        for c in run.checks:
+            cells = [c.host, c.id, c.status, c.message, c.remedy]
+            lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     if run.metrics:
         lines += ["", "## Metrics", ""]
         metrics = redact.structure(run.metrics)
@@ -77,20 +161,45 @@ def _cell(value: str) -> str:
 
 
 def print_table(run: RunResult, console: Console, *, verbose: bool = False) -> None:
-    """The terminal view: one row per check; passed rows folded per host unless ``verbose``."""
+    """The terminal view: one line per check with counts across hosts and its failing hosts grouped by
+    message, then the failures' details; ``verbose`` adds every host's rows."""
+    from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"gpuready {run.command}", show_lines=False, expand=False)
-    for column in ("host", "check", "status", "message"):
-        table.add_column(column, overflow="fold")
-    for check in run.checks:
-        table.add_row(check.host, check.id, f"[{_STYLE[check.status]}]{check.status}[/]",
-                      redact.text(check.message + (f"\n→ {check.remedy}" if check.remedy else "")))
-    if run.checks:
+    if verbose and run.checks:
+        rows = Table(title=f"gpuready {run.command}: every host", show_lines=False, expand=False)
+        for column in ("host", "check", "status", "message"):
+            rows.add_column(column, overflow="fold")
+        for check in run.checks:
+            rows.add_row(escape(check.host), check.id, f"[{_STYLE[check.status]}]{check.status}[/]",
+                         escape(redact.text(check.message + (f"\n→ {check.remedy}" if check.remedy else ""))))
+        console.print(rows)
+    summaries = summarize(run)
+    if summaries:
+        table = Table(title=f"gpuready {run.command}: {_hosts(run)} host(s)", show_lines=False, expand=False)
+        table.add_column("check", no_wrap=True)
+        for status in (PASSED, FAILED, SKIPPED, ERROR):
+            table.add_column(status, justify="right", style=_STYLE[status] if status != PASSED else "")
+        table.add_column("failing hosts (by message)", overflow="fold")
+        for s in summaries:
+            failing = "\n".join(f"{len(g.hosts)}: {escape(g.names())} — {escape(redact.text(_short(g.message)))}"
+                                 for g in s.groups[:GROUPS_SHOWN])
+            if len(s.groups) > GROUPS_SHOWN:
+                failing += f"\n… {len(s.groups) - GROUPS_SHOWN} more message(s) (report.md)"
+            table.add_row(s.id, *(str(s.counts[k] or "") for k in (PASSED, FAILED, SKIPPED, ERROR)), failing)
         console.print(table)
+        details = [(s.id, g) for s in summaries for g in s.groups[:GROUPS_SHOWN]]
+        for check_id, g in details:
+            console.print(f"[{_STYLE[g.status]}]{g.status}[/] {check_id} on {len(g.hosts)} host(s): "
+                          f"{escape(g.names())}\n  {escape(redact.text(g.message))}"
+                          + (f"\n  → {escape(redact.text(g.remedy))}" if g.remedy else ""))
     counts = run.counts()
     summary = ", ".join(f"[{_STYLE[s]}]{n} {s}[/]" for s, n in counts.items() if n)
     console.print(f"[bold]{run.status.upper()}[/] {summary or 'no checks'}"
                   + (f" — aborted: {redact.text(run.aborted)}" if run.aborted else ""))
     if run.artifacts:
         console.print(f"artifacts: {run.artifacts}")
+
+
+def _short(message: str, limit: int = 160) -> str:
+    return message if len(message) <= limit else message[: limit - 1] + "…"

@@ -14,6 +14,7 @@ from gpuready.core.settings.nodes import (
     ContainerRuntime,
     Driver,
     Fabric,
+    NodeChecks,
     NodeClass,
     Preflight,
     SELinux,
@@ -35,6 +36,7 @@ class Settings(Section):
     container_runtime: ContainerRuntime = "containerd"
     selinux: SELinux = SELinux()
     preflight: Preflight = Preflight()
+    node_checks: NodeChecks = NodeChecks()
     kubernetes: Kubernetes = Kubernetes()
     vsphere: Vsphere = Vsphere()
     training: Training = Training()
@@ -54,6 +56,7 @@ __all__ = [
     "Fabric",
     "GpuVm",
     "Kubernetes",
+    "NodeChecks",
     "NodeClass",
     "Preflight",
     "Reference",

@@ -20,6 +20,10 @@ class Fabric(Section):
     ats: bool = False
     #: mlxconfig device paths (/dev/mst/...) when ATS is to be set; discovered when empty.
     mst_devices: list[str] = Field(default_factory=list)
+    #: Link rate every port must run at, in Gb/s as ``ibstat`` prints it (EDR 100, HDR 200, NDR 400). 0: any.
+    rate_gbps: int = Field(default=0, ge=0)
+    #: GPUDirect RDMA expected: the nvidia_peermem module must be loaded (NVIDIA GPUDirect RDMA guide).
+    gpudirect_rdma: bool = False
 
 
 class NodeClass(Section):
@@ -34,6 +38,15 @@ class NodeClass(Section):
     #: GPU index pairs that must be able to talk peer-to-peer (NVLink-bridged pairs on A100 PCIe).
     p2p_pairs: list[tuple[int, int]] = Field(default_factory=list)
     fabric: Fabric | None = None
+    #: PCIe generation every GPU's link must reach (compared with the link's maximum). Unset: reported only,
+    #: since a slot's wiring or a host's BIOS can legitimately hold a link below the GPU's maximum.
+    pcie_gen: int | None = Field(default=None, ge=1, le=6)
+    #: PCIe width (lanes) every GPU's link must have now. Unset: reported only.
+    pcie_width: int | None = Field(default=None, ge=1, le=32)
+    #: MIG mode every GPU must be in (true: Enabled, false: Disabled). Unset: not checked.
+    mig: bool | None = None
+    #: HGX/DGX baseboard with NVSwitches: nvidia-fabricmanager must be running.
+    nvswitch: bool = False
 
     @field_validator("gpu_model")
     @classmethod
@@ -79,3 +92,22 @@ class Preflight(Section):
 
 
 ContainerRuntime = Literal["containerd", "crio", "docker", "crio-oci-hook", "none"]
+
+
+class NodeChecks(Section):
+    """How ``validate gpu-node`` judges what it reads."""
+
+    #: Xid events older than this many hours (by the kernel log's clock) are reported, not failed. 0: since boot.
+    xid_window_hours: float = Field(default=24, ge=0)
+    #: Xid classes that fail a node (NVIDIA's Xid catalogue): hardware, driver, application, unknown.
+    xid_fail_classes: list[Literal["hardware", "driver", "application", "unknown"]] = Field(
+        default_factory=lambda: ["hardware", "driver", "unknown"])
+    #: Retired pages (single- plus double-bit) at which a GPU is due for replacement (NVIDIA's page-retirement
+    #: RMA guidance: 60).
+    retired_pages_limit: int = Field(default=60, ge=1)
+    #: PCIe replays (nvidia-smi's replay_counter) per GPU above which the link fails.
+    #: A gpuready default, not an NVIDIA figure: replays count since the driver loaded, so a busy healthy link
+    #: gathers a few; thousands mean a marginal link.
+    pcie_replay_limit: int = Field(default=1000, ge=0)
+    #: NVLink error counter (nvidia-smi nvlink -e) per link above which the link fails. A gpuready default.
+    nvlink_error_limit: int = Field(default=100, ge=0)

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuready.core.results import Check, errored, failed, passed, skipped
-from gpuready.validate.node import nvsmi
-from gpuready.validate.node.node import MODULES_COMMAND, QUERY_FIELDS, Node, NoGpuView
+from gpuready.validate.node import nvsmi, references
+from gpuready.validate.node import xid as xids
+from gpuready.validate.node.node import MODULES_COMMAND, Node, NoGpuView
 
 #: Seed 002: "permission denied" means these labels are wrong (SELinux enforcing only).
 SELINUX_LABELS = {"/dev/nvidia*": "xserver_misc_device_t", "/usr/bin/nvidia-*": "xserver_exec_t"}
@@ -30,6 +31,15 @@ RUNTIME_CONFIG = {
 DEVICES_COMMAND = "for f in /dev/nvidia*; do [ -c \"$f\" ] && echo \"$f character\" || echo \"$f other\"; done"
 LABELS_COMMAND = ("for f in " + " ".join(SELINUX_LABELS) + "; do [ -e \"$f\" ] && printf '%s %s\\n' \"$f\" "
                   "\"$(getfattr --only-values -n security.selinux \"$f\" 2>/dev/null)\"; done; true")
+LSPCI_COMMAND = "lspci -n -d 10de:"
+UPTIME_COMMAND = "cat /proc/uptime"
+FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
+DCGM_COMMAND = "if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1 -j; else echo '== no dcgmi'; fi"
+NCCL_COMMAND = ("if command -v all_reduce_perf >/dev/null 2>&1; then "
+                "all_reduce_perf -b 1G -e 1G -f 2 -g \"$(nvidia-smi -L | grep -c '^GPU')\"; "
+                "else echo '== not installed'; fi")
+NVBANDWIDTH_COMMAND = ("if command -v nvbandwidth >/dev/null 2>&1; then nvbandwidth -t host_to_device_memcpy_ce; "
+                       "else echo '== not installed'; fi")
 DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/nvidia.sock"
 KUBELET_COMMAND = "test -d /var/lib/kubelet"
 SOCKET_COMMAND = f"test -S {DEVICE_PLUGIN_SOCKET}"
@@ -43,14 +53,24 @@ class CheckDef:
     run: Callable[[Node], Check]
     remedy: str
     what: str
+    #: Checks whose failure explains this one's: when one of them failed (or could not run), this check
+    #: is skipped with "depends on <id>" instead of failing again for the same root cause.
+    depends: tuple[str, ...] = ()
 
 
 CATALOGUE: list[CheckDef] = []
 
+#: Message prefix of a check skipped because a check it depends on did not pass.
+DEPENDS = "depends on "
 
-def check(id: str, what: str, remedy: str) -> Callable[[Callable[[Node], Check]], Callable[[Node], Check]]:
+
+def check(id: str, what: str, remedy: str, depends: tuple[str, ...] = ()
+          ) -> Callable[[Callable[[Node], Check]], Callable[[Node], Check]]:
     def register(func: Callable[[Node], Check]) -> Callable[[Node], Check]:
-        CATALOGUE.append(CheckDef(id, func, remedy, what))
+        unknown = [d for d in depends if d not in {c.id for c in CATALOGUE}]
+        if unknown:  # a dependency must come earlier in the catalogue, so it has run when this one runs
+            raise ValueError(f"check {id}: depends on {unknown}, not declared before it")
+        CATALOGUE.append(CheckDef(id, func, remedy, what, depends))
         return func
     return register
 
@@ -69,17 +89,29 @@ def run_check(definition: CheckDef, node: Node) -> Check:
     return result
 
 
+def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
+    """Every check in catalogue order; one whose dependency did not pass is skipped, naming it."""
+    results: dict[str, Check] = {}
+    for definition in CATALOGUE:
+        if only is not None and definition.id not in only:
+            continue
+        cause = next((d for d in definition.depends if d in results and _blocks(results[d])), None)
+        if cause is not None:
+            root = results[cause]
+            why = root.message if not root.message.startswith(DEPENDS) else root.message[len(DEPENDS):]
+            reason = f"{cause} ({why.split(':', 1)[0]})" if not root.message.startswith(DEPENDS) else why
+            results[definition.id] = skipped(definition.id, node.name, DEPENDS + reason)
+        else:
+            results[definition.id] = run_check(definition, node)
+    return list(results.values())
+
+
+def _blocks(result: Check) -> bool:
+    return result.status in ("failed", "error") or (result.status == "skipped"
+                                                     and result.message.startswith(DEPENDS))
+
 
 # ---------------------------------------------------------------- driver
-@check("driver.nvidia_module", "the nvidia kernel module is loaded (lsmod)",
-       "Install the driver (gpuready provision cluster) and load it: modprobe nvidia; check dmesg for NVRM errors.")
-def nvidia_module(node: Node) -> Check:
-    answer = node.modules
-    if "nvidia" in nvsmi.parse_lsmod(answer.stdout):
-        return passed("driver.nvidia_module", node.name, "nvidia module loaded", answer.evidence(300))
-    return failed("driver.nvidia_module", node.name, "the nvidia kernel module is not loaded", answer.evidence(600))
-
-
 @check("driver.nouveau_absent", "the nouveau module is not loaded (lsmod)",
        "Blacklist nouveau (/etc/modprobe.d/blacklist-nouveau.conf), rebuild the initramfs and reboot.")
 def nouveau_absent(node: Node) -> Check:
@@ -90,8 +122,19 @@ def nouveau_absent(node: Node) -> Check:
     return passed("driver.nouveau_absent", node.name, "nouveau not loaded")
 
 
+@check("driver.nvidia_module", "the nvidia kernel module is loaded (lsmod)",
+       "Install the driver (gpuready provision cluster) and load it: modprobe nvidia; check dmesg for NVRM errors.",
+       depends=("driver.nouveau_absent",))
+def nvidia_module(node: Node) -> Check:
+    answer = node.modules
+    if "nvidia" in nvsmi.parse_lsmod(answer.stdout):
+        return passed("driver.nvidia_module", node.name, "nvidia module loaded", answer.evidence(300))
+    return failed("driver.nvidia_module", node.name, "the nvidia kernel module is not loaded", answer.evidence(600))
+
+
 @check("driver.nvidia_smi", "nvidia-smi answers (nvidia-smi -q -x exits 0)",
-       "Run nvidia-smi on the node: a driver/library version mismatch needs a reboot; a missing driver, an install.")
+       "Run nvidia-smi on the node: a driver/library version mismatch needs a reboot; a missing driver, an install.",
+       depends=("driver.nvidia_module",))
 def nvidia_smi(node: Node) -> Check:
     answer = node.smi_xml
     if answer.ok:
@@ -102,12 +145,24 @@ def nvidia_smi(node: Node) -> Check:
     return failed("driver.nvidia_smi", node.name, f"nvidia-smi failed (exit {answer.rc})", answer.evidence())
 
 
+GPU_VIEW = ("driver.nvidia_smi",)
+
+
 @check("driver.version", "the driver version equals gpuready.driver.version (or its branch)",
-       "Provision the pinned driver: gpuready provision cluster (reboot if the old module is still loaded).")
+       "Provision the pinned driver: gpuready provision cluster (reboot if the old module is still loaded).",
+       depends=GPU_VIEW)
 def driver_version(node: Node) -> Check:
     pin = node.settings.driver
     version = node.smi.driver_version
-    evidence = f"driver_version={version} (nvidia-smi -q -x); pinned version={pin.version!r} branch={pin.branch}"
+    source = "nvidia-smi -q -x"
+    if not version and node.query.ok:  # some drivers leave the XML field out; the query form still has it
+        rows = node.gpus_csv()
+        version, source = (nvsmi.driver_version(rows[0]["driver_version"]) if rows else ""), "--query-gpu"
+    evidence = f"driver_version={version or '(not reported)'} ({source}); pinned version={pin.version!r} " \
+               f"branch={pin.branch}"
+    if not version:
+        return skipped("driver.version", node.name, "nvidia-smi does not report the driver version here",
+                       evidence)
     branch = pin.branch.split("-")[0]
     if pin.version:
         ok, want = version == pin.version, pin.version
@@ -115,36 +170,64 @@ def driver_version(node: Node) -> Check:
         ok, want = version.split(".")[0] == branch, f"branch {branch}"
     if ok:
         return passed("driver.version", node.name, f"driver {version}", evidence)
-    return failed("driver.version", node.name, f"driver {version or '?'} is installed, the inventory pins {want}",
+    return failed("driver.version", node.name, f"driver {version} is installed, the inventory pins {want}",
                   evidence)
 
 
 # ---------------------------------------------------------------- GPUs
-@check("gpu.count", "as many GPUs as the node class says (--query-gpu)",
-       "Reseat or replace the missing GPU; check lspci and dmesg for a GPU that fell off the bus (Xid 79).")
+@check("gpu.count", "as many GPUs as the node class says (nvidia-smi -q -x)",
+       "Reseat or replace the missing GPU; check lspci and dmesg for a GPU that fell off the bus (Xid 79).",
+       depends=GPU_VIEW)
 def gpu_count(node: Node) -> Check:
-    rows = node.gpus_csv()
+    gpus = node.smi.gpus
     want = node.node_class.gpu_count
-    evidence = node.query.evidence()
-    if len(rows) == want:
-        return passed("gpu.count", node.name, f"{len(rows)} GPUs", evidence)
-    return failed("gpu.count", node.name, f"{len(rows)} GPUs visible, the node class expects {want}", evidence)
+    evidence = "nvidia-smi -q -x: " + ", ".join(f"GPU {g.index} {g.bus_id} {g.name}" for g in gpus)
+    if len(gpus) == want:
+        return passed("gpu.count", node.name, f"{len(gpus)} GPUs", evidence)
+    return failed("gpu.count", node.name, f"{len(gpus)} GPUs visible, the node class expects {want}", evidence)
 
 
-@check("gpu.model", "every GPU is the node class's model (--query-gpu=name)",
-       "Fix gpuready.node_classes[...].gpu_model or gpuready_node_class for this host, or the hardware.")
+@check("gpu.pci_bus", "every NVIDIA GPU on the PCI bus is seen by nvidia-smi (lspci -n -d 10de:)",
+       "A GPU on the bus that nvidia-smi does not list has fallen off or failed to initialise: check dmesg for "
+       "Xid 79/NVRM errors, reseat it, run the field diagnostics.", depends=GPU_VIEW)
+def pci_bus(node: Node) -> Check:
+    answer = node.run(LSPCI_COMMAND)
+    if answer.rc == 127 or (not answer.ok and not answer.stdout.strip()):
+        return skipped("gpu.pci_bus", node.name, "lspci is not installed (install pciutils)", answer.evidence(300))
+    on_bus = nvsmi.parse_lspci_gpus(answer.stdout)
+    seen = {_short_bus_id(g.bus_id) for g in node.smi.gpus}
+    missing = sorted(set(on_bus) - seen)
+    evidence = answer.evidence(1200) + "\nnvidia-smi: " + ", ".join(sorted(seen))
+    if missing:
+        return failed("gpu.pci_bus", node.name, f"{len(on_bus)} NVIDIA GPUs on the PCI bus, nvidia-smi sees "
+                      f"{len(seen)}; not seen: {', '.join(missing)}", evidence)
+    return passed("gpu.pci_bus", node.name, f"{len(on_bus)} GPUs on the bus, all seen by nvidia-smi", evidence)
+
+
+def _short_bus_id(bus_id: str) -> str:
+    """00000000:1A:00.0 (nvidia-smi) -> 1a:00.0 (lspci)."""
+    return bus_id.lower().split(":", 1)[1] if bus_id.count(":") == 2 else bus_id.lower()
+
+
+@check("gpu.model", "every GPU is the node class's model (nvidia-smi -q -x product_name)",
+       "Fix gpuready.node_classes[...].gpu_model or gpuready_node_class for this host, or the hardware.",
+       depends=GPU_VIEW)
 def gpu_model(node: Node) -> Check:
-    rows = node.gpus_csv()
+    gpus = node.smi.gpus
     want = node.node_class.gpu_model
-    if not rows:
+    if not gpus:
         return skipped("gpu.model", node.name, "no GPU visible (see gpu.count)")
-    wrong = [f"GPU {r['index']}: {r['name']}" for r in rows if r["name"] != want]
+    wrong = [f"GPU {g.index}: {g.name}" for g in gpus if g.name != want]
+    evidence = "nvidia-smi -q -x: " + ", ".join(f"GPU {g.index}: {g.name}" for g in gpus)
     if not wrong:
-        return passed("gpu.model", node.name, f"{len(rows)}x {want}", node.query.evidence())
-    return failed("gpu.model", node.name, f"expected {want!r}; " + "; ".join(wrong), node.query.evidence())
+        return passed("gpu.model", node.name, f"{len(gpus)}x {want}", evidence)
+    return failed("gpu.model", node.name, f"expected {want!r}; " + "; ".join(wrong), evidence)
 
 
-def _per_gpu(node: Node, id: str, bad: Callable[[nvsmi.Gpu], str], ok_message: str) -> Check:
+def _per_gpu(node: Node, id: str, bad: Callable[[nvsmi.Gpu], str], ok_message: str,
+             note: Callable[[nvsmi.Gpu], str] | None = None) -> Check:
+    """One verdict over every GPU: failed when ``bad`` says why for any; ``note`` adds what passes but is
+    worth seeing (e.g. a narrower link the node class does not forbid)."""
     gpus = node.smi.gpus
     if not gpus:
         return skipped(id, node.name, "no GPU visible (see gpu.count)")
@@ -152,112 +235,249 @@ def _per_gpu(node: Node, id: str, bad: Callable[[nvsmi.Gpu], str], ok_message: s
     evidence = "nvidia-smi -q -x:\n" + "\n".join(f"GPU {g.index} {g.bus_id}: {_facts(g)}" for g in gpus)
     if problems:
         return failed(id, node.name, "; ".join(problems), evidence)
-    return passed(id, node.name, ok_message, evidence)
+    notes = [f"GPU {g.index}: {n}" for g in gpus if note and (n := note(g))]
+    return passed(id, node.name, ok_message + (" (" + "; ".join(notes) + ")" if notes else ""), evidence)
 
 
 def _facts(g: nvsmi.Gpu) -> str:
-    return (f"persistence={g.persistence} volatile_uncorrectable={g.volatile_uncorrectable} "
-            f"retired_pending={g.retired_pending} remapped_pending={g.remapped_pending} "
-            f"slowdowns={','.join(g.slowdowns) or 'none'} pcie=gen{g.pcie_max_gen}/dev-gen{g.pcie_device_max_gen} "
-            f"x{g.pcie_width}/x{g.pcie_max_width}")
+    return (f"persistence={g.persistence or 'not reported'} ecc={g.ecc_mode or 'not reported'} "
+            f"volatile_uncorrectable={g.volatile_uncorrectable or 'none'} "
+            f"aggregate_uncorrectable={g.aggregate_uncorrectable or 'none'} "
+            f"retired sbe/dbe={g.retired_sbe}/{g.retired_dbe} retired_pending={g.retired_pending} "
+            f"remapped pending/failure={g.remapped_pending}/{g.remapped_failure} "
+            f"slowdowns={','.join(g.slowdowns) or 'none'} benign={','.join(g.benign_reasons) or 'none'} "
+            f"pcie gen cur/max/gpu/host={g.pcie_gen}/{g.pcie_max_gen}/{g.pcie_device_max_gen}/{g.pcie_host_max_gen} "
+            f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width} replays={g.pcie_replays} "
+            f"mig={g.mig_current or 'not reported'} virtualization={g.virtualization or 'not reported'}")
 
 
-@check("gpu.persistence", "persistence mode is Enabled on every GPU",
-       "Enable it at boot: systemctl enable --now nvidia-persistenced (or nvidia-smi -pm 1).")
+@check("gpu.persistence", "persistence mode is Enabled on every GPU (N/A on vGPU guests and some platforms)",
+       "Enable it at boot: systemctl enable --now nvidia-persistenced (or nvidia-smi -pm 1).", depends=GPU_VIEW)
 def persistence(node: Node) -> Check:
+    # "N/A" (vGPU guests, Windows, some platforms) or absent (old schemas): the mode does not apply there.
     return _per_gpu(node, "gpu.persistence",
-                    lambda g: "" if g.persistence == "Enabled" else f"persistence mode {g.persistence}",
-                    "persistence mode on")
+                    lambda g: f"persistence mode {g.persistence}" if g.persistence == "Disabled" else "",
+                    "no GPU with persistence mode Disabled",
+                    lambda g: "" if g.persistence == "Enabled" else
+                    f"persistence mode {g.persistence or 'not reported'}, not applicable")
 
 
-@check("gpu.ecc_volatile", "no volatile uncorrectable ECC errors",
-       "Drain the node, reset the GPU (nvidia-smi -r) and run the field diagnostics; RMA if errors return.")
+@check("gpu.ecc_volatile", "no uncorrectable ECC error since the driver loaded (every DRAM and SRAM counter), "
+       "SRAM threshold not exceeded",
+       "Drain the node, reset the GPU (nvidia-smi -r) and run the field diagnostics; RMA if errors return.",
+       depends=GPU_VIEW)
 def ecc_volatile(node: Node) -> Check:
-    return _per_gpu(node, "gpu.ecc_volatile",
-                    lambda g: f"{g.volatile_uncorrectable} volatile uncorrectable ECC errors"
-                    if g.volatile_uncorrectable else "",
-                    "no volatile uncorrectable ECC errors")
-
-
-@check("gpu.retired_pages", "no page retirement or row remapping pending",
-       "Reset the GPU or reboot the node so pending retirements/remappings take effect; RMA on remapping failure.")
-def retired_pages(node: Node) -> Check:
-    def bad(g: nvsmi.Gpu) -> str:
-        return ", ".join(w for w, on in (("page retirement pending", g.retired_pending),
-                                         ("row remapping pending or failed", g.remapped_pending)) if on)
-    return _per_gpu(node, "gpu.retired_pages", bad, "nothing pending")
-
-
-@check("gpu.throttle", "no hardware or thermal slowdown active at idle",
-       "Check cooling, airflow and power supply; nvidia-smi -q -d PERFORMANCE shows the active reason.")
-def throttle(node: Node) -> Check:
-    return _per_gpu(node, "gpu.throttle",
-                    lambda g: "slowdown active: " + ", ".join(g.slowdowns) if g.slowdowns else "",
-                    "no slowdown active")
-
-
-@check("gpu.pcie_link", "PCIe link at the GPU's maximum generation and width",
-       "Reseat the GPU or riser, set the slot to its maximum generation in the BIOS, check lspci -vv LnkSta.")
-def pcie_link(node: Node) -> Check:
-    # An idle GPU lowers its current generation to save power, so the negotiated maximum is compared.
     def bad(g: nvsmi.Gpu) -> str:
         problems = []
-        if g.pcie_max_gen and g.pcie_device_max_gen and g.pcie_max_gen < g.pcie_device_max_gen:
-            problems.append(f"link gen {g.pcie_max_gen} < GPU's gen {g.pcie_device_max_gen}")
-        if g.pcie_width and g.pcie_max_width and g.pcie_width < g.pcie_max_width:
-            problems.append(f"width x{g.pcie_width} < x{g.pcie_max_width}")
+        errors = {k: v for k, v in g.volatile_uncorrectable.items() if v}
+        if errors:
+            problems.append(f"{sum(errors.values())} volatile uncorrectable ECC errors ("
+                            + ", ".join(f"{k}={v}" for k, v in errors.items()) + ")")
+        if g.sram_threshold_exceeded:  # NVIDIA's SRAM RMA flag (A100/H100 memory error management guide)
+            problems.append("SRAM uncorrectable-error threshold exceeded (RMA criterion)")
         return ", ".join(problems)
-    return _per_gpu(node, "gpu.pcie_link", bad, "PCIe links at their maximum")
+
+    def note(g: nvsmi.Gpu) -> str:
+        if g.ecc_mode and g.ecc_mode != "Enabled":
+            return f"ECC {g.ecc_mode}"
+        lifetime = sum(g.aggregate_uncorrectable.values())
+        return f"{lifetime} uncorrectable in its lifetime (aggregate)" if lifetime else ""
+
+    return _per_gpu(node, "gpu.ecc_volatile", bad, "no volatile uncorrectable ECC errors", note)
 
 
-@check("gpu.xid", "no Xid (GPU error) in the kernel log since boot (dmesg)",
-       "Look the Xid code up in NVIDIA's Xid catalogue; 48/63/64/74/79/94/95 need a drain and a GPU reset or RMA.")
+@check("gpu.retired_pages", "retired pages under NVIDIA's replacement threshold, nothing pending; row "
+       "remapping neither pending nor failed",
+       "Pending retirement/remapping/repair: reset the GPU or reboot. Threshold reached or remapping failed: "
+       "drain, run the field diagnostics, RMA.", depends=GPU_VIEW)
+def retired_pages(node: Node) -> Check:
+    limit = node.settings.node_checks.retired_pages_limit
+
+    def bad(g: nvsmi.Gpu) -> str:
+        problems = []
+        retired = (g.retired_sbe or 0) + (g.retired_dbe or 0)
+        if retired >= limit:
+            problems.append(f"{retired} retired pages (sbe {g.retired_sbe}, dbe {g.retired_dbe}) >= {limit}")
+        if g.retired_pending:
+            problems.append("page retirement pending")
+        if g.remapped_failure:  # NVIDIA's DRAM RMA criterion (A100 memory error management, RMA policy)
+            problems.append("row remapping failed")
+        if g.remapped_pending:
+            problems.append("row remapping pending")
+        problems += [f"{what.replace('_', ' ')}" for what in g.repair_pending]
+        return ", ".join(problems)
+
+    def note(g: nvsmi.Gpu) -> str:
+        retired = (g.retired_sbe or 0) + (g.retired_dbe or 0)
+        return f"{retired} retired pages" if retired else ""
+
+    return _per_gpu(node, "gpu.retired_pages", bad, "nothing pending, under the thresholds", note)
+
+
+@check("gpu.throttle", "no hardware slowdown (HW slowdown, thermal, power brake) active",
+       "Check cooling, airflow and power supply; nvidia-smi -q -d PERFORMANCE shows the active reason.",
+       depends=GPU_VIEW)
+def throttle(node: Node) -> Check:
+    return _per_gpu(node, "gpu.throttle",
+                    lambda g: "hardware slowdown active: " + ", ".join(g.slowdowns) if g.slowdowns else "",
+                    "no hardware slowdown active",
+                    lambda g: "benign: " + ", ".join(g.benign_reasons) if g.benign_reasons else "")
+
+
+@check("gpu.pcie_link", "PCIe link at the node class's generation and width (else reported against the GPU's "
+       "and the host's maximum)",
+       "Reseat the GPU or riser, set the slot to its maximum generation in the BIOS, check lspci -vv LnkSta.",
+       depends=GPU_VIEW)
+def pcie_link(node: Node) -> Check:
+    want_gen, want_width = node.node_class.pcie_gen, node.node_class.pcie_width
+
+    def bad(g: nvsmi.Gpu) -> str:
+        # An idle GPU lowers its current generation to save power: the generation is judged on the link's
+        # negotiated maximum, the width on the current link (it does not drop at idle on data-centre GPUs).
+        problems = []
+        if want_gen and g.pcie_max_gen is not None and g.pcie_max_gen < want_gen:
+            problems.append(f"link gen {g.pcie_max_gen} < node class gen {want_gen}")
+        if want_width and g.pcie_width is not None and g.pcie_width < want_width:
+            problems.append(f"width x{g.pcie_width} < node class x{want_width}")
+        return ", ".join(problems)
+
+    def note(g: nvsmi.Gpu) -> str:
+        notes = []
+        gpu_max = g.pcie_device_max_gen or g.pcie_max_gen
+        if g.pcie_max_gen and gpu_max and g.pcie_max_gen < gpu_max:
+            limit = f", host max gen {g.pcie_host_max_gen}" if g.pcie_host_max_gen else ""
+            notes.append(f"link max gen {g.pcie_max_gen} < GPU's gen {gpu_max}{limit}")
+        if g.pcie_width and g.pcie_max_width and g.pcie_width < g.pcie_max_width and not want_width:
+            notes.append(f"width x{g.pcie_width} of x{g.pcie_max_width} (slot width? set pcie_width to enforce)")
+        return ", ".join(notes)
+
+    declared = " and ".join(filter(None, [want_gen and f"gen {want_gen}", want_width and f"x{want_width}"]))
+    return _per_gpu(node, "gpu.pcie_link", bad,
+                    f"links reach the node class's {declared}" if declared else "links up (no gen/width declared)",
+                    note)
+
+
+@check("gpu.pcie_replay", "PCIe replay counter under the limit on every GPU (nvidia-smi -q -x replay_counter)",
+       "Many replays mean a marginal link: reseat the GPU or riser, check the slot and cables; "
+       "nvidia-smi -q -d PCIE.", depends=GPU_VIEW)
+def pcie_replay(node: Node) -> Check:
+    limit = node.settings.node_checks.pcie_replay_limit
+    return _per_gpu(node, "gpu.pcie_replay",
+                    lambda g: f"{g.pcie_replays} PCIe replays > {limit}"
+                    if g.pcie_replays is not None and g.pcie_replays > limit else "",
+                    f"replays <= {limit}",
+                    lambda g: f"{g.pcie_replays} replays" if g.pcie_replays else "")
+
+
+@check("gpu.mig", "MIG mode as the node class declares, nothing pending (nvidia-smi -q -x mig_mode)",
+       "Set MIG mode as the node class says (nvidia-smi -mig 1|0, or the GPU Operator's MIG manager) and reset "
+       "the GPU so a pending change takes effect.", depends=GPU_VIEW)
+def mig(node: Node) -> Check:
+    want = node.node_class.mig
+    if want is None:
+        return skipped("gpu.mig", node.name, "the node class does not declare a MIG mode (mig: true|false)")
+    target = "Enabled" if want else "Disabled"
+
+    def bad(g: nvsmi.Gpu) -> str:
+        if g.mig_current in nvsmi.NOT_AVAILABLE:
+            return "MIG not supported on this GPU" if want else ""
+        if g.mig_current != target:
+            return f"MIG {g.mig_current}, the node class wants {target}"
+        if g.mig_pending and g.mig_pending != g.mig_current:
+            return f"MIG change to {g.mig_pending} pending (reset the GPU)"
+        return ""
+
+    return _per_gpu(node, "gpu.mig", bad, f"MIG {target}")
+
+
+@check("gpu.xid", "no hardware or driver Xid (NVIDIA's Xid catalogue) in the kernel log within the window",
+       "Look the Xid code up in NVIDIA's Xid catalogue; hardware Xids need a drain, a GPU reset and the field "
+       "diagnostics, driver Xids a reset and, if they repeat, a driver update.", depends=GPU_VIEW)
 def xid(node: Node) -> Check:
-    node.smi  # noqa: B018 - without a readable GPU the check fails with that reason first
+    settings = node.settings.node_checks
     answer = node.run("dmesg")
     if not answer.ok:
         answer = node.run("journalctl -k -b --no-pager -q")
     if not answer.ok:
         return skipped("gpu.xid", node.name, "the kernel log cannot be read here (dmesg and journalctl -k failed)",
                        answer.evidence(300))
-    events = nvsmi.xid_events(answer.stdout)
-    if events:
-        return failed("gpu.xid", node.name, f"{len(events)} Xid event(s) since boot: {events[0]}",
-                      "$ " + answer.command + "\n" + "\n".join(events[:20]))
+    found = xids.events(answer.stdout)
+    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
+    recent = xids.recent(found, uptime, settings.xid_window_hours)
+    window = f"last {settings.xid_window_hours:g} h" if settings.xid_window_hours else "since boot"
+    fatal = [e for e in recent if e.kind in settings.xid_fail_classes]
+    evidence = f"$ {answer.command}  (uptime {uptime}s, window {window})\n" + "\n".join(
+        f"[{e.kind}] Xid {e.code} ({e.description}): {e.line}" for e in found[:30])
+    if fatal:
+        kinds = sorted({e.kind for e in fatal})
+        codes = ", ".join(sorted({f"{e.code} ({e.description})" for e in fatal}))
+        remedy = "; ".join(f"{k}: {xids.REMEDY[k]}" for k in kinds)
+        return failed("gpu.xid", node.name, f"{'/'.join(kinds)} Xid in the {window}: {codes}", evidence, remedy)
+    if found:
+        other = len(found) - len(recent)
+        return passed("gpu.xid", node.name, f"no failing Xid in the {window} ({len(recent)} application Xid(s) "
+                      f"in it, {other} older)", evidence)
     return passed("gpu.xid", node.name, "no Xid since boot")
 
 
 # ---------------------------------------------------------------- topology
 @check("topology.nvlink", "every GPU has the node class's NVLink links up (nvidia-smi nvlink -s)",
-       "Reseat the NVLink bridge (PCIe) or check the baseboard (SXM); run the field diagnostics.")
+       "Reseat the NVLink bridge (PCIe) or check the baseboard (SXM); run the field diagnostics.",
+       depends=GPU_VIEW)
 def nvlink(node: Node) -> Check:
     want = node.node_class.nvlink_links_per_gpu
     if not want:
         return skipped("topology.nvlink", node.name, "the node class expects no NVLink (nvlink_links_per_gpu: 0)")
-    node.smi  # noqa: B018
+    gpus = [g for g in node.smi.gpus if not g.mig_enabled]
+    in_mig = [g.index for g in node.smi.gpus if g.mig_enabled]
+    if not gpus:
+        return skipped("topology.nvlink", node.name, "every GPU is in MIG mode: the driver does not report NVLink "
+                       "state per link there (see gpu.mig)")
     answer = node.run("nvidia-smi nvlink -s")
     if not answer.ok:
         return failed("topology.nvlink", node.name, f"nvidia-smi nvlink -s failed (exit {answer.rc})",
                       answer.evidence())
     links = nvsmi.parse_nvlink_status(answer.stdout)
     problems = []
-    for gpu in node.smi.gpus:
+    for gpu in gpus:
         up = sum(links.get(gpu.index, {}).values())
         if up < want:
             down = [str(n) for n, ok in sorted(links.get(gpu.index, {}).items()) if not ok]
             problems.append(f"GPU {gpu.index}: {up}/{want} links up" + (f" (down: {','.join(down)})" if down else ""))
+    skipped_note = f"; GPU {','.join(map(str, in_mig))} in MIG mode, not counted" if in_mig else ""
     if problems:
-        return failed("topology.nvlink", node.name, "; ".join(problems), answer.evidence())
-    return passed("topology.nvlink", node.name, f"{want} links up on each GPU", answer.evidence(600))
+        return failed("topology.nvlink", node.name, "; ".join(problems) + skipped_note, answer.evidence())
+    return passed("topology.nvlink", node.name, f"{want} links up on each GPU{skipped_note}", answer.evidence(600))
+
+
+@check("topology.nvlink_errors", "no NVLink replay, recovery or CRC errors beyond the limit (nvidia-smi nvlink -e)",
+       "Errors on one link: reseat the bridge or report the baseboard; run dcgmi diag -r 3; RMA if they grow.",
+       depends=GPU_VIEW)
+def nvlink_errors(node: Node) -> Check:
+    if not node.node_class.nvlink_links_per_gpu:
+        return skipped("topology.nvlink_errors", node.name, "the node class expects no NVLink")
+    answer = node.run("nvidia-smi nvlink -e")
+    if not answer.ok:
+        return skipped("topology.nvlink_errors", node.name,
+                       f"nvidia-smi nvlink -e does not answer here (exit {answer.rc})", answer.evidence(300))
+    counters = nvsmi.parse_nvlink_errors(answer.stdout)
+    limit = node.settings.node_checks.nvlink_error_limit
+    bad = [f"GPU {g} link {link}: {name}={value}" for (g, link, name), value in sorted(counters.items())
+           if value > limit]
+    if bad:
+        return failed("topology.nvlink_errors", node.name, f"{len(bad)} NVLink counter(s) over {limit}: "
+                      + "; ".join(bad[:6]), answer.evidence(2000))
+    return passed("topology.nvlink_errors", node.name, f"{len(counters)} counters read, none over {limit}",
+                  answer.evidence(600))
 
 
 @check("topology.p2p", "peer-to-peer reads possible between the class's GPU pairs (nvidia-smi topo -p2p r)",
-       "Attach NVLink-bridged GPUs together; enable ATS/ACS settings for peer-to-peer (seed 003).")
+       "Attach NVLink-bridged GPUs together; enable ATS/ACS settings for peer-to-peer (seed 003).",
+       depends=GPU_VIEW)
 def p2p(node: Node) -> Check:
     pairs = node.node_class.p2p_pairs
     if not pairs:
         return skipped("topology.p2p", node.name, "the node class names no p2p_pairs")
-    node.smi  # noqa: B018
     answer = node.run("nvidia-smi topo -p2p r")
     if not answer.ok:
         return failed("topology.p2p", node.name, f"nvidia-smi topo -p2p r failed (exit {answer.rc})",
@@ -274,7 +494,8 @@ VECTOR_ADD_PASS = "Test PASSED"
 
 
 @check("compute.vector_add", "a vector add passes on every GPU (cuda-samples vectorAdd, cupy or torch)",
-       "Install the CUDA samples (vectorAdd) or a CUDA Python library; a failure on one GPU points at that GPU.")
+       "Install the CUDA samples (vectorAdd) or a CUDA Python library; a failure on one GPU points at that GPU.",
+       depends=GPU_VIEW)
 def vector_add(node: Node) -> Check:
     gpus = node.smi.gpus
     if not gpus:
@@ -309,7 +530,8 @@ VECTOR_ADD_COMMAND = (
 
 # ---------------------------------------------------------------- node
 @check("node.devices", "/dev/nvidiactl, /dev/nvidia-uvm and one /dev/nvidiaN per GPU are character devices",
-       "Load nvidia-uvm and create the nodes: nvidia-modprobe -u -c=0 (or reboot after installing the driver).")
+       "Load nvidia-uvm and create the nodes: nvidia-modprobe -u -c=0 (or reboot after installing the driver).",
+       depends=("driver.nvidia_module",))
 def devices(node: Node) -> Check:
     try:
         minors = [g.minor for g in node.smi.gpus]
@@ -376,8 +598,8 @@ def device_plugin_socket(node: Node) -> Check:
                   "is not serving on this node")
 
 
-@check("node.ib_ports", "on fabric nodes every listed IB port is Active (ibstat)",
-       "Check the cable and the subnet manager (opensm); ibdev2netdev maps ports; ibstat shows the state.")
+@check("node.ib_ports", "on fabric nodes every listed IB port is Active at the node class's rate (ibstat)",
+       "Check the cable and the subnet manager (opensm); ibdev2netdev maps ports; ibstat shows the state and rate.")
 def ib_ports(node: Node) -> Check:
     fabric = node.node_class.fabric
     if fabric is None or not fabric.ports:
@@ -385,14 +607,47 @@ def ib_ports(node: Node) -> Check:
     problems, evidence = [], []
     for port in fabric.ports:
         answer = node.run(_ibstat(port))
+        if answer.rc == 127:
+            return skipped("node.ib_ports", node.name, "ibstat is not installed (install infiniband-diags)")
         evidence.append(answer.evidence(500))
-        states = [line.split(":", 1)[1].strip() for line in answer.stdout.splitlines()
-                  if line.strip().startswith("State:")]
-        if not answer.ok or not states or any(s != "Active" for s in states):
-            problems.append(f"{port}: {', '.join(states) or f'ibstat exit {answer.rc}'}")
+        ports = nvsmi.parse_ibstat(answer.stdout)
+        if not answer.ok or not ports:
+            problems.append(f"{port}: ibstat exit {answer.rc}")
+            continue
+        for number, facts in sorted(ports.items()):
+            state, rate = facts.get("State", "?"), _int_or_none(facts.get("Rate", ""))
+            if state != "Active":
+                problems.append(f"{port} port {number}: {state}")
+            elif fabric.rate_gbps and (rate or 0) < fabric.rate_gbps:
+                problems.append(f"{port} port {number}: rate {rate} Gb/s < node class {fabric.rate_gbps}")
     if problems:
-        return failed("node.ib_ports", node.name, "ports not Active: " + "; ".join(problems), "\n".join(evidence))
-    return passed("node.ib_ports", node.name, f"{len(fabric.ports)} port(s) Active", "\n".join(evidence))
+        return failed("node.ib_ports", node.name, "ports not as expected: " + "; ".join(problems),
+                      "\n".join(evidence))
+    rate = f" at >= {fabric.rate_gbps} Gb/s" if fabric.rate_gbps else ""
+    return passed("node.ib_ports", node.name, f"{len(fabric.ports)} port(s) Active{rate}", "\n".join(evidence))
+
+
+def _int_or_none(value: str) -> int | None:
+    try:
+        return int(float(value))
+    except ValueError:
+        return None
+
+
+@check("node.ib_flapping", "on fabric nodes, no InfiniBand/RDMA link went down since boot (kernel log)",
+       "A port that goes down and up is a bad cable, transceiver or switch port: reseat or replace it.")
+def ib_flapping(node: Node) -> Check:
+    fabric = node.node_class.fabric
+    if fabric is None or not fabric.ports:
+        return skipped("node.ib_flapping", node.name, "the node class has no fabric ports")
+    log = node.run("dmesg")
+    if not log.ok:
+        return skipped("node.ib_flapping", node.name, "the kernel log cannot be read here", log.evidence(300))
+    downs = nvsmi.link_down_events(log.stdout, fabric.ports)
+    if downs:
+        return failed("node.ib_flapping", node.name, f"{len(downs)} link-down event(s) on the fabric since boot",
+                      "$ dmesg | grep link down\n" + "\n".join(downs[:20]))
+    return passed("node.ib_flapping", node.name, "no fabric link-down event since boot")
 
 
 @check("node.ats", "on fabric nodes with ats: true, ATS is enabled on the NIC (mlxconfig)",
@@ -412,6 +667,104 @@ def ats(node: Node) -> Check:
     if problems:
         return failed("node.ats", node.name, "ATS not enabled: " + "; ".join(problems), "\n".join(evidence))
     return passed("node.ats", node.name, f"ATS enabled on {len(devices)} device(s)", "\n".join(evidence))
+
+
+@check("node.peermem", "on GPUDirect RDMA fabric nodes the nvidia_peermem module is loaded (lsmod)",
+       "modprobe nvidia_peermem and add it to /etc/modules-load.d (NVIDIA GPUDirect RDMA guide; the GPU Operator "
+       "sets driver.rdma.enabled).", depends=("driver.nvidia_module",))
+def peermem(node: Node) -> Check:
+    fabric = node.node_class.fabric
+    if fabric is None or not fabric.gpudirect_rdma:
+        return skipped("node.peermem", node.name, "the node class does not ask for GPUDirect RDMA")
+    modules = nvsmi.parse_lsmod(node.modules.stdout)
+    loaded = [m for m in ("nvidia_peermem", "nv_peer_mem") if m in modules]
+    if loaded:
+        return passed("node.peermem", node.name, f"{loaded[0]} loaded")
+    return failed("node.peermem", node.name, "nvidia_peermem is not loaded: GPUDirect RDMA is off",
+                  node.modules.evidence(600))
+
+
+@check("node.fabric_manager", "on NVSwitch (HGX/DGX) nodes nvidia-fabricmanager is active and every GPU's fabric "
+       "state is Completed/Success",
+       "Install nvidia-fabricmanager of the same version as the driver and systemctl enable --now "
+       "nvidia-fabricmanager; journalctl -u nvidia-fabricmanager says why it stopped.", depends=GPU_VIEW)
+def fabric_manager(node: Node) -> Check:
+    if not node.node_class.nvswitch:
+        return skipped("node.fabric_manager", node.name, "the node class has no NVSwitch (nvswitch: false)")
+    service = node.run(FABRIC_MANAGER_COMMAND)
+    problems = []
+    if service.stdout.strip() != "active":
+        problems.append(f"nvidia-fabricmanager is {service.stdout.strip() or 'not installed'}")
+    # Hopper and later report their NVSwitch fabric registration in the XML (<fabric><state>, <status>).
+    states = {g.index: (g.fabric_state, g.fabric_status) for g in node.smi.gpus}
+    problems += [f"GPU {i}: fabric {state}/{status}" for i, (state, status) in states.items()
+                 if state not in nvsmi.NOT_AVAILABLE
+                 and (state != "Completed" or status not in ("Success", *nvsmi.NOT_AVAILABLE))]
+    evidence = service.evidence(300) + "\nfabric state/status per GPU: " + ", ".join(
+        f"{i}={a or 'N/A'}/{b or 'N/A'}" for i, (a, b) in states.items())
+    if problems:
+        return failed("node.fabric_manager", node.name, "; ".join(problems), evidence)
+    return passed("node.fabric_manager", node.name, "nvidia-fabricmanager active, fabric registration complete",
+                  evidence)
+
+
+@check("diag.dcgm", "DCGM diagnostics pass (dcgmi diag -r 1, JSON) when DCGM is installed",
+       "Read the failing test's message in the evidence; dcgmi diag -r 3 runs the longer tests; "
+       "NVIDIA's DCGM user guide lists each test's remedy.", depends=GPU_VIEW)
+def dcgm_diag(node: Node) -> Check:
+    answer = node.run(DCGM_COMMAND)
+    if "== no dcgmi" in answer.stdout:
+        return skipped("diag.dcgm", node.name, "DCGM not installed: install datacenter-gpu-manager from NVIDIA's "
+                       "CUDA repository and start nvidia-dcgm to run dcgmi diag")
+    try:
+        results = nvsmi.parse_dcgm_diag(answer.stdout)
+    except nvsmi.ParseError as e:
+        return failed("diag.dcgm", node.name, f"dcgmi diag did not answer in JSON (exit {answer.rc}): {e}",
+                      answer.evidence(1500))
+    failing = [f"{name}: {status}" for name, status in results if status.lower() in ("fail", "failed")]
+    if failing:
+        return failed("diag.dcgm", node.name, "dcgmi diag -r 1 failed: " + "; ".join(failing[:6]),
+                      answer.evidence(3000))
+    return passed("diag.dcgm", node.name, f"dcgmi diag -r 1: {len(results)} result(s), none failed",
+                  answer.evidence(800))
+
+
+@check("perf.nccl_allreduce", "NCCL all-reduce bus bandwidth within the node (nccl-tests all_reduce_perf) at "
+       "least the model's reference", "Check NVLink/NVSwitch health (topology.nvlink, node.fabric_manager) and "
+       "that no other job runs; compare with the reference table in docs/node-checks.md.", depends=GPU_VIEW)
+def nccl_allreduce(node: Node) -> Check:
+    return _bandwidth(node, "perf.nccl_allreduce", NCCL_COMMAND, "nccl_allreduce_busbw",
+                      "nccl-tests not installed: build all_reduce_perf from github.com/NVIDIA/nccl-tests and put it "
+                      "on PATH", nvsmi.parse_nccl_busbw)
+
+
+@check("perf.h2d_bandwidth", "host-to-device copy bandwidth per GPU (nvbandwidth) at least the PCIe reference",
+       "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link.",
+       depends=GPU_VIEW)
+def h2d_bandwidth(node: Node) -> Check:
+    return _bandwidth(node, "perf.h2d_bandwidth", NVBANDWIDTH_COMMAND, "h2d_bandwidth",
+                      "nvbandwidth not installed: build it from github.com/NVIDIA/nvbandwidth and put it on PATH",
+                      nvsmi.parse_nvbandwidth_h2d)
+
+
+def _bandwidth(node: Node, id: str, command: str, metric: str, hint: str,
+               parse: Callable[[str], float | None]) -> Check:
+    answer = node.run(command)
+    if "== not installed" in answer.stdout:
+        return skipped(id, node.name, hint)
+    value = parse(answer.stdout)
+    if value is None:
+        return failed(id, node.name, f"no bandwidth figure in the output (exit {answer.rc})", answer.evidence(1500))
+    gpus = node.smi.gpus
+    ref = references.lookup(gpus[0].name if gpus else "", metric, gpus[0] if gpus else None)
+    if ref is None:
+        return passed(id, node.name, f"{value:g} GB/s (no reference for this model: recorded, not judged)",
+                      answer.evidence(800))
+    evidence = f"{answer.evidence(800)}\nreference: {ref.describe()}"
+    if value < ref.lower:
+        return failed(id, node.name, f"{value:g} GB/s < lower bound {ref.lower:g} {ref.unit} "
+                      f"(target {ref.target:g})", evidence)
+    return passed(id, node.name, f"{value:g} GB/s (target {ref.target:g}, lower {ref.lower:g})", evidence)
 
 
 CHECK_IDS = [c.id for c in CATALOGUE]
@@ -437,6 +790,7 @@ def prefetch_commands(node: Node) -> list[str]:
 
 #: The fixed commands the catalogue runs, sent to a host in one round trip before the checks.
 PREFETCH = [MODULES_COMMAND, "nvidia-smi -q -x",
-            f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader",
-            "dmesg", "nvidia-smi nvlink -s", "nvidia-smi topo -p2p r", "getenforce", DEVICES_COMMAND,
-            LABELS_COMMAND, VECTOR_ADD_COMMAND, KUBELET_COMMAND, SOCKET_COMMAND]
+            "dmesg", UPTIME_COMMAND, LSPCI_COMMAND, "nvidia-smi nvlink -s", "nvidia-smi nvlink -e",
+            "nvidia-smi topo -p2p r", "getenforce", DEVICES_COMMAND, LABELS_COMMAND, VECTOR_ADD_COMMAND,
+            KUBELET_COMMAND, SOCKET_COMMAND, FABRIC_MANAGER_COMMAND, DCGM_COMMAND, NCCL_COMMAND,
+            NVBANDWIDTH_COMMAND]

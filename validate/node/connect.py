@@ -1,35 +1,67 @@
-"""Reach a host the way the inventory says: Ansible's connection variables to a testinfra host."""
+"""Reach a host the way Ansible would from the inventory: its connection variables to a testinfra host.
+
+Read as Ansible's ssh connection plugin reads them: ``ansible_host``, ``ansible_port``, ``ansible_user``
+(unset: ssh's own default and ~/.ssh/config, never an assumed root), ``ansible_ssh_private_key_file``,
+``ansible_ssh_common_args`` and ``ansible_ssh_extra_args`` (ProxyJump/ProxyCommand jump hosts go there),
+``ansible_host_key_checking`` (else ``ANSIBLE_HOST_KEY_CHECKING``, else on, Ansible's default), and
+``ansible_become`` with ``ansible_become_user`` / ``ansible_become_method`` (sudo, non-interactive).
+"""
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 from typing import Any
 
 from gpuready.core.errors import BadInput
 
-SSH_OPTIONS = ("-o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
-               "-o ServerAliveInterval=5 -o ServerAliveCountMax=2")
+SSH_OPTIONS = "-o BatchMode=yes -o LogLevel=ERROR -o ServerAliveInterval=5 -o ServerAliveCountMax=2"
+NO_HOST_KEY_CHECKING = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+FALSE = ("0", "false", "no", "off", "n", "f")
 
 
-def connection_spec(name: str, variables: dict[str, Any]) -> dict[str, Any]:
+def _flag(value: Any, default: bool) -> bool:
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() not in FALSE
+
+
+def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, Any]:
     """The parts of a host's Ansible variables that say how to reach it (plain values, JSON-able)."""
+    environ = os.environ if environ is None else environ
     connection = variables.get("ansible_connection", "ssh")
     if name in ("localhost", "127.0.0.1") and "ansible_connection" not in variables:
         connection = "local"
     if connection not in ("ssh", "smart", "paramiko", "local"):
         raise BadInput(f"host {name}: ansible_connection {connection!r} is not supported by validate gpu-node "
                        "(ssh or local)")
+    become = _flag(variables.get("ansible_become"), False)
+    method = str(variables.get("ansible_become_method", "sudo"))
+    if become and method != "sudo":
+        raise BadInput(f"host {name}: ansible_become_method {method!r} is not supported by validate gpu-node "
+                       "(sudo)")
+    checking = variables.get("ansible_host_key_checking", variables.get("ansible_ssh_host_key_checking"))
     spec = {"name": name, "connection": "local" if connection == "local" else "ssh",
             "address": str(variables.get("ansible_host", name)),
             "port": int(variables.get("ansible_port", 22)),
-            "user": str(variables.get("ansible_user", "root")),
+            "user": str(variables.get("ansible_user", "") or ""),
             "key": str(variables.get("ansible_ssh_private_key_file", "") or ""),
-            "extra": str(variables.get("ansible_ssh_common_args", "") or "")}
-    for key in ("address", "user", "key", "extra"):
+            "extra": " ".join(str(variables.get(k, "") or "") for k in ("ansible_ssh_common_args",
+                                                                         "ansible_ssh_extra_args")).strip(),
+            "host_key_checking": _flag(checking, _flag(environ.get("ANSIBLE_HOST_KEY_CHECKING"), True)),
+            "become_user": str(variables.get("ansible_become_user", "root")) if become else ""}
+    for key in ("address", "user", "key", "extra", "become_user"):
         if "{{" in spec[key]:
             raise BadInput(f"host {name}: {key} is templated ({spec[key]!r}); validate gpu-node needs plain values")
     return spec
+
+
+def ssh_args(spec: dict[str, Any]) -> str:
+    return " ".join(filter(None, [SSH_OPTIONS, "" if spec["host_key_checking"] else NO_HOST_KEY_CHECKING,
+                                  spec["extra"]]))
 
 
 def testinfra_host(spec: dict[str, Any], timeout: int) -> Any:
@@ -37,16 +69,25 @@ def testinfra_host(spec: dict[str, Any], timeout: int) -> Any:
 
     if spec["connection"] == "local":
         return testinfra.get_host("local://")
-    extra = f"{SSH_OPTIONS} {spec['extra']}".strip()
     # No ControlMaster: the catalogue's commands travel in one batch (Node.prefetch), so a host costs one
     # handshake anyway, and a master forked by testinfra would hold its output pipe open for ControlPersist.
-    kwargs: dict[str, Any] = {"ssh_extra_args": extra, "timeout": timeout, "controlpersist": 0}
+    kwargs: dict[str, Any] = {"ssh_extra_args": ssh_args(spec), "timeout": timeout, "controlpersist": 0}
     if spec["key"]:
         kwargs["ssh_identity_file"] = str(Path(spec["key"]).expanduser())
-    return testinfra.get_host(f"ssh://{spec['user']}@{spec['address']}:{spec['port']}", **kwargs)
+    user = f"{spec['user']}@" if spec["user"] else ""
+    return testinfra.get_host(f"ssh://{user}{spec['address']}:{spec['port']}", **kwargs)
+
+
+def become(spec: dict[str, Any], script: str) -> str:
+    """``script`` as the become user (sudo -n: a password prompt fails at once instead of hanging)."""
+    if not spec.get("become_user"):
+        return script
+    return f"sudo -n -H -u {shlex.quote(spec['become_user'])} -- sh -c {shlex.quote(script)}"
 
 
 def describe(spec: dict[str, Any]) -> str:
     if spec["connection"] == "local":
         return "local"
-    return f"ssh {shlex.quote(spec['user'])}@{spec['address']}:{spec['port']}"
+    user = f"{shlex.quote(spec['user'])}@" if spec["user"] else ""
+    return f"ssh {user}{spec['address']}:{spec['port']}" + (f" (become {spec['become_user']})"
+                                                             if spec.get("become_user") else "")

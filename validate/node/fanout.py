@@ -6,6 +6,7 @@ the others go on.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gpuready.core.errors import Cancelled
 from gpuready.core.results import Check, errored
 from gpuready.validate.node import connect
-from gpuready.validate.node.checks import CATALOGUE, prefetch_commands, run_check
+from gpuready.validate.node.checks import prefetch_commands, run_catalogue
 from gpuready.validate.node.node import Node
 
 if TYPE_CHECKING:
@@ -48,14 +49,15 @@ class HostDone:
 def validate_host(target: Target, settings: Settings, timeout: int,
                   only: set[str] | None = None, command_timeout: int = 60) -> list[Check]:
     host = connect.testinfra_host(target.spec, timeout)
-    node = Node(target.name, host, target.node_class, settings, command_timeout=command_timeout)
+    node = Node(target.name, host, target.node_class, settings, command_timeout=command_timeout,
+                wrap=functools.partial(connect.become, target.spec))
     try:
         node.prefetch(prefetch_commands(node))
     except ConnectionError as e:
         return [errored(REACH_ID, target.name, f"cannot reach {target.name} ({connect.describe(target.spec)}): "
                         f"{str(e)[:300]}", remedy="Check ansible_host/ansible_port/ansible_user and the SSH key; "
                         "ssh to the host by hand.")]
-    return [run_check(d, node) for d in CATALOGUE if only is None or d.id in only]
+    return run_catalogue(node, only)
 
 
 def run(targets: list[Target], settings: Settings, *, workers: int = 32, host_timeout: float = 120,

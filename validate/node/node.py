@@ -4,6 +4,7 @@ answers of the commands already run there (each command runs once per host, howe
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -55,11 +56,24 @@ class Node:
     settings: Settings
     #: Seconds one command may run on the host (killed there with timeout(1) when it has one).
     command_timeout: int = 60
+    #: Turns a command into what runs on the host (become: sudo -u <user>); identity when not becoming.
+    wrap: Callable[[str], str] = field(default=lambda command: command, repr=False)
     _answers: dict[str, Answer] = field(default_factory=dict, repr=False)
 
+    @classmethod
+    def recorded(cls, name: str, node_class: NodeClass, settings: Settings, answers: dict[str, str | Answer]
+                 ) -> Node:
+        """A node whose commands answer with recorded outputs (a command not recorded is not installed there)."""
+        node = cls(name, None, node_class, settings)
+        for command, answer in answers.items():
+            node._answers[command] = answer if isinstance(answer, Answer) else Answer(command, 0, answer, "")
+        return node
+
     def run(self, command: str) -> Answer:
+        if command not in self._answers and self.host is None:
+            return Answer(command, 127, "", f"sh: {command.split()[0]}: not found")
         if command not in self._answers:
-            result = self.host.run(command)
+            result = self.host.run(self.wrap(command))
             self._answers[command] = Answer(command, result.rc, result.stdout, result.stderr)
         return self._answers[command]
 
@@ -86,7 +100,7 @@ class Node:
         wrapper = (f"if command -v timeout >/dev/null 2>&1; then timeout -k 5 {self.command_timeout} sh -c {script}; "
                    f"else sh -c {script}; fi")
         try:
-            result = self.host.run(wrapper)
+            result = self.host.run(self.wrap(wrapper))
         except RuntimeError as e:  # testinfra's SSH backend raises on exit 255: ssh itself failed
             failure = e.args[0] if e.args else None
             raise ConnectionError(str(getattr(failure, "stderr", e)).strip()[:300]) from e

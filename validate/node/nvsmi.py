@@ -13,8 +13,13 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
-#: Clock-event reasons that mean the hardware is slowing the GPU down (not idle or app clocks).
+#: Clock-event reasons that mean the hardware is slowing the GPU down: a node fault (cooling, power).
 SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown")
+#: Reasons that are the GPU doing what it was told or saving power: reported, never a fault.
+BENIGN_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "sync_boost", "display_clocks_setting")
+#: Values nvidia-smi prints where a field does not apply or is not read on this GPU/driver.
+NOT_AVAILABLE = ("", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error")
+VERSION = re.compile(r"\d{3,}\.\d+(?:\.\d+)?")
 
 
 class ParseError(ValueError):
@@ -28,20 +33,44 @@ class Gpu:
     name: str
     bus_id: str
     persistence: str
-    volatile_uncorrectable: int | None
-    retired_pending: bool
-    remapped_pending: bool
+    #: Volatile (since the last driver load) uncorrectable counters by name; empty when ECC is off or N/A.
+    volatile_uncorrectable: dict[str, int] = field(default_factory=dict)
+    aggregate_uncorrectable: dict[str, int] = field(default_factory=dict)
+    ecc_mode: str = ""
+    sram_threshold_exceeded: bool = False
+    retired_sbe: int | None = None
+    retired_dbe: int | None = None
+    retired_pending: bool = False
+    remapped_pending: bool = False
+    remapped_failure: bool = False
+    #: Blackwell: an HBM channel or TPC repair waits for a reset.
+    repair_pending: list[str] = field(default_factory=list)
     slowdowns: list[str] = field(default_factory=list)
+    benign_reasons: list[str] = field(default_factory=list)
+    pcie_gen: int | None = None
     pcie_max_gen: int | None = None
     pcie_device_max_gen: int | None = None
+    pcie_host_max_gen: int | None = None
     pcie_width: int | None = None
     pcie_max_width: int | None = None
+    pcie_replays: int | None = None
+    mig_current: str = ""
+    mig_pending: str = ""
+    virtualization: str = ""
+    architecture: str = ""
+    fabric_state: str = ""
+    fabric_status: str = ""
+
+    @property
+    def mig_enabled(self) -> bool:
+        return self.mig_current == "Enabled"
 
 
 @dataclass
 class SmiLog:
     driver_version: str
     gpus: list[Gpu]
+    schema: str = ""
 
 
 def _text(node: ET.Element | None, path: str, default: str = "") -> str:
@@ -54,8 +83,15 @@ def _int(value: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def driver_version(raw: str) -> str:
+    """The version number in what nvidia-smi printed, whatever text a driver adds around it."""
+    match = VERSION.search(raw or "")
+    return match.group(0) if match else ""
+
+
 def parse_xml(text: str) -> SmiLog:
-    """``nvidia-smi -q -x``. Schema v8 to v12 (older drivers name the same fields differently)."""
+    """``nvidia-smi -q -x``, schema v8 to v13: the same facts under each schema's names."""
+    schema = re.search(r"nvsmi_device_(v\d+)\.dtd", text or "")
     try:
         # The DOCTYPE names a DTD file we never fetch; ElementTree does not resolve external entities.
         root = ET.fromstring(text.strip())
@@ -64,7 +100,8 @@ def parse_xml(text: str) -> SmiLog:
     if root.tag != "nvidia_smi_log":
         raise ParseError(f"nvidia-smi -q -x: root element is {root.tag!r}, not nvidia_smi_log")
     gpus = [_gpu(i, g) for i, g in enumerate(root.findall("gpu"))]
-    return SmiLog(driver_version=_text(root, "driver_version"), gpus=gpus)
+    return SmiLog(driver_version=driver_version(_text(root, "driver_version")), gpus=gpus,
+                  schema=schema.group(1) if schema else "")
 
 
 def _gpu(index: int, g: ET.Element) -> Gpu:
@@ -73,10 +110,7 @@ def _gpu(index: int, g: ET.Element) -> Gpu:
     prefix = "clocks_event_reason_"
     if reasons is None:  # drivers before 535 call them throttle reasons
         reasons, prefix = g.find("clocks_throttle_reasons"), "clocks_throttle_reason_"
-    slowdowns = [r for r in SLOWDOWN_REASONS if _text(reasons, prefix + r) == "Active"]
     remapped = g.find("remapped_rows")
-    remapped_pending = remapped is not None and (
-        _text(remapped, "remapped_row_pending") == "Yes" or _text(remapped, "remapped_row_failure") == "Yes")
     link = g.find("pci/pci_gpu_link_info")
     return Gpu(
         index=index,
@@ -84,26 +118,63 @@ def _gpu(index: int, g: ET.Element) -> Gpu:
         name=_text(g, "product_name"),
         bus_id=_text(g, "pci/pci_bus_id") or g.get("id", ""),
         persistence=_text(g, "persistence_mode"),
-        volatile_uncorrectable=_volatile_uncorrectable(g.find("ecc_errors/volatile")),
-        retired_pending=_text(g, "retired_pages/pending_retirement") == "Yes",
-        remapped_pending=remapped_pending,
-        slowdowns=slowdowns,
+        volatile_uncorrectable=uncorrectable_counts(g.find("ecc_errors/volatile")),
+        aggregate_uncorrectable=uncorrectable_counts(g.find("ecc_errors/aggregate")),
+        ecc_mode=_text(g, "ecc_mode/current_ecc"),
+        sram_threshold_exceeded=_text(g, "ecc_errors/aggregate/sram_threshold_exceeded") == "Yes",
+        retired_sbe=_int(_text(g, "retired_pages/multiple_single_bit_retirement/retired_count")),
+        retired_dbe=_int(_text(g, "retired_pages/double_bit_retirement/retired_count")),
+        retired_pending=_text(g, "retired_pages/pending_retirement") == "Yes"
+        or _text(g, "retired_pages/pending_blacklist") == "Yes",
+        remapped_pending=_text(remapped, "remapped_row_pending") == "Yes",
+        remapped_failure=_text(remapped, "remapped_row_failure") == "Yes",
+        repair_pending=[t for t in ("channel_repair_pending", "tpc_repair_pending")
+                        if _text(g, f"ecc_errors/{t}") == "Yes"],
+        slowdowns=[r for r in SLOWDOWN_REASONS if _text(reasons, prefix + r) == "Active"],
+        benign_reasons=[r for r in BENIGN_REASONS if _text(reasons, prefix + r) == "Active"],
+        pcie_gen=_int(_text(link, "pcie_gen/current_link_gen")),
         pcie_max_gen=_int(_text(link, "pcie_gen/max_link_gen")),
         pcie_device_max_gen=_int(_text(link, "pcie_gen/max_device_link_gen")),
+        pcie_host_max_gen=_int(_text(link, "pcie_gen/max_host_link_gen")),
         pcie_width=_int(_text(link, "link_widths/current_link_width")),
         pcie_max_width=_int(_text(link, "link_widths/max_link_width")),
+        pcie_replays=_int(_text(g, "pci/replay_counter")),
+        mig_current=_text(g, "mig_mode/current_mig"),
+        mig_pending=_text(g, "mig_mode/pending_mig"),
+        virtualization=_text(g, "gpu_virtualization_mode/virtualization_mode"),
+        architecture=_text(g, "product_architecture"),
+        fabric_state=_text(g, "fabric/state"),
+        fabric_status=_text(g, "fabric/status"),
     )
 
 
-def _volatile_uncorrectable(volatile: ET.Element | None) -> int | None:
-    """Sum of volatile uncorrectable counters; None when ECC is off or not reported."""
-    if volatile is None:
-        return None
-    counts = [_int(e.text or "") for e in volatile.iter() if e.tag.endswith("uncorrectable")]
-    # Schema before v11: <double_bit><total>n</total></double_bit>
-    counts += [_int(_text(volatile, "double_bit/total"))]
-    known = [c for c in counts if c is not None]
-    return sum(known) if known else None
+def uncorrectable_counts(section: ET.Element | None) -> dict[str, int]:
+    """Every uncorrectable counter of one ECC section, by name, whatever the schema calls it.
+
+    v11+: ``dram_uncorrectable``, ``sram_uncorrectable``; v13 splits SRAM into
+    ``sram_uncorrectable_parity`` and ``sram_uncorrectable_secded``; before v11 the counters sit
+    under ``<double_bit>`` per memory (``device_memory``, ``l2_cache``...) with a ``<total>``.
+    Counters reading N/A (ECC off, or not on this GPU) are left out.
+    """
+    if section is None:
+        return {}
+    counts: dict[str, int] = {}
+    for element in section:
+        if "uncorrectable" in element.tag and len(element) == 0:
+            value = _int(element.text or "")
+            if value is not None:
+                counts[element.tag] = value
+    double_bit = section.find("double_bit")
+    if double_bit is not None:
+        total = _int(_text(double_bit, "total"))
+        if total is not None:
+            counts["double_bit_total"] = total
+        else:
+            for part in double_bit:
+                value = _int(part.text or "")
+                if value is not None:
+                    counts[f"double_bit_{part.tag}"] = value
+    return counts
 
 
 def parse_query_csv(text: str, fields: list[str]) -> list[dict[str, str]]:
@@ -158,9 +229,100 @@ def parse_lsmod(text: str) -> set[str]:
     return names
 
 
-XID = re.compile(r"NVRM: Xid \((?P<where>[^)]*)\): (?P<code>\d+)")
+def parse_lspci_gpus(text: str) -> list[str]:
+    """``lspci -n -d 10de:``: bus ids (``1a:00.0``) of NVIDIA display controllers (class 0300 VGA, 0302 3D).
+
+    NVSwitches and bridges (class 0680, 0604) and audio functions (0403) are not GPUs.
+    """
+    found = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1].rstrip(":") in ("0300", "0302"):
+            bus = parts[0].lower()
+            found.append(bus.split(":", 1)[1] if bus.count(":") == 2 else bus)
+    return found
 
 
-def xid_events(kernel_log: str) -> list[str]:
-    """Kernel log lines reporting an Xid (GPU error) since boot."""
-    return [line.strip() for line in kernel_log.splitlines() if XID.search(line)]
+def parse_nvlink_errors(text: str) -> dict[tuple[int, int, str], int]:
+    """``nvidia-smi nvlink -e``: {(gpu, link, counter name): value}."""
+    counters: dict[tuple[int, int, str], int] = {}
+    current = None
+    for line in text.splitlines():
+        gpu = re.match(r"^GPU (\d+):", line)
+        if gpu:
+            current = int(gpu.group(1))
+            continue
+        match = re.match(r"^\s+Link (\d+):\s*([^:]+):\s*(\d+)\s*$", line)
+        if match and current is not None:
+            counters[(current, int(match.group(1)), match.group(2).strip())] = int(match.group(3))
+    return counters
+
+
+def parse_ibstat(text: str) -> dict[int, dict[str, str]]:
+    """``ibstat <ca>``: {port number: {"State": ..., "Rate": ..., ...}}."""
+    ports: dict[int, dict[str, str]] = {}
+    current = None
+    for line in text.splitlines():
+        port = re.match(r"^\s*Port (\d+):\s*$", line)
+        if port:
+            current = int(port.group(1))
+            ports[current] = {}
+            continue
+        if current is not None and ":" in line:
+            key, _, value = line.strip().partition(":")
+            ports[current][key.strip()] = value.strip()
+    return ports
+
+
+def link_down_events(kernel_log: str, ports: list[str]) -> list[str]:
+    """Kernel log lines where an RDMA device of ``ports`` (or its netdev) reported its link down."""
+    names = [re.escape(p) for p in ports]
+    pattern = re.compile(r"(" + "|".join(names) + r").*link (?:is )?(?:down|becomes? not ready)", re.IGNORECASE)
+    return [line.strip() for line in kernel_log.splitlines() if names and pattern.search(line)]
+
+
+def parse_dcgm_diag(text: str) -> list[tuple[str, str]]:
+    """``dcgmi diag -r N -j``: (test name, status) for every result in the JSON, whatever the DCGM version nests."""
+    import json
+
+    try:
+        data = json.loads(text[text.find("{"):]) if "{" in text else None
+    except json.JSONDecodeError as e:
+        raise ParseError(str(e)) from e
+    if not isinstance(data, dict):
+        raise ParseError("no JSON object")
+    found: list[tuple[str, str]] = []
+
+    def walk(value: object, name: str) -> None:
+        if isinstance(value, dict):
+            label = str(value.get("name") or value.get("test_name") or name)
+            status = value.get("status")
+            if isinstance(status, str):
+                found.append((label, status))
+            for child in value.values():
+                walk(child, label)
+        elif isinstance(value, list):
+            for child in value:
+                walk(child, name)
+
+    walk(data, "dcgm")
+    return found
+
+
+def parse_nccl_busbw(text: str) -> float | None:
+    """nccl-tests: the ``# Avg bus bandwidth    : 123.45`` line (GB/s)."""
+    match = re.search(r"Avg bus bandwidth\s*:\s*([\d.]+)", text)
+    return float(match.group(1)) if match else None
+
+
+def parse_nvbandwidth_h2d(text: str) -> float | None:
+    """nvbandwidth ``host_to_device_memcpy_ce``: the lowest per-GPU figure of its matrix (GB/s)."""
+    section = text.split("host_to_device_memcpy_ce", 1)[-1]
+    values = []
+    for line in section.splitlines():
+        if line.strip().startswith("SUM"):
+            break
+        cells = line.split()
+        if len(cells) > 1 and cells[0].isdigit():
+            values += [float(c) for c in cells[1:] if re.fullmatch(r"[\d.]+", c)]
+    return min(values) if values else None

@@ -6,7 +6,7 @@ a ``bin/`` of tools (``nvidia-smi``, ``lsmod``, ``dmesg``, ``getenforce``, ``ibs
 host's ``/dev/nvidia*`` (in its own mount namespace) with their SELinux labels. Put ``bin/``
 first on the host's PATH and every check reads the profile as if the GPUs were there.
 
-The outputs start from real recordings in tests/fixtures/gpu/recorded (see SOURCE.md there);
+The outputs start from real recordings in tests/fixtures/gpu/recorded (see SOURCES.md there);
 every edit a profile makes is listed in ``PROFILES`` and in the README (validate gpu-node, "Profiles and fixtures").
 """
 
@@ -240,6 +240,31 @@ def dmesg(profile: Profile) -> str:
             + "".join(line + "\n" for line in profile.xid_lines))
 
 
+#: The replayed dmesg stamps Xid lines this many seconds before the host's uptime when read, so the
+#: event stays inside the checks' time window whatever the lab machine's uptime.
+XID_AGE_SECONDS = 600
+
+
+def lspci(profile: Profile) -> str:
+    """``lspci -n -d 10de:`` of the profile's GPUs (every GPU of the model, a missing one included: it is
+    on the bus, nvidia-smi just does not see it)."""
+    model = MODELS[profile.model]
+    device = model.device_id[:4].lower()
+    return "".join(f"{model.bus_ids[i][9:].lower()} 0302: 10de:{device} (rev a1)\n" for i in range(profile.count))
+
+
+def nvlink_errors(profile: Profile) -> str:
+    """``nvidia-smi nvlink -e``: zero counters on every link (the layout of NVIDIA's nvidia-smi manual)."""
+    model = MODELS[profile.model]
+    lines = []
+    for n, i in enumerate(_visible(profile)):
+        lines.append(f"GPU {n}: {model.name} (UUID: GPU-{i:08x}-{model.device_id[:4].lower()}-4e00-a000-0000{i:08x})")
+        for link in range(model.nvlinks):
+            lines += [f"\t Link {link}: Replay Errors: 0", f"\t Link {link}: Recovery Errors: 0",
+                      f"\t Link {link}: CRC Errors: 0"]
+    return "\n".join(lines) + "\n"
+
+
 def ibstat(profile: Profile) -> str:
     rate = {"v100": "100", "a100": "100", "h100": "400"}[profile.model]
     return (f"CA 'mlx5_0'\n\tCA type: MT4123\n\tNumber of ports: 1\n\tFirmware version: 20.31.1014\n"
@@ -279,7 +304,8 @@ def build(profile_name: str, dest: Path) -> Path:
              "p2p.txt": p2p_matrix(profile), "lsmod.txt": LSMOD_NOUVEAU if profile.nouveau else LSMOD_NVIDIA,
              "dmesg.txt": dmesg(profile), "ibstat.txt": ibstat(profile), "mlxconfig.txt": mlxconfig_ats(profile),
              "vector-add.txt": (RECORDED / "vector-add.txt").read_text(), "profile.txt": profile.description + "\n",
-             "smi-failure.txt": SMI_DRIVER_FAILURE}
+             "smi-failure.txt": SMI_DRIVER_FAILURE, "lspci.txt": lspci(profile),
+             "nvlink-errors.txt": nvlink_errors(profile)}
     for name, text in files.items():
         (data / name).write_text(text)
     d = shlex.quote(str(data))
@@ -290,11 +316,17 @@ def build(profile_name: str, dest: Path) -> Path:
         smi = (f'case "$*" in\n  "-q -x") cat {d}/q.xml ;;\n  "{query}") cat {d}/query.csv ;;\n'
                f'  "--query-gpu=index --format=csv,noheader") cut -d, -f1 {d}/query.csv ;;\n'
                f'  "nvlink -s") cat {d}/nvlink.txt ;;\n  "topo -p2p r") cat {d}/p2p.txt ;;\n'
+               f'  "nvlink -e") cat {d}/nvlink-errors.txt ;;\n'
                f'  *) echo "replay: no recording for: nvidia-smi $*" >&2; exit 2 ;;\nesac\n')
     vector_add = (f"if [ ! -e /dev/nvidia${{CUDA_VISIBLE_DEVICES:-0}} ]; then\n"
                   f"  echo 'Failed to allocate device vector A (error code no CUDA-capable device is detected)!'\n"
                   f"  exit 1\nfi\ncat {d}/vector-add.txt\n")
-    tools = {"nvidia-smi": smi, "lsmod": f"cat {d}/lsmod.txt\n", "dmesg": f"cat {d}/dmesg.txt\n",
+    # Xid lines get a stamp XID_AGE_SECONDS before the host's uptime now (see XID_AGE_SECONDS).
+    dmesg_tool = (f"now=$(cut -d' ' -f1 /proc/uptime)\n"
+                  f"awk -v now=\"$now\" '/NVRM: Xid/ {{sub(/^\\[ *[0-9.]+\\]/, sprintf(\"[%12.6f]\", "
+                  f"now - {XID_AGE_SECONDS}))}} {{print}}' {d}/dmesg.txt\n")
+    tools = {"nvidia-smi": smi, "lsmod": f"cat {d}/lsmod.txt\n", "dmesg": dmesg_tool,
+             "lspci": f"cat {d}/lspci.txt\n",
              "getenforce": f"echo {profile.selinux}\n", "ibstat": f"cat {d}/ibstat.txt\n",
              "mlxconfig": f"cat {d}/mlxconfig.txt\n", "vectorAdd": vector_add}
     for name, body in tools.items():

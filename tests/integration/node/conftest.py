@@ -42,7 +42,7 @@ def start(root: Path, profiles: list[str], unreachable: bool = False) -> Iterato
             subnet = state["subnet"].rsplit(".", 1)[0]
             hosts["gpu_nodes"]["hosts"]["down-99"] = {
                 "ansible_host": f"{subnet}.250", "ansible_user": "root", "gpuready_node_class": "hgx-h100",
-                "ansible_ssh_private_key_file": state["key"]}
+                "ansible_ssh_private_key_file": state["key"], "ansible_host_key_checking": False}
             (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
         yield {**state, "inventory": inventory}
     finally:

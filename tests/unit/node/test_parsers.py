@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.validate.node import nvsmi, replay
+from gpuready.validate.node import nvsmi, replay, xid
 
 RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "recorded"
 
@@ -19,8 +19,9 @@ def test_recorded_a100_xml() -> None:
     assert gpu.bus_id == "00000000:01:00.0"
     assert gpu.minor == 1
     assert gpu.persistence == "Disabled"
-    assert gpu.volatile_uncorrectable == 0
+    assert gpu.volatile_uncorrectable == {"sram_uncorrectable": 0, "dram_uncorrectable": 0}
     assert (gpu.retired_pending, gpu.remapped_pending, gpu.slowdowns) == (False, False, [])
+    assert gpu.mig_enabled
     assert (gpu.pcie_max_gen, gpu.pcie_device_max_gen, gpu.pcie_width, gpu.pcie_max_width) == (4, 4, 16, 16)
 
 
@@ -35,7 +36,7 @@ def test_older_schema_throttle_reasons_and_double_bit_counts() -> None:
       <retired_pages><pending_retirement>Yes</pending_retirement></retired_pages></gpu></nvidia_smi_log>"""
     [gpu] = nvsmi.parse_xml(xml).gpus
     assert gpu.slowdowns == ["hw_slowdown"]
-    assert gpu.volatile_uncorrectable == 3
+    assert gpu.volatile_uncorrectable == {"double_bit_total": 3}
     assert gpu.retired_pending
 
 
@@ -56,8 +57,9 @@ def test_lsmod_xid_p2p_and_nvlink() -> None:
     assert {"nvidia", "nvidia_uvm"} <= nvsmi.parse_lsmod(replay.LSMOD_NVIDIA)
     assert "nvidia" not in nvsmi.parse_lsmod(replay.LSMOD_NOUVEAU)
     ecc = replay.PROFILES["ecc-errors"]
-    assert len(nvsmi.xid_events(replay.dmesg(ecc))) == 1
-    assert nvsmi.xid_events(replay.dmesg(replay.PROFILES["v100-x4"])) == []
+    [event] = xid.events(replay.dmesg(ecc))
+    assert (event.code, event.kind, event.seconds) == (48, "hardware", 8123.456789)
+    assert xid.events(replay.dmesg(replay.PROFILES["v100-x4"])) == []
     matrix = nvsmi.parse_p2p_matrix(replay.p2p_matrix(replay.PROFILES["a100-x4"]))
     assert (matrix[(0, 1)], matrix[(2, 3)], matrix[(0, 2)]) == ("OK", "OK", "CNS")
     links = nvsmi.parse_nvlink_status(replay.nvlink_status(replay.PROFILES["nvlink-down"]))

@@ -1,0 +1,98 @@
+"""A 1000-host run reads in one screen: a line per check with counts, failing hosts grouped by message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from gpuready.core import reports
+from gpuready.core.results import Check, RunResult, errored, failed, passed, skipped
+
+CHECKS = [
+    "driver.nvidia_smi",
+    "driver.version",
+    "gpu.count",
+    "gpu.ecc_volatile",
+    "gpu.pcie_link",
+    "gpu.xid",
+    "topology.nvlink",
+    "node.ib_ports",
+]
+HOSTS = [f"gn{i:04d}" for i in range(1000)]
+OLD_DRIVER = "driver 530.30.02 is installed, the inventory pins 535.54.03"
+ECC = "GPU 1 (00000000:1C:00.0): 2 volatile uncorrectable ECC errors (dram_uncorrectable=2)"
+
+
+def host_checks(i: int, host: str) -> list[Check]:
+    if i >= 997:  # three hosts unreachable: one error row each, nothing else
+        return [errored("host.reachable", host, f"cannot reach {host}: Connection timed out")]
+    rows = []
+    for id in CHECKS:
+        if id == "driver.version" and i % 100 == 7:
+            rows.append(failed(id, host, OLD_DRIVER, remedy="Provision the pinned driver."))
+        elif id == "gpu.ecc_volatile" and i in (13, 512):
+            rows.append(failed(id, host, ECC, remedy="Drain, reset, field diagnostics."))
+        elif id == "topology.nvlink" and i % 250 == 3:
+            rows.append(failed(id, host, f"GPU {i % 8}: 17/18 links up (down: 3)"))
+        elif id == "node.ib_ports":
+            rows.append(skipped(id, host, "the node class has no fabric ports"))
+        else:
+            rows.append(passed(id, host, "ok"))
+    return rows
+
+
+def big_run() -> RunResult:
+    run = RunResult(command="validate gpu-node", inventory="inventories/site")
+    for i, host in enumerate(HOSTS):
+        run.add(*host_checks(i, host))
+    return run
+
+
+def render(run: RunResult, verbose: bool = False) -> str:
+    console = Console(record=True, width=200, color_system=None, force_terminal=False)
+    reports.print_table(run, console, verbose=verbose)
+    return console.export_text()
+
+
+def test_thousand_hosts_fit_one_screen_grouped_by_message() -> None:
+    run = big_run()
+    text = render(run)
+    lines = text.splitlines()
+    assert len(lines) < 60, text  # one line per check plus the grouped failures, not 8000 rows
+    assert "1000 host(s)" in lines[0]
+    [version] = [line for line in lines if line.lstrip("│ ").startswith("driver.version")]
+    cells = [c.strip() for c in version.split("│")]
+    assert cells[1:6] == ["driver.version", "987", "10", "", ""]
+    assert "10: gn0007, gn0107, gn0207 +7 more — " + OLD_DRIVER in version
+    ecc = next(line for line in lines if line.lstrip("│ ").startswith("gpu.ecc_volatile"))
+    assert "2: gn0013, gn0512 — GPU 1 (00000000:1C:00.0)" in ecc
+    # Four distinct NVLink messages: three shown, the rest counted.
+    nvlink_rows = text[text.index("topology.nvlink") :].split("node.ib_ports")[0]
+    assert nvlink_rows.count("1: gn") == 3 and "1 more message(s)" in nvlink_rows
+    # Unreachable hosts name themselves in the message; they still make one group.
+    assert "error host.reachable on 3 host(s): gn0997, gn0998, gn0999" in text
+    assert "cannot reach <host>: Connection timed out" in text
+    # Details for failures only: no passed host is named anywhere.
+    assert "gn0001" not in text and "gn0500" not in text
+    assert "→ Provision the pinned driver." in text
+
+
+def test_the_flag_shows_every_host_row() -> None:
+    run = RunResult(command="validate gpu-node")
+    for i, host in enumerate(HOSTS[:40]):
+        run.add(*host_checks(i, host))
+    assert "gn0030" not in render(run)
+    assert "gn0030" in render(run, verbose=True)
+
+
+def test_report_md_has_the_same_shape(tmp_path: Path) -> None:
+    run = big_run()
+    reports.write_all(run, tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert len(report.splitlines()) < 120
+    assert "| driver.version | 987 | 10 | 0 | 0 | 10: gn0007, gn0107, gn0207 +7 more — " + OLD_DRIVER in report
+    assert "### gpu.ecc_volatile — failed on 2 host(s)" in report and "- hosts: gn0013, gn0512" in report
+    assert "gn0500" not in report
+    reports.write_all(run, tmp_path, every_row=True)
+    assert "| gn0500 | gpu.count | passed | ok |" in (tmp_path / "report.md").read_text()

@@ -1,0 +1,328 @@
+"""The catalogue judged on real ``nvidia-smi -q -x`` captures of many GPUs, drivers and schemas.
+
+Each capture is a node as it was recorded: only nvidia-smi and lsmod answer, none of the optional
+tools (vectorAdd, DCGM, nccl-tests, nvbandwidth) is installed, the node class is the capture's own
+model and count. Every check's verdict is asserted per capture; faults are one named field edit of a
+real capture, made here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuready.core.settings import NodeChecks, NodeClass, Settings
+from gpuready.validate.node import checks, nvsmi, replay
+from gpuready.validate.node.checks import CHECK_IDS, run_catalogue
+from gpuready.validate.node.node import Answer, Node
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
+CAPTURES = {p.name: p for p in sorted(FIXTURES.glob("*/*.xml"))}
+
+#: What a host without the optional tools prints for the catalogue's own probe commands.
+BARE = {
+    checks.VECTOR_ADD_COMMAND: "== no program\n",
+    checks.DCGM_COMMAND: "== no dcgmi\n",
+    checks.NCCL_COMMAND: "== not installed\n",
+    checks.NVBANDWIDTH_COMMAND: "== not installed\n",
+}
+
+#: Verdicts on a node with the driver loaded and nothing else declared by its class.
+BASE = dict.fromkeys(CHECK_IDS, "skipped") | {
+    "driver.nouveau_absent": "passed",
+    "driver.nvidia_module": "passed",
+    "driver.nvidia_smi": "passed",
+    "driver.version": "passed",
+    "gpu.count": "passed",
+    "gpu.model": "passed",
+    "gpu.persistence": "passed",
+    "gpu.ecc_volatile": "passed",
+    "gpu.retired_pages": "passed",
+    "gpu.throttle": "passed",
+    "gpu.pcie_link": "passed",
+    "gpu.pcie_replay": "passed",
+    "node.devices": "passed",
+}
+
+#: Per capture: what differs from BASE, and why (the capture's own facts).
+EXPECTED: dict[str, dict[str, str]] = {
+    # Persistence mode Disabled as recorded: nobody enabled nvidia-persistenced on these hosts.
+    "a100-sxm4-80gb-535.54.03.q.xml": {"gpu.persistence": "failed"},
+    "a100-sxm4-v12.xml": {"gpu.persistence": "failed"},
+    "a10g.xml": {"gpu.persistence": "failed"},
+    "gtx-1660-ti.xml": {"gpu.persistence": "failed"},
+    "quadro-p400.xml": {"gpu.persistence": "failed"},
+    "tesla-t4.xml": {"gpu.persistence": "failed"},
+    # Schema v10 without <driver_version>: the version cannot be told, so it is skipped, not failed.
+    "gtx-1070-ti.xml": {"driver.version": "skipped"},
+    "quadro-p2000-v12.xml": {},
+    "rtx-3060-v12.xml": {},
+    "rtx-3080-v12.xml": {},  # persistence N/A (a Windows passthrough guest): not a failure
+    "rtx-3090-v12.xml": {},
+    "rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml": {},  # gen5 GPU in a gen4 host: reported, not failed
+}
+
+
+def devices_listing(xml: str) -> str:
+    """What the devices probe prints on a host where the driver made its device files (one per GPU minor)."""
+    minors = [g.minor for g in nvsmi.parse_xml(xml).gpus]
+    return "".join(
+        f"{p} character\n" for p in ["/dev/nvidiactl", "/dev/nvidia-uvm", *(f"/dev/nvidia{m}" for m in minors)]
+    )
+
+
+def node_for(xml: str, name: str = "node", dmesg: str | None = None, **node_class: object) -> Node:
+    log = nvsmi.parse_xml(xml)
+    nc = NodeClass(**{"gpu_model": log.gpus[0].name, "gpu_count": len(log.gpus), **node_class})
+    driver = log.driver_version or "535.54.03"
+    settings = Settings(
+        node_classes={"c": nc}, container_runtime="none", driver={"branch": driver.split(".")[0], "version": driver}
+    )
+    answers: dict[str, str | Answer] = {
+        "nvidia-smi -q -x": xml,
+        checks.MODULES_COMMAND: replay.LSMOD_NVIDIA,
+        checks.DEVICES_COMMAND: devices_listing(xml),
+        **BARE,
+    }
+    if dmesg is not None:
+        answers |= {"dmesg": dmesg, checks.UPTIME_COMMAND: "5100.00 10000.00\n"}
+    return Node.recorded(name, nc, settings, answers)
+
+
+def verdicts(node: Node) -> dict[str, str]:
+    return {c.id: c.status for c in run_catalogue(node)}
+
+
+def edit(xml: str, path: str, value: str, gpu: int = 0) -> str:
+    """One named field edit of a capture: the text of ``<gpu>[gpu]/path``."""
+    import xml.etree.ElementTree as ET
+
+    head, _, body = xml.partition("<nvidia_smi_log>")
+    root = ET.fromstring("<nvidia_smi_log>" + body)
+    element = root.findall("gpu")[gpu].find(path)
+    assert element is not None, f"{path} not in this capture"
+    element.text = value
+    return head + ET.tostring(root, encoding="unicode")
+
+
+def capture(name: str) -> str:
+    return CAPTURES[name].read_text()
+
+
+def test_every_capture_is_listed_with_its_expected_verdicts() -> None:
+    assert set(EXPECTED) == set(CAPTURES)
+    sources = (FIXTURES / "SOURCES.md").read_text()
+    for path in CAPTURES.values():
+        assert f"`{path.parent.name}/{path.name}`" in sources, f"{path.name} has no SOURCES.md row"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_check_on_every_capture(name: str) -> None:
+    got = verdicts(node_for(capture(name)))
+    assert got == BASE | EXPECTED[name]
+
+
+def test_schemas_and_generations_covered() -> None:
+    logs = {n: nvsmi.parse_xml(capture(n)) for n in CAPTURES}
+    assert {log.schema for log in logs.values()} >= {"v10", "v11", "v12", "v13"}
+    architectures = {g.architecture for log in logs.values() for g in log.gpus}
+    assert {"Pascal", "Turing", "Ampere", "Blackwell"} <= architectures
+
+
+# ---------------------------------------------------------------- ECC: every counter of every schema
+@pytest.mark.parametrize(
+    ("name", "counter"),
+    [
+        ("tesla-t4.xml", "dram_uncorrectable"),  # v11
+        ("a100-sxm4-v12.xml", "sram_uncorrectable"),  # v12
+        ("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml", "sram_uncorrectable_parity"),  # v13 splits SRAM
+        ("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml", "sram_uncorrectable_secded"),
+    ],
+)
+def test_one_volatile_uncorrectable_counter_fails_ecc(name: str, counter: str) -> None:
+    node = node_for(edit(capture(name), f"ecc_errors/volatile/{counter}", "1"))
+    [ecc] = [c for c in run_catalogue(node) if c.id == "gpu.ecc_volatile"]
+    assert ecc.status == "failed"
+    assert f"{counter}=1" in ecc.message
+
+
+def test_pre_v11_double_bit_total_counts() -> None:
+    xml = capture("quadro-p400.xml")  # schema before v11: <volatile><double_bit>...<total>
+    assert verdicts(node_for(edit(xml, "ecc_errors/volatile/double_bit/total", "3")))["gpu.ecc_volatile"] == "failed"
+
+
+def test_aggregate_only_is_reported_not_failed() -> None:
+    node = node_for(edit(capture("tesla-t4.xml"), "ecc_errors/aggregate/dram_uncorrectable", "4"))
+    [ecc] = [c for c in run_catalogue(node) if c.id == "gpu.ecc_volatile"]
+    assert ecc.status == "passed" and "4 uncorrectable in its lifetime" in ecc.message
+
+
+def test_sram_threshold_exceeded_fails() -> None:
+    xml = edit(
+        capture("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml"), "ecc_errors/aggregate/sram_threshold_exceeded", "Yes"
+    )
+    assert verdicts(node_for(xml))["gpu.ecc_volatile"] == "failed"
+
+
+# ---------------------------------------------------------------- retired pages, row remapping
+@pytest.mark.parametrize(
+    ("path", "value", "status"),
+    [
+        ("retired_pages/double_bit_retirement/retired_count", "59", "passed"),
+        ("retired_pages/double_bit_retirement/retired_count", "60", "failed"),  # NVIDIA's replacement threshold
+        ("retired_pages/multiple_single_bit_retirement/retired_count", "60", "failed"),
+        ("retired_pages/pending_retirement", "Yes", "failed"),
+        ("retired_pages/pending_blacklist", "Yes", "failed"),
+    ],
+)
+def test_retired_pages_on_t4(path: str, value: str, status: str) -> None:
+    assert verdicts(node_for(edit(capture("tesla-t4.xml"), path, value)))["gpu.retired_pages"] == status
+
+
+@pytest.mark.parametrize("field", ["remapped_row_pending", "remapped_row_failure"])
+def test_row_remapping_pending_or_failed(field: str) -> None:
+    node = node_for(edit(capture("a10g.xml"), f"remapped_rows/{field}", "Yes"))
+    [check] = [c for c in run_catalogue(node) if c.id == "gpu.retired_pages"]
+    assert check.status == "failed"
+    assert ("failed" if field.endswith("failure") else "pending") in check.message
+
+
+def test_blackwell_channel_repair_pending() -> None:
+    xml = edit(capture("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml"), "ecc_errors/channel_repair_pending", "Yes")
+    assert verdicts(node_for(xml))["gpu.retired_pages"] == "failed"
+
+
+# ---------------------------------------------------------------- PCIe
+def test_narrow_link_is_reported_not_failed_unless_declared() -> None:
+    xml = capture("tesla-t4.xml")  # a cloud T4 at x8 of x16
+    [link] = [c for c in run_catalogue(node_for(xml)) if c.id == "gpu.pcie_link"]
+    assert link.status == "passed" and "x8 of x16" in link.message
+    assert verdicts(node_for(xml, pcie_width=16))["gpu.pcie_link"] == "failed"
+    assert verdicts(node_for(xml, pcie_width=8))["gpu.pcie_link"] == "passed"
+
+
+def test_host_limited_generation() -> None:
+    xml = capture("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml")  # gen5 GPU, host max gen 4, idle at gen 1
+    [link] = [c for c in run_catalogue(node_for(xml)) if c.id == "gpu.pcie_link"]
+    assert link.status == "passed" and "host max gen 4" in link.message
+    assert verdicts(node_for(xml, pcie_gen=4))["gpu.pcie_link"] == "passed"  # idle gen 1 is not judged
+    assert verdicts(node_for(xml, pcie_gen=5))["gpu.pcie_link"] == "failed"
+
+
+def test_pcie_replays_over_the_limit() -> None:
+    xml = edit(capture("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml"), "pci/replay_counter", "5000")
+    assert verdicts(node_for(xml))["gpu.pcie_replay"] == "failed"
+
+
+# ---------------------------------------------------------------- persistence, driver, throttle, MIG
+def test_persistence_na_passes_disabled_fails() -> None:
+    assert verdicts(node_for(capture("rtx-3080-v12.xml")))["gpu.persistence"] == "passed"  # recorded N/A
+    assert (
+        verdicts(node_for(edit(capture("rtx-3060-v12.xml"), "persistence_mode", "N/A")))["gpu.persistence"] == "passed"
+    )
+
+
+@pytest.mark.parametrize(
+    "text", ["535.54.03", " 535.54.03 ", "535.54.03 (Requested functionality has been deprecated)", "Driver: 535.54.03"]
+)
+def test_driver_version_read_robustly(text: str) -> None:
+    xml = capture("a100-sxm4-v12.xml").replace(
+        "<driver_version>535.54.03</driver_version>", f"<driver_version>{text}</driver_version>"
+    )
+    assert nvsmi.parse_xml(xml).driver_version == "535.54.03"
+
+
+def test_hardware_slowdown_fails_benign_reasons_pass() -> None:
+    xml = capture("quadro-p2000-v12.xml")  # gpu_idle Active as recorded
+    [throttle] = [c for c in run_catalogue(node_for(xml)) if c.id == "gpu.throttle"]
+    assert throttle.status == "passed" and "gpu_idle" in throttle.message
+    hot = edit(xml, "clocks_throttle_reasons/clocks_throttle_reason_hw_thermal_slowdown", "Active")
+    assert verdicts(node_for(hot))["gpu.throttle"] == "failed"
+
+
+def test_mig_against_the_node_class() -> None:
+    xml = capture("a100-sxm4-v12.xml")  # recorded with MIG Enabled
+    assert verdicts(node_for(xml, mig=True))["gpu.mig"] == "passed"
+    assert verdicts(node_for(xml, mig=False))["gpu.mig"] == "failed"
+    assert verdicts(node_for(edit(xml, "mig_mode/pending_mig", "Disabled"), mig=True))["gpu.mig"] == "failed"
+
+
+def test_nvlink_in_mig_mode_is_not_zero_links_up() -> None:
+    node = node_for(capture("a100-sxm4-v12.xml"), nvlink_links_per_gpu=12)
+    [nvlink] = [c for c in run_catalogue(node) if c.id == "topology.nvlink"]
+    assert nvlink.status == "skipped" and "MIG mode" in nvlink.message
+
+
+def test_nvlink_inactive_links_from_a_real_v100() -> None:
+    text = (FIXTURES / "nvlink" / "v100-nvlink-s-inactive-azhpc-diagnostics-73.txt").read_text()
+    links = nvsmi.parse_nvlink_status(text)
+    assert links == {3: {0: True, 1: True, 2: True, 3: False, 4: True, 5: False}}
+    h100 = nvsmi.parse_nvlink_status((FIXTURES / "nvlink" / "h100-nvlink-s-bottlerocket-4418.txt").read_text())
+    assert sum(h100[0].values()) == 18
+
+
+# ---------------------------------------------------------------- Xid
+def kernel_log(name: str) -> str:
+    return (FIXTURES / "kernel-log" / name).read_text()
+
+
+def test_application_xids_do_not_fail() -> None:
+    node = node_for(capture("rtx-3060-v12.xml"), dmesg=kernel_log("xid-13-pastebin-gn6mYmM4.log"))
+    [check] = [c for c in run_catalogue(node) if c.id == "gpu.xid"]
+    assert check.status == "passed" and "3 application Xid(s)" in check.message
+
+
+def test_driver_xids_fail_with_the_driver_remedy() -> None:
+    # 32, 69 and 62 at 179-270 s after boot; the node has been up 5100 s: inside the default 24 h window.
+    node = node_for(capture("rtx-3060-v12.xml"), dmesg=kernel_log("xid-32-69-62-gist-kohsuke.log"))
+    [check] = [c for c in run_catalogue(node) if c.id == "gpu.xid"]
+    assert check.status == "failed"
+    assert check.message.startswith("driver Xid in the last 24 h")
+    assert "62 (internal micro-controller halt)" in check.message
+    assert "driver: reset the GPU" in check.remedy
+
+
+def test_xid_outside_the_window_is_reported_not_failed() -> None:
+    node = node_for(capture("rtx-3060-v12.xml"), dmesg=kernel_log("xid-32-69-62-gist-kohsuke.log"))
+    node.settings = node.settings.model_copy(update={"node_checks": NodeChecks(xid_window_hours=1)})  # 4830+ s ago
+    [check] = [c for c in run_catalogue(node) if c.id == "gpu.xid"]
+    assert check.status == "passed" and "4 older" in check.message
+
+
+def test_hardware_xid_without_timestamp_fails() -> None:
+    node = node_for(capture("a100-sxm4-v12.xml"), dmesg=kernel_log("xid-63-ml-engineering.log"))
+    [check] = [c for c in run_catalogue(node) if c.id == "gpu.xid"]
+    assert check.status == "failed" and check.message.startswith("hardware Xid")
+
+
+# ---------------------------------------------------------------- one failure per root cause
+def test_nouveau_is_reported_once() -> None:
+    nc = NodeClass(gpu_model="Tesla V100-SXM2-32GB", gpu_count=4, nvlink_links_per_gpu=6)
+    settings = Settings(node_classes={"c": nc}, driver={"branch": "535"}, container_runtime="none")
+    smi = Answer("nvidia-smi -q -x", 9, replay.SMI_DRIVER_FAILURE, "")
+    node = Node.recorded(
+        "n", nc, settings, {checks.MODULES_COMMAND: replay.LSMOD_NOUVEAU, "nvidia-smi -q -x": smi, **BARE}
+    )
+    results = run_catalogue(node)
+    assert [c.id for c in results if c.status == "failed"] == ["driver.nouveau_absent"]
+    dependent = [c for c in results if c.message.startswith("depends on ")]
+    assert {c.message for c in dependent} == {"depends on driver.nouveau_absent (nouveau is loaded)"}
+    assert {c.id for c in dependent} >= {
+        "driver.nvidia_module",
+        "driver.nvidia_smi",
+        "gpu.count",
+        "gpu.xid",
+        "node.devices",
+        "topology.nvlink",
+    }
+
+
+def test_dependencies_are_declared_before_use() -> None:
+    seen: set[str] = set()
+    for definition in checks.CATALOGUE:
+        assert set(definition.depends) <= seen, definition.id
+        seen.add(definition.id)
+    gpu_checks = [d for d in checks.CATALOGUE if re.match(r"(gpu|topology|compute|diag|perf)\.", d.id)]
+    assert all(d.depends for d in gpu_checks)

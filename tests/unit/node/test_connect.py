@@ -1,0 +1,50 @@
+"""Hosts are reached as Ansible's ssh connection plugin would reach them from the same variables."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from gpuready.core.errors import BadInput
+from gpuready.validate.node import connect
+
+
+def test_no_assumed_root_and_ansibles_default_host_key_checking() -> None:
+    spec = connect.connection_spec("gn01", {"ansible_host": "10.0.0.5"}, environ={})
+    assert (spec["user"], spec["host_key_checking"], spec["become_user"]) == ("", True, "")
+    assert "StrictHostKeyChecking=no" not in connect.ssh_args(spec)
+    assert connect.describe(spec) == "ssh 10.0.0.5:22"
+
+
+@pytest.mark.parametrize(("variables", "environ", "checking"), [
+    ({"ansible_host_key_checking": False}, {}, False),
+    ({"ansible_ssh_host_key_checking": "no"}, {}, False),
+    ({}, {"ANSIBLE_HOST_KEY_CHECKING": "False"}, False),
+    ({"ansible_host_key_checking": True}, {"ANSIBLE_HOST_KEY_CHECKING": "False"}, True),
+])
+def test_host_key_policy_as_ansible_reads_it(variables: dict, environ: dict, checking: bool) -> None:
+    spec = connect.connection_spec("gn01", variables, environ=environ)
+    assert spec["host_key_checking"] is checking
+    assert ("UserKnownHostsFile=/dev/null" in connect.ssh_args(spec)) is not checking
+
+
+def test_jump_host_and_extra_args_reach_ssh() -> None:
+    spec = connect.connection_spec("gn01", {"ansible_user": "ops", "ansible_ssh_common_args": "-o ProxyJump=bastion",
+                                            "ansible_ssh_extra_args": "-o Compression=yes"}, environ={})
+    assert connect.ssh_args(spec).endswith("-o ProxyJump=bastion -o Compression=yes")
+    assert connect.describe(spec) == "ssh ops@gn01:22"
+
+
+def test_become_runs_the_batch_through_sudo() -> None:
+    spec = connect.connection_spec("gn01", {"ansible_user": "ops", "ansible_become": "yes"}, environ={})
+    assert spec["become_user"] == "root"
+    wrapped = connect.become(spec, "nvidia-smi -q -x; dmesg")
+    assert shlex.split(wrapped) == ["sudo", "-n", "-H", "-u", "root", "--", "sh", "-c", "nvidia-smi -q -x; dmesg"]
+    plain = connect.connection_spec("gn01", {"ansible_become": False}, environ={})
+    assert connect.become(plain, "dmesg") == "dmesg"
+
+
+def test_unsupported_become_method_is_bad_input() -> None:
+    with pytest.raises(BadInput, match="ansible_become_method 'su'"):
+        connect.connection_spec("gn01", {"ansible_become": True, "ansible_become_method": "su"}, environ={})
