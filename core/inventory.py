@@ -10,7 +10,6 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +39,7 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_EXPANDED_NODES = 2_000_000
 
 
-class _InventoryYamlLoader(yaml.SafeLoader):
+class _InventoryYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml parses when present
     """Safe YAML that also accepts Ansible's tags (vaulted strings are kept opaque), and refuses a key
     given twice in one mapping (PyYAML would silently keep the last)."""
 
@@ -148,6 +147,7 @@ class Inventory:
     host_groups: dict[str, list[str]] = field(default_factory=dict)
     _manager: Any = field(default=None, repr=False)
     _merged: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _group_vars: dict[tuple[str, ...], dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def hosts(self, group: str) -> list[str]:
         return list(self.groups.get(group, []))
@@ -159,17 +159,45 @@ class Inventory:
         return self.settings.node_classes[self.node_class_name(host)]
 
     def host_vars(self, host: str) -> dict[str, Any]:
-        """The host's variables as Ansible merges them (untemplated), merged once per host."""
+        """The host's variables as Ansible merges them from the inventory (untemplated), merged once per host."""
         if host not in self._merged:
             from ansible.errors import AnsibleError
 
             try:
-                self._merged[host] = self._variables.get_vars(host=self._manager.get_host(host),
-                                                              include_hostvars=False)
+                self._merged[host] = self._inventory_vars(self._manager.get_host(host))
             except AnsibleError as e:
                 raise BadInput(f"{self.path}: host {host}: cannot read its variables: "
                                f"{str(e).splitlines()[0]}") from e
         return self._merged[host]
+
+    def _inventory_vars(self, host: Any) -> dict[str, Any]:
+        """Ansible's own merge (VariableManager.get_vars, in the order of its VARIABLE_PRECEDENCE setting) of the
+        inventory's variables: group vars, group_vars/, host vars, host_vars/. Without play, facts and magic
+        variables, whose ``groups`` map costs O(hosts) per host; the group part is merged once per set of groups.
+        """
+        from ansible import constants as C
+        from ansible.inventory.helpers import get_group_vars, sort_groups
+        from ansible.utils.vars import combine_vars
+        from ansible.vars.plugins import get_vars_from_inventory_sources
+
+        def plugins(entities: list[Any]) -> dict[str, Any]:
+            return get_vars_from_inventory_sources(self._manager._loader, self._manager._sources, entities,
+                                                   "task")
+
+        groups = sort_groups([g for g in host.get_groups() if g.name != "all"])
+        key = tuple(g.name for g in groups)
+        if key not in self._group_vars:
+            everyone = self._manager.groups["all"]
+            parts = {"all_inventory": lambda: everyone.get_vars(),
+                     "all_plugins_inventory": lambda: plugins([everyone]),
+                     "groups_inventory": lambda: get_group_vars(groups),
+                     "groups_plugins_inventory": lambda: plugins(groups)}
+            merged: dict[str, Any] = {}
+            for entry in C.VARIABLE_PRECEDENCE:
+                if entry in parts:
+                    merged = combine_vars(merged, parts[entry]())
+            self._group_vars[key] = merged
+        return combine_vars(combine_vars(self._group_vars[key], host.get_vars()), plugins([host]))
 
     def limit(self, pattern: str | None, group: str = "all") -> list[str]:
         """Hosts of ``group`` matched by an Ansible ``--limit`` pattern.
@@ -192,12 +220,6 @@ class Inventory:
             raise BadInput(f"--limit {pattern!r} matches no host{where} in {self.path}")
         return chosen
 
-    @cached_property
-    def _variables(self) -> Any:
-        from ansible.parsing.dataloader import DataLoader
-        from ansible.vars.manager import VariableManager
-
-        return VariableManager(loader=DataLoader(), inventory=self._manager)
 
 
 _LIMIT_PART = re.compile(r"[!&]?(~.+|[^\[\]~!&@,\s]+(\[-?\d+(:-?\d*)?\])?)")

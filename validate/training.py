@@ -29,7 +29,7 @@ def _sizes(value: str) -> list[int]:
     except ValueError:
         raise BadInput(f"--gpus {value!r}: {example}") from None
     if min(sizes) < 1 or max(sizes) > MAX_WORKERS:
-        raise BadInput(f"--gpus {value!r}: worker counts go from 1 to {MAX_WORKERS}; {example}")
+        raise BadInput(f"--gpus {value!r}: give worker counts of 1 or more, at most {MAX_WORKERS}")
     if len(set(sizes)) != len(sizes):
         raise BadInput(f"--gpus {value!r}: a worker count given twice; {example}")
     return sorted(sizes)

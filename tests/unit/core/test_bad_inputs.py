@@ -145,7 +145,7 @@ CASES: dict[str, tuple[Case, int, str]] = {
     "--gpus absurdly large": (
         lambda t: ["validate", "training", "-i", str(make_inventory(t)), "--gpus", "99999999999999999999999",
                    "--artifacts", str(t / "runs")],
-        2, "--gpus '99999999999999999999999': worker counts go from 1 to"),
+        2, "--gpus '99999999999999999999999': give worker counts of 1 or more, at most"),
     "--gpus with empty items": (
         lambda t: ["validate", "training", "-i", str(make_inventory(t)), "--gpus", "1,,2,",
                    "--artifacts", str(t / "runs")],
