@@ -282,6 +282,7 @@ def load(path: str | os.PathLike[str]) -> Inventory:
     manager = _ansible_inventory(hosts_path)
     groups = _groups(manager, hosts_path, base)
     settings_file, settings = _settings(documents, base)
+    settings = _resolve_paths(settings, base.resolve())
     inventory = Inventory(path=path, settings=settings, settings_file=settings_file, groups=groups,
                           _manager=manager)
     inventory.host_groups = {h.name: sorted(g.name for g in h.get_groups()) for h in manager.get_hosts()}
@@ -352,6 +353,24 @@ def _settings(documents: dict[Path, Any], base: Path) -> tuple[Path, Settings]:
         return expected, Settings.model_validate(document[SETTINGS_VAR] or {})
     except ValidationError as e:
         raise BadInput(f"{_shown(expected, base.parent)}: {describe(e, SETTINGS_VAR)}") from e
+
+
+#: Settings that name files: (section, key). Resolved once, when the inventory is loaded.
+PATH_SETTINGS = (("vsphere", "ca_file"), ("kubernetes", "kubeconfig"))
+
+
+def _resolve_paths(settings: Settings, folder: Path) -> Settings:
+    """Make every path setting absolute, a relative one relative to the inventory folder (where hosts.yml is,
+    Ansible's ``inventory_dir``), so it means the same file whatever the working directory of gpuready or of
+    the Ansible module that receives it."""
+    sections: dict[str, Any] = {}
+    for section, key in PATH_SETTINGS:
+        current = sections.get(section) or getattr(settings, section, None)
+        value = getattr(current, key, "")
+        if value:
+            path = Path(value).expanduser()
+            sections[section] = current.model_copy(update={key: str(path if path.is_absolute() else folder / path)})
+    return settings.model_copy(update=sections) if sections else settings
 
 
 def describe(error: Any, root: str) -> str:

@@ -52,6 +52,9 @@ def _cluster(ctx: Context) -> RunResult:
     # The vSphere plan is made and checked here, so a bad one is refused before anything changes.
     extra_vars = provision_extra_vars(inv, tags=opts["tags"], limit=opts["limit"], insecure=opts["insecure"],
                                       allow_power_off=opts["allow_power_off"], note=ctx.note)
+    if inv.settings.kubernetes.kubeconfig:
+        # Resolved when the inventory was loaded; the inventory's own value may be relative to it.
+        extra_vars = {**(extra_vars or {}), "gpuready_kubeconfig": inv.settings.kubernetes.kubeconfig}
     skip_tags = None
     if opts["remove"]:
         # The same plays undo what they added; preflight is skipped so a degraded node can still be cleaned.
