@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 
 ROOT = Path(__file__).resolve().parents[1]
 FINDINGS_FACT = "gpuready_checks"
+#: How a TLS verification failure reads in module messages (Python's ssl, urllib3, requests, pyVmomi).
+TLS_FAILURE = re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError", re.I)
 
 
 def playbooks_dir() -> Path:
@@ -54,6 +57,8 @@ class HostResult:
     failed_tasks: list[tuple[str, str]] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     unreachable_message: str = ""
+    #: A task failed because a TLS certificate did not verify (the failed task's message).
+    tls_failure: str = ""
 
 
 @dataclass
@@ -226,8 +231,11 @@ def _record(event: dict[str, Any], hosts: dict[str, HostResult], findings: dict[
     if status == "changed":
         record.changed_tasks.append(task)
     elif status == "failed":
-        message = shorten(redact.text(str(res.get("msg") or res.get("stderr") or res.get("stdout") or "")))
+        full = str(res.get("msg") or res.get("stderr") or res.get("stdout") or "")
+        message = shorten(redact.text(full))
         record.failed_tasks.append((task, message))
+        if not record.tls_failure and (tls := TLS_FAILURE.search(full)):
+            record.tls_failure = shorten(redact.text(full[max(0, tls.start() - 120):]))
     elif status == "unreachable":
         message = shorten(redact.text(str(res.get("msg", "unreachable"))))
         record.unreachable = True

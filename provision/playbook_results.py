@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuready.core.results import RunResult, errored, failed, passed
 from gpuready.core.runner import PlaybookRun
 
 
-def add_playbook_run(result: RunResult, run: PlaybookRun, *, check_mode: bool, hosts: list[str] = ()) -> None:
+def add_playbook_run(result: RunResult, run: PlaybookRun, *, check_mode: bool, hosts: Sequence[str] = ()) -> None:
     """``hosts``: the hosts the run was meant for; after a cancel, those it never reached are marked."""
     verb = "would change" if check_mode else "changed"
     if run.cancelled:
@@ -18,6 +20,12 @@ def add_playbook_run(result: RunResult, run: PlaybookRun, *, check_mode: bool, h
         if r.unreachable:
             result.add(errored("provision.reach", host, f"unreachable: {r.unreachable_message or 'no answer'}",
                                remedy="check the address, SSH access and credentials in the inventory"))
+            continue
+        if r.tls_failure:
+            # The machines were never reached: not a finding about them (exit 3, not 1).
+            result.add(errored("provision.reach", host, f"TLS certificate did not verify: {r.tls_failure}",
+                               remedy="check the CA the inventory names (gpuready.vsphere.ca_file, the kubeconfig's "
+                               "certificate-authority) and the server's certificate"))
             continue
         if r.failed_tasks:
             task, message = r.failed_tasks[0]

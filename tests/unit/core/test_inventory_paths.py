@@ -16,15 +16,25 @@ def _inventory(site: Path) -> Path:
     (inv / "certs").mkdir()
     (inv / "certs" / "ca.pem").write_text("not checked here\n")
     (inv / "hosts.yml").write_text(yaml.safe_dump({"vcenter": {"hosts": {"vc": None}}}))
-    (inv / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": {
-        "node_classes": {"v100": {"gpu_model": "x", "gpu_count": 1}}, "driver": {"branch": "550"},
-        "vsphere": {"user": "u", "ca_file": "certs/ca.pem"}, "kubernetes": {"kubeconfig": "certs/../kubeconfig"}}}))
+    (inv / "group_vars" / "all" / "gpuready.yml").write_text(
+        yaml.safe_dump(
+            {
+                "gpuready": {
+                    "node_classes": {"v100": {"gpu_model": "x", "gpu_count": 1}},
+                    "driver": {"branch": "550"},
+                    "vsphere": {"user": "u", "ca_file": "certs/ca.pem"},
+                    "kubernetes": {"kubeconfig": "certs/../kubeconfig"},
+                }
+            }
+        )
+    )
     return inv
 
 
 @pytest.mark.parametrize("how", ["relative", "absolute", "relative from elsewhere"])
-def test_path_settings_are_absolute_and_relative_to_the_inventory(how: str, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_path_settings_are_absolute_and_relative_to_the_inventory(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     inv = _inventory(tmp_path / "site")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
