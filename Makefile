@@ -38,7 +38,7 @@ test: setup $(STAMP)-train
 
 lint: setup
 	$(BIN)/ruff check .
-	cd playbooks && ../$(BIN)/ansible-lint --profile production --offline .
+	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/lint-playbooks .
 
 clean:
 	rm -rf $(VENV) gpuready-runs gpuready-lab

@@ -98,8 +98,10 @@ def peer(inventory: Path, runs: int, forks: int) -> dict[str, float]:
     for _ in range(runs):
         before, started = _children_cpu(), time.monotonic()
         done = subprocess.run([str(ansible), "-i", str(inventory), "gpu_nodes", "-m", "ansible.builtin.command",
-                               "-a", "nvidia-smi -q -x", "-f", str(forks), "-o"], capture_output=True, text=True,
-                              env={**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_GATHERING": "explicit"},
+                               "-a", "nvidia-smi -q -x", "-f", str(forks)], capture_output=True, text=True,
+                              env={**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "False",
+                                   "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",
+                                   "ANSIBLE_DEPRECATION_WARNINGS": "False"},
                               check=False)
         walls.append(time.monotonic() - started)
         cpu.append(_children_cpu() - before)
@@ -123,7 +125,7 @@ def main() -> None:
             log = (root / "sshd.log").open("ab")
             started = time.monotonic()
             state = nodes.up_hosts(root, [PROFILES[i % len(PROFILES)] for i in range(size)],
-                                   f"gb{os.getpid() % 100000}",
+                                   f"g{size}x{os.getpid() % 10000}",
                                    lambda argv, log=log: subprocess.Popen(argv, stdout=log, stderr=log,
                                                                           start_new_session=True).pid)
             setup = time.monotonic() - started

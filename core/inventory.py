@@ -298,20 +298,43 @@ def _yaml_files(base: Path) -> list[Path]:
     return files
 
 
-def _ansible_inventory(hosts_path: Path) -> Any:
+def _strict_inventory_manager() -> Any:
+    """Ansible's InventoryManager, refusing what Ansible only warns about, without changing ansible.constants
+    (other code in this process, and ansible-playbook runs, keep the user's settings)."""
     from ansible import constants as C
     from ansible.errors import AnsibleError
     from ansible.inventory.manager import InventoryManager
+    from ansible.plugins.loader import inventory_loader
+
+    class StrictInventoryManager(InventoryManager):  # type: ignore[misc]
+        def _fetch_inventory_plugins(self) -> list[Any]:
+            return [inventory_loader.get(name) for name in INVENTORY_PLUGINS]
+
+        def parse_source(self, source: str, cache: bool = False) -> bool:
+            # Ansible only warns about an inventory it cannot parse and goes on with none; we refuse.
+            if not super().parse_source(source, cache=cache):
+                raise AnsibleError(f"Completely failed to parse inventory source {source}")
+            return True
+
+        def _enumerate_matches(self, pattern: str) -> list[Any]:
+            # A pattern that matches nothing: we report it ourselves, as one line, instead of Ansible's warning.
+            if (pattern not in C.LOCALHOST and not self._match_list(self._inventory.groups, pattern)
+                    and not self._match_list(self._inventory.hosts, pattern)):
+                return []
+            return super()._enumerate_matches(pattern)
+
+    return StrictInventoryManager
+
+
+INVENTORY_PLUGINS = ("yaml", "ini")
+
+
+def _ansible_inventory(hosts_path: Path) -> Any:
+    from ansible.errors import AnsibleError
     from ansible.parsing.dataloader import DataLoader
 
-    # Ansible only warns about an inventory it cannot parse and goes on with none; we refuse.
-    C.INVENTORY_UNPARSED_IS_FAILED = True
-    C.INVENTORY_ANY_UNPARSED_IS_FAILED = True
-    C.INVENTORY_ENABLED = ["yaml", "ini"]
-    # We report a pattern that matches nothing ourselves, as one line.
-    C.HOST_PATTERN_MISMATCH = "ignore"
     try:
-        return InventoryManager(loader=DataLoader(), sources=[str(hosts_path)])
+        return _strict_inventory_manager()(loader=DataLoader(), sources=[str(hosts_path)])
     except AnsibleError as e:
         message = str(e).split("\n")[0]
         raise BadInput(f"{hosts_path}: not a valid Ansible inventory: {message}") from e

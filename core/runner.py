@@ -25,14 +25,74 @@ from gpuready.core.results import CHECK_STATUSES, Check
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[1]
 FINDINGS_FACT = "gpuready_checks"
+COLLECTION = ("gpuready", "gpu")
+
+# The Ansible configuration of every run, passed explicitly: an ansible.cfg in the current
+# directory or the user's ~/.ansible.cfg must not change what gpuready does.
+# Keys: https://docs.ansible.com/ansible/latest/reference_appendices/config.html
+ANSIBLE_SETTINGS: dict[str, dict[str, str]] = {
+    "defaults": {
+        "stdout_callback": "default",
+        "callback_result_format": "yaml",
+        "host_key_checking": "True",
+        "retry_files_enabled": "False",
+        "interpreter_python": "auto_silent",
+        # Facts are gathered per play with the subsets each play needs; keep them for the whole run.
+        "gathering": "smart",
+        "fact_caching": "memory",
+        "timeout": "20",
+        "nocolor": "True",
+        "force_color": "False",
+    },
+    "ssh_connection": {"pipelining": "True"},
+}
+
+
+def collection_dir() -> Path:
+    """The gpuready.gpu collection: playbooks/ in a checkout, gpuready/playbooks in an installed wheel."""
+    from importlib.resources import files
+
+    root = Path(str(files("gpuready.playbooks")))
+    if not (root / "galaxy.yml").is_file():
+        raise Unreachable(f"the gpuready.gpu collection is missing from {root}; reinstall gpuready")
+    return root
 #: How a TLS verification failure reads in module messages (Python's ssl, urllib3, requests, pyVmomi).
 TLS_FAILURE = re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError", re.I)
 
 
 def playbooks_dir() -> Path:
-    return Path(os.environ.get("GPUREADY_PLAYBOOKS") or ROOT / "playbooks")
+    """Where site.yml is: the collection, or GPUREADY_PLAYBOOKS (a folder of your own playbooks)."""
+    override = os.environ.get("GPUREADY_PLAYBOOKS")
+    return Path(override) if override else collection_dir()
+
+
+def ansible_environment(workdir: Path) -> dict[str, str]:
+    """Environment variables for one ansible-playbook run, with its configuration written into ``workdir``.
+
+    The collection is linked as ``workdir/collections/ansible_collections/gpuready/gpu`` and that folder
+    is the run's collections path; the collections of the ``ansible`` package next to this Python are
+    found on sys.path as usual.
+    """
+    import configparser
+
+    collections = workdir / "collections"
+    link = collections.joinpath("ansible_collections", *COLLECTION)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(collection_dir(), target_is_directory=True)
+    config = configparser.ConfigParser(interpolation=None)
+    config.read_dict(ANSIBLE_SETTINGS)
+    config["defaults"]["collections_path"] = str(collections)
+    path = workdir / "ansible.cfg"
+    with path.open("w") as f:
+        config.write(f)
+    return {
+        "ANSIBLE_CONFIG": str(path),
+        "ANSIBLE_COLLECTIONS_PATH": str(collections),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
 
 
 @dataclass
@@ -123,7 +183,7 @@ def run_playbook(
     envvars: dict[str, str] | None = None,
     fact_cache: Path | None = None,
 ) -> PlaybookRun:
-    """Run ``playbooks/<playbook>`` with ansible-runner and return per-host results.
+    """Run ``<playbooks_dir()>/<playbook>`` with ansible-runner and return per-host results.
 
     ``fact_cache``: a jsonfile fact cache folder to use instead of a fresh one per run (planning
     from recorded facts: hosts whose cached facts say they were gathered are not gathered again).
@@ -158,26 +218,14 @@ def run_playbook(
         cmdline.append("--diff")
     if skip_tags:
         cmdline += ["--skip-tags", ",".join(skip_tags)]
-    env = {
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(playbooks_dir() / "roles"),
-        "ANSIBLE_LIBRARY": str(playbooks_dir() / "library"),
-        "ANSIBLE_MODULE_UTILS": str(playbooks_dir() / "module_utils"),
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_RETRY_FILES_ENABLED": "0",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        **(envvars or {}),
-    }
+    env = {**ansible_environment(private), **(envvars or {})}
     if shutil.which("ansible-playbook", path=env["PATH"]) is None:
         raise Unreachable("ansible-playbook not found next to this Python or on PATH; install gpuready with pip")
-    # ansible-runner looks the binary up on our own PATH, so the venv's must come first there too.
-    os.environ["PATH"] = env["PATH"]
     with cancel.polled():
         try:
             result = ansible_runner.run(
                 private_data_dir=str(private),
-                project_dir=str(playbooks_dir()),
+                project_dir=str(private),
                 playbook=str(path),
                 inventory=str(Path(inventory).resolve()),
                 cmdline=" ".join(cmdline) or None,

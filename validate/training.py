@@ -40,6 +40,8 @@ def _sizes(value: str) -> list[int]:
 @limit_option
 @click.option("--launcher", type=click.Choice(["local", "ssh", "slurm", "kubernetes"]), default=None,
               help="Where the workers run [default: the inventory's training.launcher].")
+@click.option("--ssh-runner", type=click.Choice(["horovodrun", "mpirun"]), default=None,
+              help="ssh launcher: horovodrun --gloo or mpirun [default: the inventory's training.ssh_runner].")
 @click.option("--gpus", default=None, metavar="N[,N...]",
               help="Worker counts to sweep, one worker per GPU (on CPU: processes), e.g. 1,2,4,8.")
 @click.option("--model", type=click.Choice(["densenet121", "resnet50"]), default=None)
@@ -91,19 +93,7 @@ def _body(ctx: Context) -> RunResult:
     rows = sweep.run(plan, settings.gpus, target, ctx.run_dir, result,
                      launcher_for(ctx.inventory, settings, target, ctx.options.get("limit")), ctx.note)
     if rows:
-        _show(ctx, rows)
+        from gpuready.workloads.report import show
+
+        show(ctx.console, rows, ctx.run_dir)
     return result
-
-
-def _show(ctx: Context, rows: list[dict[str, Any]]) -> None:
-    from rich.table import Table
-
-    table = Table(title="scaling (from the raw step times)")
-    for column in ("workers", "images/s", "per worker", "efficiency"):
-        table.add_column(column, justify="right")
-    for r in rows:
-        eff = "—" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
-        table.add_row(str(r["workers"]), f"{r['images_per_second']:.2f}",
-                      f"{r['images_per_second_per_worker']:.2f}", eff)
-    ctx.console.print(table)
-    ctx.console.print(f"report: {ctx.run_dir / 'training.md'}  plot: {ctx.run_dir / 'scaling.png'}")

@@ -1,4 +1,4 @@
-"""``gpuready report``: reports built from earlier runs (``report compare``)."""
+"""``gpuready report``: reports built from earlier runs (``report compare``) and from job output (``collect``)."""
 
 from __future__ import annotations
 
@@ -61,4 +61,29 @@ def _body(ctx: Context) -> RunResult:
     compare.plot(runs, ctx.run_dir / compare.PLOT_FILE)
     result.metrics["comparison"] = rows
     ctx.console.print(compare.markdown(rows, runs).split("\n\n![")[0], markup=False, highlight=False)
+    return result
+
+
+@report.command("collect")
+@click.argument("outputs", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="OUTPUT...")
+@artifacts_option
+def collect(outputs: tuple[Path, ...], artifacts: Path | None) -> None:
+    """Read the output files of training jobs submitted by hand (one per worker count, e.g. the
+    slurm-Nw-JOBID.out of each `train-Nw.sbatch` that `validate training --launcher slurm` wrote) into
+    the same checks, figures and report as a run gpuready launched.
+
+      gpuready report collect slurm-1w-4411.out slurm-2w-4412.out slurm-8w-4413.out
+    """
+    ctx = Context("report collect", Path(""), artifacts, 0, options={"outputs": [str(p) for p in outputs]})
+    execute(ctx, _collect)
+
+
+def _collect(ctx: Context) -> RunResult:
+    from gpuready.workloads import collect as collecting
+    from gpuready.workloads.report import show
+
+    result = ctx.new_result()
+    rows = collecting.run([Path(p) for p in ctx.options["outputs"]], ctx.run_dir, result, lambda _message: None)
+    if rows:
+        show(ctx.console, rows, ctx.run_dir)
     return result

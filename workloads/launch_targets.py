@@ -48,13 +48,20 @@ def launcher_for(inventory: Inventory, settings: Training, target: Target,
     if settings.launcher == "ssh":
         from gpuready.workloads.launchers import ssh
 
-        hosts = [(inventory.host_vars(h).get("ansible_host") or h, inventory.node_class(h).gpu_count or 1)
-                 for h in _gpu_hosts(inventory, limit)]
+        hosts = []
+        for name in _gpu_hosts(inventory, limit):
+            hv = inventory.host_vars(name)
+            slots = settings.workers_per_host or inventory.node_class(name).gpu_count or 1
+            key = str(Path(hv["ansible_ssh_private_key_file"]).expanduser()) \
+                if hv.get("ansible_ssh_private_key_file") else ""
+            hosts.append(ssh.Host(name, str(hv.get("ansible_host") or name), slots, str(hv.get("ansible_user") or ""),
+                                  key, int(hv.get("ansible_port") or 22)))
         return partial(ssh.launch, hosts=hosts, runner=settings.ssh_runner)
     if settings.launcher == "slurm":
         from gpuready.workloads.launchers import slurm
 
-        return partial(slurm.launch, gpus_per_node=target.gpus_per_host, partition=settings.slurm_partition)
+        return partial(slurm.launch, gpus_per_node=target.gpus_per_host, partition=settings.slurm_partition,
+                       slurm_conf=settings.slurm_conf, tasks_per_node=settings.workers_per_host)
     from gpuready.workloads.launchers import kubernetes
 
     k8s = inventory.settings.kubernetes

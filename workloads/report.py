@@ -76,3 +76,18 @@ def write(folder: Path, rows: list[dict[str, Any]], setup: dict[str, Any]) -> Pa
     path = folder / REPORT_FILE
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def show(console: Any, rows: list[dict[str, Any]], folder: Path) -> None:
+    """The scaling table on the terminal, and where the report and the plot are."""
+    from rich.table import Table
+
+    table = Table(title="scaling (from the raw step times)")
+    for column in ("workers", "images/s", "per worker", "efficiency"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        eff = "—" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
+        table.add_row(str(r["workers"]), f"{r['images_per_second']:.2f}",
+                      f"{r['images_per_second_per_worker']:.2f}", eff)
+    console.print(table)
+    console.print(f"report: {folder / REPORT_FILE}  plot: {folder / PLOT_FILE}")

@@ -18,6 +18,8 @@ import time
 from typing import Any
 
 RESULT_PREFIX = "GPUREADY_RESULT "
+#: when this worker's interpreter got here: launcher overhead is measured from the command to the first step
+PROCESS_START_UNIX = time.time()
 DISTRIBUTIONS = ("horovod", "mwms")
 
 
@@ -202,6 +204,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     before = weights_digest(model.trainable_variables)
 
     losses, step_times = [], []
+    first_step_unix = time.time()
     for i in range(args.warmup_steps + args.steps):
         start = time.perf_counter()
         loss = float(step(iterator))  # float() waits for the step to finish: the time is the real one
@@ -219,6 +222,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "image_size": args.image_size, "data": args.data, "pipeline": args.pipeline,
         "mixed_precision": args.mixed_precision, "xla": args.xla, "warmup_steps": args.warmup_steps,
         "step_times": step_times, "losses": losses,
+        "process_start_unix": PROCESS_START_UNIX, "first_step_unix": first_step_unix,
         "weights_sha256_before": before, "weights_sha256": weights_digest(model.trainable_variables),
     }
     if args.eval_batches and args.data != "synthetic" and dist.rank == 0:

@@ -25,6 +25,7 @@ COMPONENTS = {
     "kubernetes": "gpuready.core.lab.kubernetes:KubernetesLab",
     "vsphere": "gpuready.core.lab.vsphere:VsphereLab",
     "nodes": "gpuready.core.lab.nodes:NodesLab",
+    "slurm": "gpuready.core.lab.slurm:SlurmLab",
 }
 DEFAULT_DIR = Path("gpuready-lab")
 

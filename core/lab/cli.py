@@ -28,11 +28,11 @@ def _names(components: str | None, default: list[str]) -> list[str]:
 
 @click.group()
 def lab() -> None:
-    """The lab of local simulators (plainly simulated): Kubernetes API, vCenter, GPU node hosts."""
+    """The lab of local simulators (plainly simulated): Kubernetes API, vCenter, GPU node hosts, Slurm."""
 
 
 @lab.command("up")
-@click.option("--components", required=True, metavar="LIST", help="Comma-separated: kubernetes, vsphere, nodes.")
+@click.option("--components", required=True, metavar="LIST", help="Comma-separated: kubernetes, vsphere, nodes, slurm.")
 @click.option("--set", "settings", multiple=True, metavar="NAME.KEY=VALUE", help="A component option.")
 @_lab_dir_option
 def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None:

@@ -25,14 +25,19 @@ TOOLS = ("ip", "unshare", "setfattr", "ssh-keygen", "/usr/sbin/sshd", "mknod")
 MAX_HOSTS = 200
 
 START = """#!/bin/sh
-# Runs inside the host's network namespace and its own mount namespace: a private /dev, then sshd.
+# Runs inside the host's network namespace and its own mount and UTS namespaces: its own hostname
+# (resolved by every lab host, as on a site), a private /dev, then sshd.
 set -e
 H={home}
+hostname {name}
+mount --bind {hosts_file} /etc/hosts
 mkdir -p "$H/realdev" /run/sshd
 mount --rbind /dev "$H/realdev"
 mount -t tmpfs -o mode=755 tmpfs /dev
 for f in null zero random urandom tty full; do touch "/dev/$f"; mount --bind "$H/realdev/$f" "/dev/$f"; done
 mkdir /dev/pts && mount --rbind "$H/realdev/pts" /dev/pts && ln -s pts/ptmx /dev/ptmx
+# POSIX semaphores and shared memory (Python's multiprocessing, horovodrun) live in /dev/shm
+mkdir /dev/shm && mount -t tmpfs -o mode=1777 shm /dev/shm
 umount -l "$H/realdev"
 sh "$H/devices.sh"
 exec /usr/sbin/sshd -D -e -f "$H/sshd_config"
@@ -104,6 +109,10 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
                             "-f", str(keys / name)], check=True, capture_output=True)
     (keys / "authorized_keys").write_text((keys / "id_ed25519.pub").read_text())
     third = _free_subnet()
+    names = [(f"{profile}-{i:02d}", f"10.213.{third}.{10 + i}") for i, profile in enumerate(profiles)]
+    hosts_file = root / "etc-hosts"
+    hosts_file.write_text(Path("/etc/hosts").read_text() + "\n# gpuready lab hosts\n"
+                          + "".join(f"{address} {name}\n" for name, address in names))
     state: dict[str, Any] = {"prefix": prefix, "bridge": f"{prefix}br", "subnet": f"10.213.{third}.0/24",
                              "namespaces": [], "hosts": [], "pids": [], "key": str(keys / "id_ed25519")}
     try:
@@ -111,13 +120,13 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
         _ip("addr", "add", f"10.213.{third}.1/24", "dev", state["bridge"])
         _ip("link", "set", state["bridge"], "up")
         for i, profile in enumerate(profiles):
-            name, ns, address = f"{profile}-{i:02d}", f"{prefix}-{i}", f"10.213.{third}.{10 + i}"
+            (name, address), ns = names[i], f"{prefix}-{i}"
             home = root / "hosts" / name
             shutil.rmtree(home, ignore_errors=True)
             replay.build(profile, home)
             (home / "sshd_config").write_text(SSHD_CONFIG.format(name=name, profile=profile, address=address,
                                                                  keys=keys, home=home))
-            (home / "start.sh").write_text(START.format(home=home))
+            (home / "start.sh").write_text(START.format(home=home, name=name, hosts_file=hosts_file))
             _ip("netns", "add", ns)
             state["namespaces"].append(ns)
             veth = f"{prefix}v{i}"
@@ -126,7 +135,7 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
             _ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
-            pid = spawn(["ip", "netns", "exec", ns, "unshare", "-m", "--propagation", "private",
+            pid = spawn(["ip", "netns", "exec", ns, "unshare", "-m", "-u", "--propagation", "private",
                          "sh", str(home / "start.sh")])
             state["pids"].append(pid)
             state["hosts"].append({"name": name, "profile": profile, "namespace": ns, "address": address,
@@ -136,14 +145,18 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
     except BaseException:
         down_hosts(state)
         raise
+    state["hosts_file"] = str(hosts_file)
     return state
 
 
 def down_hosts(state: dict[str, Any]) -> None:
     """Stop the sshds, delete the namespaces (their veths go with them) and the bridge."""
     stop_pids([int(p) for p in state.get("pids", [])], grace=3)
-    for ns in state.get("namespaces", []):
+    for i, ns in enumerate(state.get("namespaces", [])):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+        # The veth goes with its namespace only once the last process in it has exited: delete it now, so
+        # the same names can be used again at once.
+        subprocess.run(["ip", "link", "del", f"{state['prefix']}v{i}"], capture_output=True, check=False)
     if state.get("bridge"):
         subprocess.run(["ip", "link", "del", state["bridge"]], capture_output=True, check=False)
 

@@ -10,19 +10,31 @@ from gpuready.core.settings.base import Section
 
 
 class DevicePlugin(Section):
-    #: A pinned NVIDIA k8s-device-plugin release.
-    version: str = Field(default="v0.17.0", pattern=r"^v\d+\.\d+\.\d+$")
+    #: A pinned NVIDIA k8s-device-plugin release (NVIDIA's deployments/static/nvidia-device-plugin.yml: v0.17.1).
+    version: str = Field(default="v0.17.1", pattern=r"^v\d+\.\d+\.\d+$")
     #: Override for private registries; empty means nvcr.io/nvidia/k8s-device-plugin:<version>.
     image: str = ""
     #: Namespace (OpenShift project) of the DaemonSet; seed 002 used kube-system.
     namespace: str = "kube-system"
     #: How long to wait for the plugin to be ready on every labelled node.
     rollout_timeout_s: int = Field(default=300, ge=1)
+    #: How MIG devices are advertised (k8s-device-plugin README, MIG_STRATEGY): none, single or mixed.
+    mig_strategy: Literal["none", "single", "mixed"] = "none"
+    #: How devices reach containers (README, DEVICE_LIST_STRATEGY); the cdi-* strategies need CDI in the runtime,
+    #: which the container-toolkit role then enables and generates the CDI specification for.
+    device_list_strategy: Literal["envvar", "volume-mounts", "cdi-annotations", "cdi-cri"] = "envvar"
+    #: CUDA time-slicing (README, "Shared Access to GPUs"): each GPU is advertised this many times; 0 or 1 is off.
+    time_slicing_replicas: int = Field(default=0, ge=0, le=64)
+    #: How long to wait, after the rollout, for every GPU node to advertise its class's nvidia.com/gpu count.
+    advertise_timeout_s: int = Field(default=300, ge=1)
 
 
 class Kubernetes(Section):
     #: openshift adds the SecurityContextConstraints the device plugin needs.
     flavour: Literal["kubernetes", "openshift"] = "kubernetes"
+    #: How GPU pods get the NVIDIA runtime: ``default`` makes it the runtime's default (NVIDIA's k8s-device-plugin
+    #: README recommends it); ``runtimeclass`` adds a RuntimeClass ``nvidia`` that the plugin and GPU pods name.
+    nvidia_runtime: Literal["default", "runtimeclass"] = "default"
     #: kubeconfig path (``~`` expanded); empty: $KUBECONFIG, ~/.kube/config, then in-cluster.
     kubeconfig: str = ""
     #: kubeconfig context; empty: the current context.

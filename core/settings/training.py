@@ -61,6 +61,10 @@ class Training(Section):
     ssh_runner: Literal["horovodrun", "mpirun"] = "horovodrun"
     #: slurm launcher: partition to submit to ("" for the cluster's default)
     slurm_partition: str = ""
+    #: slurm launcher: the cluster's slurm.conf, passed to sbatch as SLURM_CONF ("" for the login node's own)
+    slurm_conf: str = ""
+    #: ssh and slurm launchers: workers per host (0: one per GPU of the host's node class)
+    workers_per_host: int = Field(default=0, ge=0)
     #: kubernetes launcher: MPIJob (kubeflow.org/v2beta1) or TFJob (kubeflow.org/v1)
     kubernetes_job: Literal["mpijob", "tfjob"] = "mpijob"
     #: kubernetes launcher: the namespace the job runs in

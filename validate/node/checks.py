@@ -98,8 +98,10 @@ def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
         cause = next((d for d in definition.depends if d in results and _blocks(results[d])), None)
         if cause is not None:
             root = results[cause]
-            why = root.message if not root.message.startswith(DEPENDS) else root.message[len(DEPENDS):]
-            reason = f"{cause} ({why.split(':', 1)[0]})" if not root.message.startswith(DEPENDS) else why
+            if root.message.startswith(DEPENDS):  # skipped itself: name the same root cause
+                reason = root.message[len(DEPENDS):]
+            else:  # the first clause of the root's message, identical across hosts so they group
+                reason = f"{cause} ({root.message.split(':', 1)[0]})"
             results[definition.id] = skipped(definition.id, node.name, DEPENDS + reason)
         else:
             results[definition.id] = run_check(definition, node)
@@ -175,18 +177,6 @@ def driver_version(node: Node) -> Check:
 
 
 # ---------------------------------------------------------------- GPUs
-@check("gpu.count", "as many GPUs as the node class says (nvidia-smi -q -x)",
-       "Reseat or replace the missing GPU; check lspci and dmesg for a GPU that fell off the bus (Xid 79).",
-       depends=GPU_VIEW)
-def gpu_count(node: Node) -> Check:
-    gpus = node.smi.gpus
-    want = node.node_class.gpu_count
-    evidence = "nvidia-smi -q -x: " + ", ".join(f"GPU {g.index} {g.bus_id} {g.name}" for g in gpus)
-    if len(gpus) == want:
-        return passed("gpu.count", node.name, f"{len(gpus)} GPUs", evidence)
-    return failed("gpu.count", node.name, f"{len(gpus)} GPUs visible, the node class expects {want}", evidence)
-
-
 @check("gpu.pci_bus", "every NVIDIA GPU on the PCI bus is seen by nvidia-smi (lspci -n -d 10de:)",
        "A GPU on the bus that nvidia-smi does not list has fallen off or failed to initialise: check dmesg for "
        "Xid 79/NVRM errors, reseat it, run the field diagnostics.", depends=GPU_VIEW)
@@ -207,6 +197,18 @@ def pci_bus(node: Node) -> Check:
 def _short_bus_id(bus_id: str) -> str:
     """00000000:1A:00.0 (nvidia-smi) -> 1a:00.0 (lspci)."""
     return bus_id.lower().split(":", 1)[1] if bus_id.count(":") == 2 else bus_id.lower()
+
+
+@check("gpu.count", "as many GPUs as the node class says (nvidia-smi -q -x)",
+       "Reseat or replace the missing GPU; check lspci and dmesg for a GPU that fell off the bus (Xid 79).",
+       depends=(*GPU_VIEW, "gpu.pci_bus"))
+def gpu_count(node: Node) -> Check:
+    gpus = node.smi.gpus
+    want = node.node_class.gpu_count
+    evidence = "nvidia-smi -q -x: " + ", ".join(f"GPU {g.index} {g.bus_id} {g.name}" for g in gpus)
+    if len(gpus) == want:
+        return passed("gpu.count", node.name, f"{len(gpus)} GPUs", evidence)
+    return failed("gpu.count", node.name, f"{len(gpus)} GPUs visible, the node class expects {want}", evidence)
 
 
 @check("gpu.model", "every GPU is the node class's model (nvidia-smi -q -x product_name)",
@@ -423,7 +425,7 @@ def xid(node: Node) -> Check:
 # ---------------------------------------------------------------- topology
 @check("topology.nvlink", "every GPU has the node class's NVLink links up (nvidia-smi nvlink -s)",
        "Reseat the NVLink bridge (PCIe) or check the baseboard (SXM); run the field diagnostics.",
-       depends=GPU_VIEW)
+       depends=(*GPU_VIEW, "gpu.count"))
 def nvlink(node: Node) -> Check:
     want = node.node_class.nvlink_links_per_gpu
     if not want:
@@ -473,7 +475,7 @@ def nvlink_errors(node: Node) -> Check:
 
 @check("topology.p2p", "peer-to-peer reads possible between the class's GPU pairs (nvidia-smi topo -p2p r)",
        "Attach NVLink-bridged GPUs together; enable ATS/ACS settings for peer-to-peer (seed 003).",
-       depends=GPU_VIEW)
+       depends=(*GPU_VIEW, "gpu.count"))
 def p2p(node: Node) -> Check:
     pairs = node.node_class.p2p_pairs
     if not pairs:

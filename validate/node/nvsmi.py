@@ -11,6 +11,7 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 #: Clock-event reasons that mean the hardware is slowing the GPU down: a node fault (cooling, power).
@@ -206,19 +207,27 @@ def parse_p2p_matrix(text: str) -> dict[tuple[int, int], str]:
     return matrix
 
 
-def parse_nvlink_status(text: str) -> dict[int, dict[int, bool]]:
-    """``nvidia-smi nvlink -s``: {gpu index: {link: up}}."""
-    links: dict[int, dict[int, bool]] = {}
+def _link_lines(text: str) -> Iterator[tuple[int, int, str]]:
+    """``nvidia-smi nvlink`` listings: (GPU index, link, the rest of the line) under each ``GPU n:`` header."""
     current = None
     for line in text.splitlines():
         gpu = re.match(r"^GPU (\d+):", line)
         if gpu:
             current = int(gpu.group(1))
-            links[current] = {}
+            yield current, -1, ""
             continue
         link = re.match(r"^\s+Link (\d+):\s*(.*)$", line)
         if link and current is not None:
-            links[current][int(link.group(1))] = "inactive" not in link.group(2).lower()
+            yield current, int(link.group(1)), link.group(2)
+
+
+def parse_nvlink_status(text: str) -> dict[int, dict[int, bool]]:
+    """``nvidia-smi nvlink -s``: {gpu index: {link: up}}."""
+    links: dict[int, dict[int, bool]] = {}
+    for gpu, link, rest in _link_lines(text):
+        state = links.setdefault(gpu, {})
+        if link >= 0:
+            state[link] = "inactive" not in rest.lower()
     return links
 
 
@@ -244,17 +253,12 @@ def parse_lspci_gpus(text: str) -> list[str]:
 
 
 def parse_nvlink_errors(text: str) -> dict[tuple[int, int, str], int]:
-    """``nvidia-smi nvlink -e``: {(gpu, link, counter name): value}."""
+    """``nvidia-smi nvlink -e``: {(gpu, link, counter name): value} from lines ``Link n: Replay Errors: 0``."""
     counters: dict[tuple[int, int, str], int] = {}
-    current = None
-    for line in text.splitlines():
-        gpu = re.match(r"^GPU (\d+):", line)
-        if gpu:
-            current = int(gpu.group(1))
-            continue
-        match = re.match(r"^\s+Link (\d+):\s*([^:]+):\s*(\d+)\s*$", line)
-        if match and current is not None:
-            counters[(current, int(match.group(1)), match.group(2).strip())] = int(match.group(3))
+    for gpu, link, rest in _link_lines(text):
+        match = re.fullmatch(r"([^:]+):\s*(\d+)\s*", rest)
+        if link >= 0 and match:
+            counters[(gpu, link, match.group(1).strip())] = int(match.group(2))
     return counters
 
 
@@ -324,5 +328,5 @@ def parse_nvbandwidth_h2d(text: str) -> float | None:
             break
         cells = line.split()
         if len(cells) > 1 and cells[0].isdigit():
-            values += [float(c) for c in cells[1:] if re.fullmatch(r"[\d.]+", c)]
+            values += [float(c) for c in cells[1:] if re.fullmatch(r"\d+\.\d+", c)]
     return min(values) if values else None

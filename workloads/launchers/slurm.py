@@ -1,27 +1,43 @@
-"""Slurm launcher: an sbatch script per size; submitted (and waited for) when sbatch exists here,
-otherwise written out for the user to submit on the cluster's login node."""
+"""Slurm launcher: an sbatch script per size; submitted with ``sbatch --wait`` when sbatch exists here,
+otherwise written out for the user to submit on the cluster's login node (and read back with
+``gpuready report collect``).
+
+In the script, srun starts one task per GPU and ``gpuready.workloads.rendezvous`` serves them
+Horovod's Gloo rendezvous, so the Gloo-only Horovod that `make` builds trains under Slurm; the
+script shows seed 004's ``mpirun --map-by socket`` line for a Horovod built with MPI.
+"""
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, parse_results, tail
+from gpuready.core.errors import BadInput
+from gpuready.workloads import rendezvous
+from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, parse_results
 
 #: sbatch long options the script may use (from `man sbatch`); anything else is a typo.
 KNOWN_OPTIONS = {"job-name", "nodes", "ntasks", "ntasks-per-node", "gres", "gpus-per-node", "cpus-per-task",
                  "time", "output", "partition", "exclusive"}
 _DIRECTIVE = re.compile(r"^#SBATCH\s+--([a-z-]+)(?:=(\S+))?\s*$")
+#: pending reasons that no amount of waiting fixes (squeue(1), JOB REASON CODES)
+HOPELESS = ("ReqNodeNotAvail", "PartitionNodeLimit", "PartitionDown", "PartitionInactive", "BadConstraints",
+            "NodeDown", "InvalidQOS", "Nodes_required_for_job_are_DOWN")
+#: how long a job may stay pending for one of those reasons before it is cancelled (a drained node
+#: may be resumed by its admin meanwhile)
+HOPELESS_GRACE_S = 15
 
 
 def script(plan: Plan, workers: int, gpus_per_node: int, folder: Path, partition: str = "",
-           python: str = "") -> str:
-    per_node = min(workers, max(1, gpus_per_node))
+           python: str = "", tasks_per_node: int = 0) -> str:
+    per_node = min(workers, tasks_per_node or max(1, gpus_per_node))
     nodes = math.ceil(workers / per_node)
     minutes = max(1, math.ceil(plan.timeout_s / 60))
     lines = ["#!/bin/bash", f"#SBATCH --job-name=gpuready-{plan.model}-{workers}w", f"#SBATCH --nodes={nodes}",
@@ -31,10 +47,15 @@ def script(plan: Plan, workers: int, gpus_per_node: int, folder: Path, partition
     lines += [f"#SBATCH --time={minutes}", "#SBATCH --exclusive", f"#SBATCH --output={folder}/slurm-{workers}w-%j.out"]
     if partition:
         lines.append(f"#SBATCH --partition={partition}")
-    train = shlex.join([python or sys.executable, *TRAIN_MODULE, *plan.train_args()])
-    lines += ["set -euo pipefail", "export TF_CPP_MIN_LOG_LEVEL=1",
-              "# one process per GPU; seed 004: --map-by socket binds best on the C4140",
-              f"mpirun --map-by socket -np \"$SLURM_NTASKS\" -bind-to none {train}", ""]
+    py = python or sys.executable
+    train = shlex.join([py, *TRAIN_MODULE, *plan.train_args()])
+    lines += ["set -euo pipefail", "export TF_CPP_MIN_LOG_LEVEL=1 PYTHONUNBUFFERED=1",
+              "# One task per GPU. srun starts the tasks; gpuready.workloads.rendezvous serves them Horovod's Gloo",
+              "# rendezvous from this first node (what horovodrun --gloo does over ssh), which needs no MPI in",
+              "# Horovod. With a Horovod built with MPI, seed 004's line does the same (--map-by socket binds",
+              "# best on the C4140):",
+              f"#   mpirun --map-by socket -np \"$SLURM_NTASKS\" -bind-to none {train}",
+              f"{shlex.quote(py)} -m {rendezvous.MODULE} srun -- {train}", ""]
     return "\n".join(lines)
 
 
@@ -64,9 +85,70 @@ def validate(text: str) -> list[str]:
     return problems
 
 
-def launch(plan: Plan, workers: int, folder: Path, gpus_per_node: int, partition: str = "") -> Launch:
+def _env(slurm_conf: str) -> dict[str, str]:
+    return {**os.environ, "SLURM_CONF": slurm_conf} if slurm_conf else dict(os.environ)
+
+
+def job_fields(job: str, env: dict[str, str]) -> dict[str, str]:
+    """The job's state, exit code and reason: from sacct where accounting is kept, else from slurmctld."""
+    done = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "State,ExitCode,Reason"], capture_output=True,
+                          text=True, env=env, check=False, timeout=30)
+    line = done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else ""
+    if line:
+        state, exit_code, reason = ([*line.split("|"), "", ""])[:3]
+        return {"JobState": state, "ExitCode": exit_code, "Reason": reason, "source": "sacct"}
+    shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, env=env,
+                           check=False, timeout=30)
+    fields = dict(f.split("=", 1) for f in shown.stdout.split() if "=" in f)
+    # sacct says why it had nothing (no accounting storage): the user should know where the state came from
+    return {**fields, "source": "scontrol (sacct: " + (" ".join(done.stderr.split()) or "no record") + ")"}
+
+
+def describe(job: str, env: dict[str, str]) -> str:
+    f = job_fields(job, env)
+    state = f.get("JobState", "unknown")
+    extra = [f"exit code {f['ExitCode']}"] if f.get("ExitCode") not in (None, "", "0:0") else []
+    if f.get("Reason") not in (None, "", "None"):
+        extra.append(f"reason {f['Reason']}")
+    return f"state {state}" + (f" ({', '.join(extra)})" if extra else "") + f" from {f['source']}"
+
+
+def job_tail(text: str) -> str:
+    """The workers' last words, then Slurm's first complaint: srun's own lines come last and name no cause."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and "GPUREADY_RESULT" not in ln]
+    slurm = [ln for ln in lines if ln.startswith(("srun:", "slurmstepd"))]
+    workers = [ln for ln in lines if ln not in slurm]
+    return " | ".join(workers[-2:] + slurm[:1])
+
+
+def _wait(proc: subprocess.Popen[str], job: str, env: dict[str, str], limit_s: float) -> str:
+    """Wait for `sbatch --wait`; cancel a job that cannot start (drained nodes) or runs past the limit."""
+    deadline, hopeless_since = time.monotonic() + limit_s, None
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            subprocess.run(["scancel", job], env=env, capture_output=True, check=False)
+            proc.wait()
+            return f"not finished after {limit_s:.0f}s, cancelled"
+        fields = job_fields(job, env) if job else {}
+        if fields.get("JobState") == "PENDING" and any(r in fields.get("Reason", "") for r in HOPELESS):
+            hopeless_since = hopeless_since or time.monotonic()
+            if time.monotonic() - hopeless_since > HOPELESS_GRACE_S:
+                why = fields["Reason"]
+                subprocess.run(["scancel", job], env=env, capture_output=True, check=False)
+                proc.wait()
+                return f"could not start ({why}), cancelled"
+        else:
+            hopeless_since = None
+        time.sleep(2)
+    return ""
+
+
+def launch(plan: Plan, workers: int, folder: Path, gpus_per_node: int, partition: str = "", slurm_conf: str = "",
+           tasks_per_node: int = 0) -> Launch:
+    if plan.distribution != "horovod":
+        raise BadInput(f"--launcher slurm runs Horovod (srun, or mpirun with an MPI build), not {plan.distribution}")
     path = folder / f"train-{workers}w.sbatch"
-    text = script(plan, workers, gpus_per_node, folder, partition)
+    text = script(plan, workers, gpus_per_node, folder, partition, tasks_per_node=tasks_per_node)
     path.write_text(text)
     path.chmod(0o755)
     problems = validate(text)
@@ -75,16 +157,20 @@ def launch(plan: Plan, workers: int, folder: Path, gpus_per_node: int, partition
     sbatch = shutil.which("sbatch")
     if not sbatch:
         return Launch(workers, written_only=f"{path.name} written, not submitted (no sbatch here): "
-                                            "run `sbatch` on it on the cluster")
-    try:
-        proc = subprocess.run([sbatch, "--parsable", "--wait", str(path)], capture_output=True, text=True,
-                              timeout=plan.timeout_s + 600, check=False)  # queueing time on top of the run
-    except subprocess.TimeoutExpired:
-        return Launch(workers, problem=f"job not finished after {plan.timeout_s + 600}s")
-    job = proc.stdout.strip().split(";")[0]
+                                            "run `sbatch` on it on the cluster, then `gpuready report collect`")
+    env = _env(slurm_conf)
+    proc = subprocess.Popen([sbatch, "--parsable", "--wait", str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    job = proc.stdout.readline().strip().split(";")[0]  # --parsable prints the id at submission
+    stopped = _wait(proc, job, env, plan.timeout_s + 600)  # queueing time on top of the run
+    errors = " ".join(proc.stderr.read().split())
+    if not job:
+        return Launch(workers, problem=f"sbatch refused {path.name}: {errors or f'exit {proc.returncode}'}")
     log_path = folder / f"slurm-{workers}w-{job}.out"
-    text = log_path.read_text(errors="replace") if log_path.exists() else proc.stdout + proc.stderr
-    result = Launch(workers, parse_results(text), log_path, proc.returncode)
-    if proc.returncode or len(result.results) != workers:
-        result.problem = f"job {job} exit {proc.returncode}, {len(result.results)}/{workers} reported: {tail(text)}"
+    out = log_path.read_text(errors="replace") if log_path.exists() else ""
+    result = Launch(workers, parse_results(out), log_path if log_path.exists() else None, proc.returncode)
+    if stopped or proc.returncode or len(result.results) != workers:
+        result.problem = (f"job {job} {stopped + ', ' if stopped else ''}{describe(job, env)}, "
+                          f"{len(result.results)}/{workers} workers reported: {job_tail(out) or errors or 'no output'}")
     return result

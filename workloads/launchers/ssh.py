@@ -1,57 +1,157 @@
-"""SSH launcher: horovodrun (Gloo) or mpirun across the inventory's GPU hosts, from this machine.
+"""SSH launcher: horovodrun (Gloo, started on the first host) or mpirun (from this machine) across the
+inventory's GPU hosts.
 
-Uses the password-less SSH the mpi_ssh role sets up; every host must have this Python (same path)
-with gpuready[train] installed, as horovodrun and mpirun expect.
+Every host must have this Python (same path) with gpuready[train] installed, as horovodrun and
+mpirun expect, and accept the inventory's SSH key (ansible_ssh_private_key_file; on the nodes
+themselves the mpi_ssh role's key in ~/.ssh/config). Every chosen host is tried over SSH before
+anything starts: one that does not answer stops the run, named (exit 3).
+
+With mpirun, OpenMPI starts the processes and Horovod's collectives run over Gloo, whose
+rendezvous this launcher serves (gpuready.workloads.rendezvous): the Horovod that `make` builds
+has no MPI. A Horovod built with MPI runs the same command line.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, worker_env
+from gpuready.workloads import rendezvous
+from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, horovodrun, worker_env
 
 
-def host_slots(hosts: list[tuple[str, int]], workers: int) -> list[tuple[str, int]]:
-    """Fill whole hosts first, one worker per GPU: the fewest hosts, so the most traffic stays on NVLink."""
+@dataclass(frozen=True)
+class Host:
+    name: str
+    address: str
+    slots: int
+    user: str = ""
+    key: str = ""
+    port: int = 22
+
+
+def host_slots(hosts: list[Host], workers: int) -> list[tuple[Host, int]]:
+    """Fill whole hosts first, one worker per slot (GPU): the fewest hosts, so most traffic stays on NVLink."""
     chosen, left = [], workers
-    for address, gpus in hosts:
+    for host in hosts:
         if left <= 0:
             break
-        take = min(gpus, left)
+        take = min(host.slots, left)
         if take:
-            chosen.append((address, take))
+            chosen.append((host, take))
             left -= take
     if left > 0:
-        total = sum(g for _, g in hosts)
-        raise BadInput(f"{workers} workers need {workers} GPUs; the inventory's hosts have {total}")
+        total = sum(h.slots for h in hosts)
+        raise BadInput(f"{workers} workers need {workers} slots (one per GPU); the inventory's hosts have {total}")
     return chosen
 
 
-def command(plan: Plan, workers: int, hosts: list[tuple[str, int]], runner: str, python: str = "") -> list[str]:
-    slots = ",".join(f"{h}:{n}" for h, n in host_slots(hosts, workers))
+def ssh_options(host: Host, known_hosts: Path) -> list[str]:
+    # First contact is trusted and recorded in the run's own known_hosts: the launcher never edits ~/.ssh.
+    options = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=accept-new",
+               "-o", f"UserKnownHostsFile={known_hosts}", "-p", str(host.port)]
+    return options + (["-i", host.key] if host.key else [])
+
+
+def check_reachable(chosen: list[tuple[Host, int]], known_hosts: Path) -> None:
+    """Each host answers `true` over SSH, or the run stops before it starts, naming the host."""
+    for host, _ in chosen:
+        try:
+            done = _ssh(host, known_hosts, "true")
+        except subprocess.TimeoutExpired:
+            raise Unreachable(f"host {host.name} ({host.address}) did not answer over SSH in 30s") from None
+        if done.returncode:
+            why = " ".join(done.stderr.split()) or f"exit {done.returncode}"
+            raise Unreachable(f"host {host.name} ({host.address}) unreachable over SSH: {why}")
+
+
+def _ssh(host: Host, known_hosts: Path, *remote: str) -> subprocess.CompletedProcess[str]:
+    target = f"{host.user}@{host.address}" if host.user else host.address
+    return subprocess.run(["ssh", *ssh_options(host, known_hosts), target, *remote], capture_output=True, text=True,
+                          timeout=30, check=False, stdin=subprocess.DEVNULL)
+
+
+def interface_towards(host: Host, peer: str, known_hosts: Path) -> str:
+    """The network interface ``host`` reaches ``peer`` through (`ip route get` on the host itself)."""
+    route = _ssh(host, known_hosts, "ip", "-o", "route", "get", peer).stdout.split()
+    return route[route.index("dev") + 1] if "dev" in route else ""
+
+
+def command(plan: Plan, workers: int, hosts: list[Host], runner: str, known_hosts: Path, python: str = "",
+            interface: str = "") -> list[str]:
+    chosen = host_slots(hosts, workers)
+    slots = ",".join(f"{h.address}:{n}" for h, n in chosen)
     train = [python or sys.executable, *TRAIN_MODULE, *plan.train_args()]
+    first = chosen[0][0]
     if runner == "mpirun":
-        # seed 004: --map-by socket gave the best binding on the C4140; -x passes the environment on
-        return ["mpirun", "--map-by", "socket", "-np", str(workers), "-H", slots, "-bind-to", "none",
-                "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "NCCL_DEBUG=WARN", "-x", "TF_CPP_MIN_LOG_LEVEL=1", *train]
-    return ["horovodrun", "-np", str(workers), "-H", slots, "--gloo", *train]
+        rsh = shlex.join(ssh_options(first, known_hosts))
+        cmd = ["mpirun", "--map-by", "socket", "-np", str(workers), "-H", slots, "-bind-to", "none",
+               "-mca", "plm_rsh_args", rsh, "-x", "PATH", "-x", "TF_CPP_MIN_LOG_LEVEL=1", "-x", "PYTHONUNBUFFERED=1",
+               "-x", "NCCL_DEBUG=WARN"]
+        cmd += [a for v in (rendezvous.ADDR, rendezvous.PORT, rendezvous.HOSTS) for a in ("-x", v)]
+        if os.geteuid() == 0:
+            cmd.insert(1, "--allow-run-as-root")
+        return [*cmd, python or sys.executable, "-m", rendezvous.MODULE, "worker", "--", *train]
+    # horovodrun runs on the first host, as on a site: its driver must share a network interface name
+    # with the workers (Gloo's HOROVOD_GLOO_IFACE), which this machine need not
+    cmd = [horovodrun(), "-np", str(workers), "-H", slots, "--gloo", "-p", str(first.port)]
+    if first.key:
+        cmd += ["--ssh-identity-file", first.key]
+    if interface:  # else Horovod may pick loopback, which every host has in common
+        cmd += ["--network-interfaces", interface]
+    target = f"{first.user}@{first.address}" if first.user else first.address
+    return ["ssh", *ssh_options(first, known_hosts), target, "env", "TF_CPP_MIN_LOG_LEVEL=1", "PYTHONUNBUFFERED=1",
+            shlex.join([*cmd, *train])]
 
 
-def launch(plan: Plan, workers: int, folder: Path, hosts: list[tuple[str, int]], runner: str) -> Launch:
-    cmd = command(plan, workers, hosts, runner)
+def _mpirun_env(hosts: str, first_address: str) -> tuple[rendezvous.Rendezvous, dict[str, str]]:
+    """Serve Horovod's rendezvous here, on the address the hosts reach us at; tell OpenMPI to use that network."""
+    import psutil
+
+    here = rendezvous.route_address(first_address)
+    server = rendezvous.Rendezvous(hosts, here)
+    iface = rendezvous.interface_of(here)
+    net = next(str(ipaddress.ip_interface(f"{a.address}/{a.netmask}").network)
+               for a in psutil.net_if_addrs()[iface] if a.address == here)
+    # OMPI_MCA_* are OpenMPI's own environment form of -mca: its daemons call back on this network only
+    return server, {**server.env, "OMPI_MCA_oob_tcp_if_include": net, "OMPI_MCA_btl_tcp_if_include": net}
+
+
+def launch(plan: Plan, workers: int, folder: Path, hosts: list[Host], runner: str) -> Launch:
+    if plan.distribution != "horovod":
+        raise BadInput(f"--launcher ssh runs Horovod (horovodrun or mpirun), not {plan.distribution}")
+    known_hosts = folder / "known_hosts"
+    chosen = host_slots(hosts, workers)
+    check_reachable(chosen, known_hosts)
+    interface = ""
+    if runner == "horovodrun" and len(chosen) > 1:
+        interface = interface_towards(chosen[0][0], chosen[1][0].address, known_hosts)
+    cmd = command(plan, workers, hosts, runner, known_hosts, interface=interface)
     log_path = folder / f"workers-{workers}.log"
     result = Launch(workers, log=log_path)
-    (folder / f"workers-{workers}.cmd").write_text(" ".join(cmd) + "\n")
+    (folder / f"workers-{workers}.cmd").write_text(shlex.join(cmd) + "\n")
+    server = None
+    env = worker_env()
     try:
+        if runner == "mpirun":
+            server, extra = _mpirun_env(",".join(f"{h.address}:{n}" for h, n in chosen), chosen[0][0].address)
+            env.update(extra)
         with log_path.open("w") as out:
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=worker_env(),
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
                                   timeout=plan.timeout_s, check=False)
         result.returncode = proc.returncode
     except FileNotFoundError as e:
-        raise Unreachable(f"{cmd[0]} not found on this machine: install it, or use --launcher slurm") from e
+        raise Unreachable(f"{cmd[0]} not found on this machine: install it (Debian: openmpi-bin), or use "
+                          "--launcher slurm") from e
     except subprocess.TimeoutExpired:
         result.problem = f"stopped after {plan.timeout_s}s (timeout_s)"
+    finally:
+        if server:
+            server.__exit__()
     return result.collect()

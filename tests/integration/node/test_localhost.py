@@ -104,3 +104,25 @@ def test_batched_answers_equal_one_by_one() -> None:
         alone = testinfra.get_host("local://").run(command)
         answer = batched.run(command)
         assert (answer.rc, answer.stdout, answer.stderr) == (alone.rc, alone.stdout, alone.stderr), command
+
+
+def test_become_runs_the_batch_as_the_become_user() -> None:
+    """ansible_become: the node's commands run through sudo as ansible_become_user, as Ansible would run them."""
+    import functools
+    import os
+
+    import testinfra
+
+    from gpuready.core.settings import NodeClass
+    from gpuready.validate.node import connect
+    from gpuready.validate.node.node import Node
+
+    if os.geteuid() != 0 or not shutil.which("sudo"):
+        pytest.skip("needs root and sudo (scripts/install-system-deps installs sudo)")
+    spec = connect.connection_spec("localhost", {"ansible_connection": "local", "ansible_become": True,
+                                                 "ansible_become_user": "nobody"}, environ={})
+    node = Node("localhost", testinfra.get_host("local://"), NodeClass(gpu_count=0), None,  # type: ignore[arg-type]
+                wrap=functools.partial(connect.become, spec))
+    node.prefetch(["id -un", "echo err >&2; exit 4"])
+    assert node.run("id -un").stdout.strip() == "nobody"
+    assert (node.run("echo err >&2; exit 4").rc, node.run("echo err >&2; exit 4").stderr) == (4, "err\n")

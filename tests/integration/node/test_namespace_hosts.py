@@ -38,8 +38,10 @@ FAULTS: dict[str, dict[str, str]] = {
     "h100-x8": {},
     "ecc-errors": {"gpu.ecc_volatile": "failed", "gpu.xid": "failed"},
     "driver-mismatch": {"driver.version": "failed"},
-    # GPU 3 is on the PCI bus but nvidia-smi does not see it: count, bus and the pairs it was in fail.
-    "missing-gpu": {"gpu.count": "failed", "gpu.pci_bus": "failed", "topology.p2p": "failed"},
+    # GPU 3 is on the PCI bus but nvidia-smi does not see it: reported once, by gpu.pci_bus; the count and
+    # the pairs it was in say "depends on gpu.pci_bus".
+    "missing-gpu": {"gpu.pci_bus": "failed", "gpu.count": "skipped", "topology.p2p": "skipped",
+                    "topology.nvlink": "skipped"},
     # One root cause, reported once: everything that needs the driver says "depends on driver.nouveau_absent".
     "nouveau": {"driver.nouveau_absent": "failed", **dict.fromkeys(NEEDS_DRIVER, "skipped")},
     "nvlink-down": {"topology.nvlink": "failed"},

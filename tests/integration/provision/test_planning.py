@@ -17,9 +17,9 @@ import yaml
 
 from gpuready.core.runner import run_playbook
 from tests.conftest import ROOT
+from tests.integration.provision import nvidia_reference as ref
 
 FACTS = ROOT / "tests" / "fixtures" / "facts"
-CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
 HANDLERS = [
     "Driver | Rebuild the initramfs",
     "Driver | Restart nvidia-persistenced",
@@ -30,94 +30,20 @@ SEED_RULES = [
     {"path": "/usr/bin/nvidia-*", "target": "/usr/bin/nvidia-.*", "setype": "xserver_exec_t"},
     {"path": "/var/lib/kubelet/*/*", "target": "/var/lib/kubelet/.*/.*", "setype": "container_file_t"},
 ]
-# host: (branch, version) pinned for it, then what the plan must say.
-EXPECTED: dict[str, dict[str, Any]] = {
-    "rhel-7": {
-        "pin": ("418", "418.40.04"),
-        "repo": f"{CUDA}/rhel7/x86_64/",
-        "stream": "",
-        "packages": [
-            "nvidia-driver-branch-418-418.40.04",
-            "kmod-nvidia-latest-dkms-418.40.04",
-            "nvidia-persistenced-418.40.04",
-        ],
-        "headers": ["kernel-devel-3.10.0-1160.el7.x86_64", "kernel-headers-3.10.0-1160.el7.x86_64", "dkms"],
-        "initramfs": "dracut --force --regenerate-all",
-        "epel": True,
-    },
-    "centos-7": {
-        "pin": ("430", "430.26"),
-        "repo": f"{CUDA}/rhel7/x86_64/",
-        "stream": "",
-        "packages": ["nvidia-driver-branch-430-430.26", "kmod-nvidia-latest-dkms-430.26", "nvidia-persistenced-430.26"],
-        "headers": ["kernel-devel-3.10.0-957.el7.x86_64", "kernel-headers-3.10.0-957.el7.x86_64", "dkms"],
-        "initramfs": "dracut --force --regenerate-all",
-        "epel": True,
-    },
-    "rhel-8": {
-        "pin": ("470", "470.82.01"),
-        "repo": f"{CUDA}/rhel8/x86_64/",
-        "stream": "nvidia-driver:470-dkms",
-        "packages": ["@nvidia-driver:470-dkms", "nvidia-driver-470.82.01"],
-        "headers": ["kernel-devel-4.18.0-553.el8_10.x86_64", "kernel-headers-4.18.0-553.el8_10.x86_64"],
-        "initramfs": "dracut --force --regenerate-all",
-        "epel": True,
-    },
-    "rhel-9": {
-        "pin": ("550", ""),
-        "repo": f"{CUDA}/rhel9/x86_64/",
-        "stream": "nvidia-driver:550-dkms",
-        "packages": ["@nvidia-driver:550-dkms"],
-        "headers": ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64", "kernel-headers-5.14.0-427.13.1.el9_4.x86_64"],
-        "initramfs": "dracut --force --regenerate-all",
-        "epel": True,
-    },
-    "rocky-9": {
-        "pin": ("535", "535.183.01"),
-        "repo": f"{CUDA}/rhel9/x86_64/",
-        "stream": "nvidia-driver:535-dkms",
-        "packages": ["@nvidia-driver:535-dkms", "nvidia-driver-535.183.01"],
-        "headers": ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64", "kernel-headers-5.14.0-427.13.1.el9_4.x86_64"],
-        "initramfs": "dracut --force --regenerate-all",
-        "epel": True,
-    },
-    "ubuntu-20.04": {
-        "pin": ("470", "470.82.01"),
-        "repo": "",
-        "stream": "",
-        "packages": ["nvidia-driver-470-server=470.82.01-*", "nvidia-utils-470-server=470.82.01-*"],
-        "headers": ["linux-headers-5.4.0-190-generic"],
-        "initramfs": "update-initramfs -u -k all",
-        "epel": False,
-    },
-    "ubuntu-22.04": {
-        "pin": ("535", ""),
-        "repo": "",
-        "stream": "",
-        "packages": ["nvidia-driver-535-server", "nvidia-utils-535-server"],
-        "headers": ["linux-headers-5.15.0-119-generic"],
-        "initramfs": "update-initramfs -u -k all",
-        "epel": False,
-    },
-    "ubuntu-24.04": {
-        "pin": ("550", "550.90.07"),
-        "repo": "",
-        "stream": "",
-        "packages": ["nvidia-driver-550-server=550.90.07-*", "nvidia-utils-550-server=550.90.07-*"],
-        "headers": ["linux-headers-6.8.0-41-generic"],
-        "initramfs": "update-initramfs -u -k all",
-        "epel": False,
-    },
-}
 
 
-def _fact_cache(folder: Path, hosts: dict[str, str]) -> Path:
+def _facts(record: str, edit: dict[str, str] | None) -> dict[str, Any]:
+    facts = json.loads((FACTS / f"{record}.json").read_text())["ansible_facts"]
+    return facts | (edit or {})
+
+
+def _fact_cache(folder: Path, hosts: dict[str, tuple[str, dict[str, str] | None]]) -> Path:
     """Ansible's own jsonfile cache, written through its plugin so the format is the installed Ansible's."""
     from ansible.plugins.loader import cache_loader
 
     cache = cache_loader.get("jsonfile", _uri=str(folder), _timeout=0)
-    for host, record in hosts.items():
-        facts = json.loads((FACTS / f"{record}.json").read_text())["ansible_facts"]
+    for host, (record, edit) in hosts.items():
+        facts = _facts(record, edit)
         cache.set(host, {f"ansible_{k}": v for k, v in facts.items()} | {"_ansible_facts_gathered": True})
     return folder
 
@@ -133,6 +59,8 @@ def _inventory(folder: Path, hosts: dict[str, dict[str, Any]]) -> Path:
         "nvidia_driver_plan_only": True,
         "nvidia_driver_wanted": True,
         "gpu_selinux_plan_only": True,
+        "nvidia_container_toolkit_plan_only": True,
+        "nvidia_container_toolkit_wanted": True,
     }
     (folder / "group_vars" / "all").mkdir(parents=True)
     (folder / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts, "vars": common}}))
@@ -143,44 +71,97 @@ def _inventory(folder: Path, hosts: dict[str, dict[str, Any]]) -> Path:
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp = tmp_path_factory.mktemp("planning")
-    hosts = {
+    hosts: dict[str, dict[str, Any]] = {
         name: {"nvidia_driver_branch": pin[0], "nvidia_driver_version": pin[1]}
-        for name, pin in ((n, e["pin"]) for n, e in EXPECTED.items())
+        for name, pin in ((n, e["pin"]) for n, e in ref.DRIVER.items())
     }
+    hosts |= {name: {"nvidia_driver_branch": branch} for name, (branch, _) in ref.REFUSED.items()}
     hosts["debian-11"] = {}
     hosts["ubuntu-24.04-old-branch"] = {"nvidia_driver_branch": "418"}
-    records = {name: name for name in EXPECTED} | {"debian-11": "debian-11", "ubuntu-24.04-old-branch": "ubuntu-24.04"}
+    records = ref.HOSTS | {"debian-11": ("debian-11", None), "ubuntu-24.04-old-branch": ("ubuntu-24.04", None)}
     cache = _fact_cache(tmp / "facts", records)
     return run_playbook(
         "site.yml",
         _inventory(tmp / "inventory", hosts),
         tmp / "runs",
         check=True,
-        tags=["driver", "selinux"],
+        tags=["driver", "container_runtime", "selinux"],
         fact_cache=cache,
     )
 
 
-@pytest.mark.parametrize("host", sorted(EXPECTED))
-def test_driver_plan_per_distribution(planned: Any, host: str) -> None:
+@pytest.mark.parametrize("host", sorted(ref.DRIVER))
+def test_driver_plan_matches_the_vendors_packaging(planned: Any, host: str) -> None:
     result = planned.hosts[host]
     assert result.failures == 0 and not result.unreachable, result.failed_tasks
     assert result.changed == 0
     checks = {c.id: c for c in result.checks}
     plan = json.loads(checks["driver.plan"].evidence)
-    want = EXPECTED[host]
+    want = ref.DRIVER[host]
     assert plan["repo"] == want["repo"]
-    assert plan["repo_key"] == (f"{want['repo']}D42D0685.pub" if want["repo"] else "")
+    assert plan["repo_key"] == (f"{want['repo']}{ref.KEYS[plan['repo_kind']]}" if want["repo"] else "")
     assert plan["module_stream"] == want["stream"]
     assert plan["packages"] == want["packages"]
-    assert plan["headers"] == want["headers"]
-    assert plan["initramfs_command"] == want["initramfs"]
+    assert plan["crb_repo"] == want["crb"]
     assert plan["epel"] is want["epel"]
     assert plan["handlers"] == HANDLERS
     assert "(plan only: nothing changed)" in checks["driver.plan"].message
 
 
-@pytest.mark.parametrize("host", sorted(EXPECTED))
+@pytest.mark.parametrize("host", sorted(ref.DRIVER))
+def test_driver_plan_names_the_running_kernel_headers(planned: Any, host: str) -> None:
+    record, edit = ref.HOSTS[host]
+    facts = _facts(record, edit)
+    plan = json.loads(next(c for c in planned.hosts[host].checks if c.id == "driver.plan").evidence)
+    rpm = facts["os_family"] == "RedHat"
+    assert plan["headers"][0] == (f"kernel-devel-{facts['kernel']}" if rpm else f"linux-headers-{facts['kernel']}")
+    assert plan["initramfs_command"] == ("dracut --force --regenerate-all" if rpm else "update-initramfs -u -k all")
+
+
+@pytest.mark.parametrize("host", sorted(ref.REFUSED))
+def test_a_flavour_no_vendor_publishes_is_refused_with_the_reason(planned: Any, host: str) -> None:
+    [(task, message)] = planned.hosts[host].failed_tasks
+    assert task == "Driver | Refuse a kernel-module flavour the distribution does not package"
+    assert ref.REFUSED[host][1] in message
+
+
+@pytest.mark.parametrize("host", sorted(ref.TOOLKIT_REPO))
+def test_container_toolkit_repository_uses_the_vendors_architecture_names(planned: Any, host: str) -> None:
+    result = planned.hosts[host]
+    plan = json.loads(next(c for c in result.checks if c.id == "container_runtime.plan").evidence)
+    assert plan["repo"] == ref.TOOLKIT_REPO[host]
+    assert plan["repo_key"] == "https://nvidia.github.io/libnvidia-container/gpgkey"
+    assert plan["package"] == "nvidia-container-toolkit"
+
+
+def test_cuda_repository_of_an_arm64_server_is_sbsa(tmp_path: Path) -> None:
+    """Debian is the distribution whose driver comes from NVIDIA's CUDA repository on apt; arm64 is "sbsa" there."""
+    facts = _facts("ubuntu-24.04", None) | {
+        "distribution": "Debian",
+        "distribution_version": "12.7",
+        "distribution_major_version": "12",
+        "distribution_release": "bookworm",
+        "architecture": "aarch64",
+    }
+    from ansible.plugins.loader import cache_loader
+
+    cache = cache_loader.get("jsonfile", _uri=str(tmp_path / "facts"), _timeout=0)
+    cache.set("debian-arm64", {f"ansible_{k}": v for k, v in facts.items()} | {"_ansible_facts_gathered": True})
+    run = run_playbook(
+        "site.yml",
+        _inventory(tmp_path / "inventory", {"debian-arm64": {"nvidia_driver_branch": "550-open"}}),
+        tmp_path / "runs",
+        check=True,
+        tags=["driver"],
+        fact_cache=tmp_path / "facts",
+    )
+    plan = json.loads(next(c for c in run.hosts["debian-arm64"].checks if c.id == "driver.plan").evidence)
+    assert plan["repo"] == f"{ref.CUDA}/debian12/{ref.CUDA_ARCH['aarch64']}/"
+    assert plan["packages"] == ["nvidia-open-550", "nvidia-driver"]  # [FM]
+    assert plan["components"] == ["contrib"]  # [DIG]: Debian, enable contrib
+
+
+@pytest.mark.parametrize("host", sorted(ref.DRIVER))
 def test_selinux_plan_follows_the_recorded_mode(planned: Any, host: str) -> None:
     finding = next(c for c in planned.hosts[host].checks if c.id == "selinux.file_contexts")
     if host.startswith("ubuntu"):
@@ -195,7 +176,7 @@ def test_an_unsupported_distribution_fails_only_that_host(planned: Any) -> None:
     [(task, message)] = result.failed_tasks
     assert task == "Driver | Refuse an unsupported distribution"
     assert "nvidia_driver: Debian 11.11 is not supported" in message
-    assert all(planned.hosts[h].failures == 0 for h in EXPECTED)  # the other hosts went on
+    assert all(planned.hosts[h].failures == 0 for h in ref.DRIVER)  # the other hosts went on
 
 
 def test_a_branch_the_distribution_lacks_fails_only_that_host(planned: Any) -> None:

@@ -3,6 +3,7 @@ the upstream OpenAPI schemas of Kubernetes 1.27..1.31 (kubernetes-validate), and
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jinja2
@@ -15,22 +16,42 @@ from tests.conftest import ROOT, require
 
 ROLES = ROOT / "playbooks" / "roles"
 VERSIONS = ["1.27.0", "1.28.0", "1.29.0", "1.30.0", "1.31.0"]
+# The NVIDIA runtime offered through a RuntimeClass, time-slicing 4 ways, MIG single, CDI device lists.
+SHARED = {
+    "nvidia_runtime": "runtimeclass",
+    "device_plugin": {"time_slicing_replicas": 4, "mig_strategy": "single", "device_list_strategy": "cdi-cri"},
+}
 SCC_SCHEMA = ROOT / "tests" / "fixtures" / "kubernetes" / "securitycontextconstraints-v1.openapi.yaml"
 
 
-def _render(role: str, template: str, overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def _render(
+    role: str, template: str, overrides: dict[str, Any] | None = None, kubernetes: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """Render a role template with its defaults resolved from the gpuready settings defaults (as Ansible would)."""
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["to_json"] = env.filters["tojson"]
+    env.filters["from_json"] = json.loads
+    env.filters["bool"] = lambda v: v if isinstance(v, bool) else str(v).lower() in ("true", "yes", "1")
     env.filters["combine"] = lambda a, b: {**a, **b}
-    settings = {"kubernetes": Kubernetes().model_dump()}
-    context: dict[str, Any] = {"gpuready": settings, "groups": {"gpu_nodes": ["stor1.r5a.local", "stor2.r5a.local"]},
-                               "gpuready_state": "present"}
+    settings = {
+        "kubernetes": Kubernetes(**(kubernetes or {})).model_dump(),
+        "node_classes": {"r750xa": {"gpu_count": 4}},
+    }
+    nodes = ["stor1.r5a.local", "stor2.r5a.local"]
+    context: dict[str, Any] = {
+        "gpuready": settings,
+        "groups": {"gpu_nodes": nodes},
+        "gpuready_state": "present",
+        "hostvars": {n: {} for n in nodes},
+    }
     defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
     for _ in range(3):  # defaults refer to each other; resolve until stable
         for key, value in defaults.items():
-            context[key] = yaml.safe_load(env.from_string(value).render(context)) if isinstance(value, str) and \
-                "{{" in value else value
+            context[key] = (
+                yaml.safe_load(env.from_string(value).render(context))
+                if isinstance(value, str) and "{{" in value
+                else value
+            )
     context.update(overrides or {})
     text = env.from_string((ROLES / role / "templates" / template).read_text()).render(context)
     return [doc for doc in yaml.safe_load_all(text) if doc]
@@ -39,11 +60,23 @@ def _render(role: str, template: str, overrides: dict[str, Any] | None = None) -
 def manifests() -> list[tuple[str, dict[str, Any]]]:
     docs = [("serviceaccount", d) for d in _render("nvidia_device_plugin", "serviceaccount.yml.j2")]
     docs += [("daemonset", d) for d in _render("nvidia_device_plugin", "daemonset.yml.j2")]
-    docs += [("daemonset-private-registry", d) for d in _render(
-        "nvidia_device_plugin", "daemonset.yml.j2", {"nvidia_device_plugin_image": "registry.example/nvidia/dp:v1"})]
+    docs += [
+        ("daemonset-private-registry", d)
+        for d in _render(
+            "nvidia_device_plugin", "daemonset.yml.j2", {"nvidia_device_plugin_image": "registry.example/nvidia/dp:v1"}
+        )
+    ]
+    docs += [
+        ("daemonset-runtimeclass-timeslicing", d)
+        for d in _render("nvidia_device_plugin", "daemonset.yml.j2", kubernetes=SHARED)
+    ]
+    docs += [("runtimeclass", d) for d in _render("nvidia_device_plugin", "runtimeclass.yml.j2", kubernetes=SHARED)]
+    docs += [("plugin-config", d) for d in _render("nvidia_device_plugin", "config.yml.j2", kubernetes=SHARED)]
     docs += [("node-labels", d) for d in _render("gpu_node_labels", "node-labels.yml.j2")]
-    docs += [("node-labels-absent", d) for d in _render("gpu_node_labels", "node-labels.yml.j2",
-                                                         {"gpu_node_labels_state": "absent"})]
+    docs += [
+        ("node-labels-absent", d)
+        for d in _render("gpu_node_labels", "node-labels.yml.j2", {"gpu_node_labels_state": "absent"})
+    ]
     docs += [("namespace", d) for d in _render("openshift_gpu_scc", "namespace.yml.j2")]
     docs += [("cuda-vector-add", cuda_vector_add_pod("stor1.r5a.local", Kubernetes().cuda_vector_add_image, "r1"))]
     return docs
@@ -65,15 +98,60 @@ def test_daemonset_follows_the_seed_and_the_issue() -> None:
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     assert spec["priorityClassName"] == "system-node-critical"
     assert spec["volumes"][0]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
-    assert spec["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+    assert spec["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
     assert spec["containers"][0]["resources"]["requests"]
+
+
+# NVIDIA k8s-device-plugin README, "As command line flags or envvars": the plugin's options and their values.
+PLUGIN_OPTIONS = {
+    "FAIL_ON_INIT_ERROR": {"true", "false"},
+    "MIG_STRATEGY": {"none", "single", "mixed"},
+    "DEVICE_LIST_STRATEGY": {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"},
+    "CONFIG_FILE": None,
+}
+
+
+def _env(ds: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in ds["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def test_plugin_fails_on_init_error_and_sets_only_options_nvidia_documents() -> None:
+    env = _env(_render("nvidia_device_plugin", "daemonset.yml.j2")[0])
+    assert env["FAIL_ON_INIT_ERROR"] == "true"
+    for name, value in env.items():
+        assert name in PLUGIN_OPTIONS and (PLUGIN_OPTIONS[name] is None or value in PLUGIN_OPTIONS[name]), name
+
+
+def test_runtimeclass_time_slicing_mig_and_cdi_reach_the_daemonset() -> None:
+    ds = _render("nvidia_device_plugin", "daemonset.yml.j2", kubernetes=SHARED)[0]
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["runtimeClassName"] == "nvidia"
+    env = _env(ds)
+    assert (env["MIG_STRATEGY"], env["DEVICE_LIST_STRATEGY"]) == ("single", "cdi-cri")
+    [mount] = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "config"]
+    assert env["CONFIG_FILE"] == f"{mount['mountPath']}/config.yaml"
+    [rc] = _render("nvidia_device_plugin", "runtimeclass.yml.j2", kubernetes=SHARED)
+    assert (rc["metadata"]["name"], rc["handler"]) == ("nvidia", "nvidia")  # handler: the runtime nvidia-ctk adds
+    [cm] = _render("nvidia_device_plugin", "config.yml.j2", kubernetes=SHARED)
+    config = yaml.safe_load(cm["data"]["config.yaml"])
+    # README, "With CUDA Time-Slicing": sharing.timeSlicing.resources[{name, replicas}].
+    assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+    assert config["flags"]["migStrategy"] == "single" and config["flags"]["failOnInitError"] is True
+
+
+def test_default_runtime_needs_no_runtimeclass() -> None:
+    spec = _render("nvidia_device_plugin", "daemonset.yml.j2")[0]["spec"]["template"]["spec"]
+    assert "runtimeClassName" not in spec
+    assert "CONFIG_FILE" not in _env(_render("nvidia_device_plugin", "daemonset.yml.j2")[0])
 
 
 def test_node_labels_only_for_gpu_nodes_and_empty_when_absent() -> None:
     present = _render("gpu_node_labels", "node-labels.yml.j2")
     assert [d["metadata"]["name"] for d in present] == ["stor1.r5a.local", "stor2.r5a.local"]
-    assert present[0]["metadata"]["labels"] == {"openshift.com/gpu-accelerator": "true",
-                                                "nvidia.com/gpu.present": "true"}
+    assert present[0]["metadata"]["labels"] == {
+        "openshift.com/gpu-accelerator": "true",
+        "nvidia.com/gpu.present": "true",
+    }
     absent = _render("gpu_node_labels", "node-labels.yml.j2", {"gpu_node_labels_state": "absent"})
     assert all(d["metadata"]["labels"] == {} for d in absent)
 

@@ -61,6 +61,8 @@ EXPECTED: dict[str, dict[str, str]] = {
     "rtx-3060-v12.xml": {},
     "rtx-3080-v12.xml": {},  # persistence N/A (a Windows passthrough guest): not a failure
     "rtx-3090-v12.xml": {},
+    "tesla_p4.xml": {},  # a vGPU guest (GRID P4-1Q): persistence, PCIe, minor number, clock reasons all N/A
+    "dual-rtx-2070-590.44.01-v13.xml": {},  # two GPUs at x8 of x16 (a consumer board's slots): reported
     "rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml": {},  # gen5 GPU in a gen4 host: reported, not failed
 }
 
@@ -73,22 +75,28 @@ def devices_listing(xml: str) -> str:
     )
 
 
-def node_for(xml: str, name: str = "node", dmesg: str | None = None, **node_class: object) -> Node:
+def node_for(
+    xml: str,
+    name: str = "node",
+    dmesg: str | None = None,
+    answers: dict[str, str | Answer] | None = None,
+    **node_class: object,
+) -> Node:
     log = nvsmi.parse_xml(xml)
     nc = NodeClass(**{"gpu_model": log.gpus[0].name, "gpu_count": len(log.gpus), **node_class})
     driver = log.driver_version or "535.54.03"
     settings = Settings(
         node_classes={"c": nc}, container_runtime="none", driver={"branch": driver.split(".")[0], "version": driver}
     )
-    answers: dict[str, str | Answer] = {
+    recorded: dict[str, str | Answer] = {
         "nvidia-smi -q -x": xml,
         checks.MODULES_COMMAND: replay.LSMOD_NVIDIA,
         checks.DEVICES_COMMAND: devices_listing(xml),
         **BARE,
     }
     if dmesg is not None:
-        answers |= {"dmesg": dmesg, checks.UPTIME_COMMAND: "5100.00 10000.00\n"}
-    return Node.recorded(name, nc, settings, answers)
+        recorded |= {"dmesg": dmesg, checks.UPTIME_COMMAND: "5100.00 10000.00\n"}
+    return Node.recorded(name, nc, settings, recorded | (answers or {}))
 
 
 def verdicts(node: Node) -> dict[str, str]:
@@ -146,6 +154,14 @@ def test_one_volatile_uncorrectable_counter_fails_ecc(name: str, counter: str) -
     [ecc] = [c for c in run_catalogue(node) if c.id == "gpu.ecc_volatile"]
     assert ecc.status == "failed"
     assert f"{counter}=1" in ecc.message
+
+
+def test_a_fault_on_the_second_gpu_names_that_gpu() -> None:
+    xml = edit(capture("dual-rtx-2070-590.44.01-v13.xml"), "retired_pages/pending_retirement", "Yes", gpu=1)
+    status, message = one(node_for(xml), "gpu.retired_pages")
+    assert (status, message) == ("failed", "GPU 1 (00000000:02:00.0): page retirement pending")
+    [link] = [c for c in run_catalogue(node_for(xml)) if c.id == "gpu.pcie_link"]
+    assert link.message.count("x8 of x16") == 2
 
 
 def test_pre_v11_double_bit_total_counts() -> None:
@@ -326,3 +342,75 @@ def test_dependencies_are_declared_before_use() -> None:
         seen.add(definition.id)
     gpu_checks = [d for d in checks.CATALOGUE if re.match(r"(gpu|topology|compute|diag|perf)\.", d.id)]
     assert all(d.depends for d in gpu_checks)
+
+
+# ---------------------------------------------------------------- depth checks, each with the tool present
+def one(node: Node, id: str) -> tuple[str, str]:
+    [check] = [c for c in run_catalogue(node) if c.id == id]
+    return check.status, check.message
+
+
+def test_gpu_fallen_off_the_bus() -> None:
+    xml = capture("tesla-t4.xml")  # bus 00000000:00:1E.0
+    seen = {checks.LSPCI_COMMAND: "00:1e.0 0302: 10de:1eb8 (rev a1)\n"}
+    assert one(node_for(xml, answers=seen), "gpu.pci_bus")[0] == "passed"
+    lost = {checks.LSPCI_COMMAND: "00:1e.0 0302: 10de:1eb8 (rev a1)\n00:1f.0 0302: 10de:1eb8 (rev a1)\n"}
+    status, message = one(node_for(xml, answers=lost), "gpu.pci_bus")
+    assert status == "failed" and "not seen: 00:1f.0" in message
+
+
+def test_fabric_manager_on_nvswitch_classes() -> None:
+    xml = capture("a100-sxm4-v12.xml")  # <fabric><state>N/A: an A100 reports no fabric registration
+    assert one(node_for(xml), "node.fabric_manager")[0] == "skipped"
+    active = {checks.FABRIC_MANAGER_COMMAND: "active\n"}
+    assert one(node_for(xml, answers=active, nvswitch=True), "node.fabric_manager")[0] == "passed"
+    stopped = {checks.FABRIC_MANAGER_COMMAND: "inactive\n"}
+    assert one(node_for(xml, answers=stopped, nvswitch=True), "node.fabric_manager") == (
+        "failed",
+        "nvidia-fabricmanager is inactive",
+    )
+    unregistered = edit(xml, "fabric/state", "In Progress")
+    assert one(node_for(unregistered, answers=active, nvswitch=True), "node.fabric_manager")[0] == "failed"
+
+
+def test_peermem_ib_rate_and_flapping() -> None:
+    xml = capture("a100-sxm4-v12.xml")
+    fabric = {"type": "infiniband", "ports": ["mlx5_0"], "rate_gbps": 200, "gpudirect_rdma": True}
+    ib = {"ibstat mlx5_0": replay.ibstat(replay.PROFILES["v100-x4"])}  # 100 Gb/s
+    node = node_for(xml, answers=ib, dmesg="", fabric=fabric)
+    assert one(node, "node.peermem") == ("failed", "nvidia_peermem is not loaded: GPUDirect RDMA is off")
+    assert one(node, "node.ib_ports") == (
+        "failed",
+        "ports not as expected: mlx5_0 port 1: rate 100 Gb/s < node class 200",
+    )
+    assert one(node, "node.ib_flapping")[0] == "passed"
+    flapping = "[ 4000.123456] mlx5_core 0000:3b:00.0 mlx5_0: Port 1 link down\n"
+    assert one(node_for(xml, answers=ib, dmesg=flapping, fabric=fabric), "node.ib_flapping")[0] == "failed"
+    loaded = {checks.MODULES_COMMAND: replay.LSMOD_NVIDIA + "nvidia_peermem         16384  0\n"}
+    assert one(node_for(xml, answers=loaded, fabric=fabric), "node.peermem")[0] == "passed"
+
+
+def test_nvlink_error_counters_fail_over_the_limit() -> None:
+    xml = capture("rtx-3090-v12.xml")
+    text = "GPU 0: NVIDIA GeForce RTX 3090 (UUID: x)\n\t Link 0: Replay Errors: 0\n\t Link 0: CRC Errors: 4096\n"
+    status, message = one(
+        node_for(xml, answers={"nvidia-smi nvlink -e": text}, nvlink_links_per_gpu=4), "topology.nvlink_errors"
+    )
+    assert status == "failed" and "GPU 0 link 0: CRC Errors=4096" in message
+
+
+def test_dcgm_and_bandwidth_when_the_tools_are_there() -> None:
+    xml = capture("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml")  # link max gen 4 x16
+    failing = '{"DCGM GPU Diagnostic": {"tests": [{"name": "PCIe", "results": [{"status": "Fail"}]}]}}'
+    assert one(node_for(xml, answers={checks.DCGM_COMMAND: failing}), "diag.dcgm") == (
+        "failed",
+        "dcgmi diag -r 1 failed: PCIe: Fail",
+    )
+    slow = "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n     0\n 0   12.50\n"
+    status, message = one(
+        node_for(xml, answers={checks.NVBANDWIDTH_COMMAND: "host_to_device_memcpy_ce\n" + slow}), "perf.h2d_bandwidth"
+    )
+    assert status == "failed" and "lower bound 22" in message  # gen4 x16: 70% of 31.5 GB/s
+    nccl = "#  Avg bus bandwidth    : 21.3 \n"
+    status, message = one(node_for(xml, answers={checks.NCCL_COMMAND: nccl}), "perf.nccl_allreduce")
+    assert status == "passed" and "recorded, not judged" in message

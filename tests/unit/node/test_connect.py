@@ -17,12 +17,15 @@ def test_no_assumed_root_and_ansibles_default_host_key_checking() -> None:
     assert connect.describe(spec) == "ssh 10.0.0.5:22"
 
 
-@pytest.mark.parametrize(("variables", "environ", "checking"), [
-    ({"ansible_host_key_checking": False}, {}, False),
-    ({"ansible_ssh_host_key_checking": "no"}, {}, False),
-    ({}, {"ANSIBLE_HOST_KEY_CHECKING": "False"}, False),
-    ({"ansible_host_key_checking": True}, {"ANSIBLE_HOST_KEY_CHECKING": "False"}, True),
-])
+@pytest.mark.parametrize(
+    ("variables", "environ", "checking"),
+    [
+        ({"ansible_host_key_checking": False}, {}, False),
+        ({"ansible_ssh_host_key_checking": "no"}, {}, False),
+        ({}, {"ANSIBLE_HOST_KEY_CHECKING": "False"}, False),
+        ({"ansible_host_key_checking": True}, {"ANSIBLE_HOST_KEY_CHECKING": "False"}, True),
+    ],
+)
 def test_host_key_policy_as_ansible_reads_it(variables: dict, environ: dict, checking: bool) -> None:
     spec = connect.connection_spec("gn01", variables, environ=environ)
     assert spec["host_key_checking"] is checking
@@ -30,8 +33,15 @@ def test_host_key_policy_as_ansible_reads_it(variables: dict, environ: dict, che
 
 
 def test_jump_host_and_extra_args_reach_ssh() -> None:
-    spec = connect.connection_spec("gn01", {"ansible_user": "ops", "ansible_ssh_common_args": "-o ProxyJump=bastion",
-                                            "ansible_ssh_extra_args": "-o Compression=yes"}, environ={})
+    spec = connect.connection_spec(
+        "gn01",
+        {
+            "ansible_user": "ops",
+            "ansible_ssh_common_args": "-o ProxyJump=bastion",
+            "ansible_ssh_extra_args": "-o Compression=yes",
+        },
+        environ={},
+    )
     assert connect.ssh_args(spec).endswith("-o ProxyJump=bastion -o Compression=yes")
     assert connect.describe(spec) == "ssh ops@gn01:22"
 

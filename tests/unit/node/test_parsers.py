@@ -83,3 +83,28 @@ def test_profile_names() -> None:
     assert replay.profile_names("v100-x4,h100-x8*3") == ["v100-x4"] + ["h100-x8"] * 3
     with pytest.raises(ValueError, match="unknown profile"):
         replay.profile_names("v100-x5")
+
+
+def test_nvlink_error_counters_ibstat_rate_and_lspci() -> None:
+    text = replay.nvlink_errors(replay.PROFILES["v100-x4"])
+    text = text.replace("Link 2: CRC Errors: 0", "Link 2: CRC Errors: 512", 1)
+    counters = nvsmi.parse_nvlink_errors(text)
+    assert len(counters) == 4 * 6 * 3
+    assert [k for k, v in counters.items() if v] == [(0, 2, "CRC Errors")]
+    ports = nvsmi.parse_ibstat(replay.ibstat(replay.PROFILES["h100-x8"]))
+    assert (ports[1]["State"], ports[1]["Rate"]) == ("Active", "400")
+    on_bus = nvsmi.parse_lspci_gpus(replay.lspci(replay.PROFILES["missing-gpu"]) + "07:00.0 0680: 10de:22a3 (rev a1)\n")
+    assert on_bus == ["1a:00.0", "1c:00.0", "1d:00.0", "1e:00.0"]  # the NVSwitch (class 0680) is not a GPU
+
+
+def test_dcgm_nccl_and_nvbandwidth_figures() -> None:
+    dcgm = ('{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Deployment", "tests": ['
+            '{"name": "Denylist", "results": [{"status": "Pass"}]}, {"name": "Persistence Mode", '
+            '"results": [{"status": "Fail", "warnings": [{"warning": "off"}]}]}]}]}}')
+    assert ("Persistence Mode", "Fail") in nvsmi.parse_dcgm_diag(dcgm)
+    with pytest.raises(nvsmi.ParseError):
+        nvsmi.parse_dcgm_diag("Error: unable to connect to host engine")
+    assert nvsmi.parse_nccl_busbw("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 187.52 \n") == 187.52
+    matrix = ("Running host_to_device_memcpy_ce.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
+              "           0         1\n 0     24.10     23.80\n\nSUM host_to_device_memcpy_ce 47.90\n")
+    assert nvsmi.parse_nvbandwidth_h2d(matrix) == 23.8

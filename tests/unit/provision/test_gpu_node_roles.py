@@ -42,17 +42,15 @@ def test_each_layer_has_its_tag_in_site_yml(tag: str) -> None:
     assert [p for p in plays if tag in p.get("tags", [])]
 
 
-def test_site_yml_passes_the_syntax_check() -> None:
+def test_site_yml_passes_the_syntax_check(tmp_path: Path) -> None:
+    from gpuready.core.runner import ansible_environment
+
     done = subprocess.run(
-        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", "site.yml"],
-        cwd=PLAYBOOKS,
+        [str(BIN / "ansible-playbook"), "--syntax-check", "-i", "localhost,", str(PLAYBOOKS / "site.yml")],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
-        env={
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "PATH": f"{BIN}:/usr/bin:/bin",
-            "ANSIBLE_ROLES_PATH": str(PLAYBOOKS / "roles"),
-        },
+        env={**ansible_environment(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin"},
     )
     assert done.returncode == 0, done.stderr
 

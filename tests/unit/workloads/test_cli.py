@@ -79,3 +79,12 @@ def test_compare_says_when_setups_differ(tmp_path: Path) -> None:
     runs = [compare.load(str(a)), compare.load(f"{b}=small")]
     assert compare.setup_differences(runs) == ["small: image_size 64 (first: None)"]
     assert "Set-ups differ" in compare.markdown(compare.table(runs), runs)
+
+
+def test_report_collect_refuses_files_without_results(tmp_path: Path) -> None:
+    empty = tmp_path / "slurm-2w-7.out"
+    empty.write_text("srun: error: node-a: task 0: Exited with exit code 1\n")
+    done = gpuready("report", "collect", str(empty), "--artifacts", str(tmp_path / "runs"))
+    assert done.returncode == 2 and "no GPUREADY_RESULT lines" in done.stderr, done.stderr
+    missing = gpuready("report", "collect", str(tmp_path / "nope.out"), "--artifacts", str(tmp_path / "runs"))
+    assert missing.returncode == 2 and "nope.out: cannot read" in missing.stderr, missing.stderr

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuready.core.errors import BadInput
 from gpuready.workloads.launchers import Plan, kubernetes, slurm, ssh
 
 PLAN = Plan(model="resnet50", batch_size=256, mixed_precision=True, xla=True, steps=100)
@@ -20,6 +21,15 @@ def test_sbatch_script_is_valid_and_one_task_per_gpu(tmp_path: Path, workers: in
     assert f"#SBATCH --nodes={nodes}" in text and f"#SBATCH --ntasks={workers}" in text
     assert f"#SBATCH --gres=gpu:{min(workers, per_node)}" in text
     assert "mpirun --map-by socket" in text and "--mixed-precision --xla" in text
+    # the command that runs: srun's tasks get Horovod's Gloo rendezvous from gpuready.workloads.rendezvous
+    (run,) = [ln for ln in text.splitlines() if ln and not ln.startswith("#") and "rendezvous" in ln]
+    assert " -m gpuready.workloads.rendezvous srun -- " in run and "-m gpuready.workloads.train" in run
+
+
+def test_sbatch_tasks_per_node_spreads_workers_over_hosts(tmp_path: Path) -> None:
+    text = slurm.script(PLAN, 2, 4, tmp_path, tasks_per_node=1)
+    assert slurm.validate(text) == []
+    assert "#SBATCH --nodes=2" in text and "#SBATCH --ntasks-per-node=1" in text and "--gres=gpu:1" in text
 
 
 def test_sbatch_validator_catches_typos_and_bad_counts(tmp_path: Path) -> None:
@@ -66,9 +76,27 @@ def test_manifest_validator_catches_broken_jobs() -> None:
     assert kubernetes.validate(bad_tf)
 
 
-def test_ssh_fills_whole_hosts_one_worker_per_gpu() -> None:
-    hosts = [("10.10.0.11", 4), ("10.10.0.12", 4)]
-    assert ssh.host_slots(hosts, 6) == [("10.10.0.11", 4), ("10.10.0.12", 2)]
-    cmd = ssh.command(PLAN, 8, hosts, "mpirun")
+def test_ssh_fills_whole_hosts_one_worker_per_gpu(tmp_path: Path) -> None:
+    a, b = ssh.Host("c4140-01", "10.10.0.11", 4, "root", "/k"), ssh.Host("c4140-02", "10.10.0.12", 4, "root", "/k")
+    assert ssh.host_slots([a, b], 6) == [(a, 4), (b, 2)]
+    with pytest.raises(BadInput, match="9 workers need 9 slots"):
+        ssh.host_slots([a, b], 9)
+    cmd = ssh.command(PLAN, 8, [a, b], "mpirun", tmp_path / "known_hosts")
+    cmd = [c for c in cmd if c != "--allow-run-as-root"]
     assert cmd[:6] == ["mpirun", "--map-by", "socket", "-np", "8", "-H"] and cmd[6] == "10.10.0.11:4,10.10.0.12:4"
-    assert ssh.command(PLAN, 2, hosts, "horovodrun")[:6] == ["horovodrun", "-np", "2", "-H", "10.10.0.11:2", "--gloo"]
+    assert cmd[cmd.index("--") - 2:cmd.index("--")] == ["gpuready.workloads.rendezvous", "worker"]
+    remote = ssh.command(PLAN, 2, [a, b], "horovodrun", tmp_path / "known_hosts", interface="eth0")
+    # horovodrun runs on the first host, reached with the inventory's key
+    assert remote[0] == "ssh" and "root@10.10.0.11" in remote and remote[remote.index("-i") + 1] == "/k"
+    assert " -np 2 -H 10.10.0.11:2 --gloo " in remote[-1] and "--network-interfaces eth0" in remote[-1]
+
+
+def test_failed_job_message_names_the_workers_error_before_sruns_noise() -> None:
+    out = ("Traceback (most recent call last):\n"
+           "FileNotFoundError: no train-*.tfrecord files in /data (convert the data first)\n"
+           "srun: error: node-b: task 1: Exited with exit code 1\n"
+           "slurmstepd-node-a: error: *** STEP 2.0 ON node-a CANCELLED AT 2026-11-23T11:51:18 ***\n"
+           "srun: error: node-a: task 0: Terminated\n")
+    assert slurm.job_tail(out) == ("Traceback (most recent call last): | FileNotFoundError: no train-*.tfrecord "
+                                   "files in /data (convert the data first) | srun: error: node-b: task 1: Exited "
+                                   "with exit code 1")

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-module: gpuready_esxi_ats
+module: esxi_ats
 short_description: Turn Address Translation Services (ATS) on or off on an ESXi host
 description:
   - Sets the ESXi advanced option C(VMkernel.Boot.atsSupport) through the host's advanced option manager,
@@ -33,7 +33,7 @@ author: gpuready
 
 EXAMPLES = r"""
 - name: ESXi | Turn ATS on
-  gpuready_esxi_ats:
+  gpuready.gpu.esxi_ats:
     hostname: vcenter.lab.local
     username: administrator@vsphere.local
     esxi_host: r750xa-01.lab.local
@@ -50,7 +50,7 @@ reboot_required:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuready_vsphere import CONNECTION_SPEC, fail, require_gpuready, session
+from ansible_collections.gpuready.gpu.plugins.module_utils.vsphere import CONNECTION_SPEC, fail, require_gpuready, session
 
 
 def as_bool(value):

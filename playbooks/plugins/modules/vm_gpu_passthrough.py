@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-module: gpuready_vm_gpu_passthrough
+module: vm_gpu_passthrough
 short_description: Give a VM exactly its planned passthrough GPUs, peer-to-peer and 64-bit MMIO settings
 description:
   - Attaches the listed GPUs as PCI passthrough devices and detaches NVIDIA passthrough devices that are
@@ -42,7 +42,7 @@ author: gpuready
 
 EXAMPLES = r"""
 - name: VMware | Attach an NVLink pair to a VM
-  gpuready_vm_gpu_passthrough:
+  gpuready.gpu.vm_gpu_passthrough:
     hostname: vcenter.lab.local
     username: administrator@vsphere.local
     vm: gpuvm-01
@@ -67,7 +67,7 @@ power_cycled: {description: The VM was powered off and on again for the change.,
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuready_vsphere import CONNECTION_SPEC, fail, require_gpuready, session
+from ansible_collections.gpuready.gpu.plugins.module_utils.vsphere import CONNECTION_SPEC, fail, require_gpuready, session
 
 NVIDIA = 0x10DE
 

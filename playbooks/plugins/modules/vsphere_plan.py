@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-module: gpuready_vsphere_plan
+module: vsphere_plan
 short_description: Make gpuready's GPU passthrough plan from the settings and vCenter's hosts
 description:
   - Reads the ESXi hosts' PCI devices and the VMs from vCenter and computes which GPUs go to which VM,
@@ -38,7 +38,7 @@ author: gpuready
 
 EXAMPLES = r"""
 - name: VMware | Make the GPU passthrough plan
-  gpuready_vsphere_plan:
+  gpuready.gpu.vsphere_plan:
     hostname: vcenter.lab.local
     username: administrator@vsphere.local
     settings: "{{ gpuready.vsphere }}"
@@ -57,7 +57,7 @@ lines:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuready_vsphere import CONNECTION_SPEC, fail, require_gpuready, session
+from ansible_collections.gpuready.gpu.plugins.module_utils.vsphere import CONNECTION_SPEC, fail, require_gpuready, session
 
 
 def main():

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 DOCUMENTATION = r"""
-module: gpuready_esxi_passthrough
+module: esxi_passthrough
 short_description: Enable PCI passthrough (DirectPath I/O) for devices of an ESXi host
 description:
   - Enables passthrough for the listed PCI devices through the host's PCI passthrough system
@@ -30,7 +30,7 @@ author: gpuready
 
 EXAMPLES = r"""
 - name: ESXi | Enable passthrough for the GPUs
-  gpuready_esxi_passthrough:
+  gpuready.gpu.esxi_passthrough:
     hostname: vcenter.lab.local
     username: administrator@vsphere.local
     esxi_host: r750xa-01.lab.local
@@ -46,7 +46,7 @@ not_active:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuready_vsphere import CONNECTION_SPEC, fail, require_gpuready, session
+from ansible_collections.gpuready.gpu.plugins.module_utils.vsphere import CONNECTION_SPEC, fail, require_gpuready, session
 
 
 def main():

@@ -1,0 +1,168 @@
+"""What NVIDIA's and the distributions' own documentation says a node must get, written from those documents.
+
+This table is the oracle of the planning tests: it is written from the sources below, never from the
+roles' variables, so a role that builds a name the vendor does not publish fails against it.
+
+Sources (read for each row):
+- [DIG] NVIDIA Driver Installation Guide (docs.nvidia.com/datacenter/tesla/driver-installation-guide),
+  "Kernel Modules", table "Open GPU kernel module installation": RHEL/Rocky 8/9
+  `dnf module enable nvidia-driver:<branch>-open`; proprietary streams `<branch>-dkms`; pre-installation:
+  EL8/9 enable CodeReady Builder (RHEL: codeready-builder-for-rhel-<major>-<arch>-rpms through
+  subscription-manager; Rocky: powertools on 8, crb on 9) and EPEL for dkms; Debian: enable contrib.
+- [DKMS] github.com/NVIDIA/yum-packaging-dkms-nvidia README: streams `latest-dkms`, `<branch>-dkms`;
+  "Open GPU Kernel Modules streams available in 515 and newer: open-dkms and <branch>-open";
+  "XXX-dkms is not available for RHEL7".
+- [EL7] github.com/NVIDIA/yum-packaging-nvidia-driver guide-rhel7: EL7 has flavours, not streams; the DKMS
+  flavour is latest-dkms (nvidia-driver-latest-dkms, nvidia-driver-latest-dkms-cuda, kmod-nvidia-latest-dkms).
+- [CUDA] developer.download.nvidia.com/compute/cuda/repos/<distro>/<arch>/ with arch x86_64 or sbsa
+  (arm64 servers); signing keys 3bf863cc.pub (Debian/Ubuntu) and D42D0685.pub (RHEL).
+- [FM] NVIDIA Fabric Manager user guide, "Installing Fabric Manager": Debian/Ubuntu-based
+  `apt-get install -V nvidia-open-<driver-branch>` from the CUDA repository.
+- [UBU] packages.ubuntu.com: nvidia-driver-550-server-open ("NVIDIA driver (open kernel) metapackage",
+  source nvidia-graphics-drivers-550-server, depends on the -550-server libraries); nvidia-driver-<b>-server;
+  nvidia-utils-<b>-server. Canonical Ubuntu Server docs, "NVIDIA drivers installation":
+  `ubuntu-drivers install --gpgpu nvidia:<branch>-server` for servers.
+- [CTK] NVIDIA Container Toolkit install guide: apt list
+  `deb https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /` (apt's $(ARCH) is dpkg's
+  architecture: amd64, arm64); rpm repo `https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch`
+  ($basearch: x86_64, aarch64); key https://nvidia.github.io/libnvidia-container/gpgkey.
+"""
+
+from __future__ import annotations
+
+CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
+CTK = "https://nvidia.github.io/libnvidia-container/stable"
+KEYS = {"apt": "3bf863cc.pub", "yum": "D42D0685.pub"}  # [CUDA]
+
+# host name in the test inventory -> (recorded facts, one named field edit or None)
+HOSTS: dict[str, tuple[str, dict[str, str] | None]] = {
+    "rhel-7": ("rhel-7", None),
+    "rhel-8": ("rhel-8", None),
+    "rhel-8-open": ("rhel-8", None),
+    "rhel-9": ("rhel-9", None),
+    "rhel-9-open": ("rhel-9", None),
+    "rocky-9-open": ("rocky-9", None),
+    "ubuntu-22.04": ("ubuntu-22.04", None),
+    "ubuntu-22.04-server-open": ("ubuntu-22.04", None),
+    "ubuntu-24.04": ("ubuntu-24.04", None),
+    "ubuntu-24.04-open": ("ubuntu-24.04", None),
+    # The same Ubuntu 24.04 recording on an arm64 server: one field, architecture, edited.
+    "ubuntu-24.04-arm64": ("ubuntu-24.04", {"architecture": "aarch64"}),
+}
+
+# host -> (branch, version) pinned, then what the vendors say the node gets.
+DRIVER: dict[str, dict] = {
+    "rhel-7": {
+        "pin": ("418", "418.40.04"),
+        "repo": f"{CUDA}/rhel7/x86_64/",  # [CUDA]
+        "stream": "",  # [EL7]: no module streams
+        "packages": [  # [EL7]: the latest-dkms flavour, held at the pinned version
+            "nvidia-driver-latest-dkms-418.40.04",
+            "nvidia-driver-latest-dkms-cuda-418.40.04",
+            "kmod-nvidia-latest-dkms-418.40.04",
+        ],
+        "crb": "",
+        "epel": True,
+    },
+    "rhel-8": {
+        "pin": ("470", "470.82.01"),
+        "repo": f"{CUDA}/rhel8/x86_64/",
+        "stream": "nvidia-driver:470-dkms",  # [DKMS]
+        "packages": ["@nvidia-driver:470-dkms", "nvidia-driver-470.82.01"],
+        "crb": "codeready-builder-for-rhel-8-x86_64-rpms",  # [DIG]
+        "epel": True,
+    },
+    "rhel-8-open": {
+        "pin": ("550-open", ""),
+        "repo": f"{CUDA}/rhel8/x86_64/",
+        "stream": "nvidia-driver:550-open",  # [DIG], [DKMS]
+        "packages": ["@nvidia-driver:550-open"],
+        "crb": "codeready-builder-for-rhel-8-x86_64-rpms",
+        "epel": True,
+    },
+    "rhel-9": {
+        "pin": ("550", ""),
+        "repo": f"{CUDA}/rhel9/x86_64/",
+        "stream": "nvidia-driver:550-dkms",
+        "packages": ["@nvidia-driver:550-dkms"],
+        "crb": "codeready-builder-for-rhel-9-x86_64-rpms",
+        "epel": True,
+    },
+    "rhel-9-open": {
+        "pin": ("570-open", "570.86.15"),
+        "repo": f"{CUDA}/rhel9/x86_64/",
+        "stream": "nvidia-driver:570-open",
+        "packages": ["@nvidia-driver:570-open", "nvidia-driver-570.86.15"],
+        "crb": "codeready-builder-for-rhel-9-x86_64-rpms",
+        "epel": True,
+    },
+    "rocky-9-open": {
+        "pin": ("535-open", ""),
+        "repo": f"{CUDA}/rhel9/x86_64/",
+        "stream": "nvidia-driver:535-open",
+        "packages": ["@nvidia-driver:535-open"],
+        "crb": "crb",  # [DIG]: Rocky 9 `dnf config-manager --set-enabled crb`
+        "epel": True,
+    },
+    "ubuntu-22.04": {
+        "pin": ("535", ""),
+        "repo": "",  # the Ubuntu archive [UBU]
+        "stream": "",
+        "packages": ["nvidia-driver-535-server", "nvidia-utils-535-server"],
+        "crb": "",
+        "epel": False,
+    },
+    "ubuntu-22.04-server-open": {
+        "pin": ("550-server-open", ""),
+        "repo": "",
+        "stream": "",
+        "packages": ["nvidia-driver-550-server-open", "nvidia-utils-550-server"],  # [UBU]
+        "crb": "",
+        "epel": False,
+    },
+    "ubuntu-24.04": {
+        "pin": ("550-server", "550.90.07"),
+        "repo": "",
+        "stream": "",
+        "packages": ["nvidia-driver-550-server=550.90.07-*", "nvidia-utils-550-server=550.90.07-*"],
+        "crb": "",
+        "epel": False,
+    },
+    "ubuntu-24.04-open": {
+        "pin": ("570-open", ""),
+        "repo": "",
+        "stream": "",
+        "packages": ["nvidia-driver-570-server-open", "nvidia-utils-570-server"],
+        "crb": "",
+        "epel": False,
+    },
+    "ubuntu-24.04-arm64": {
+        "pin": ("550", ""),
+        "repo": "",
+        "stream": "",
+        "packages": ["nvidia-driver-550-server", "nvidia-utils-550-server"],
+        "crb": "",
+        "epel": False,
+    },
+}
+
+# host -> (branch pinned, what the refusal must say): flavours no vendor publishes.
+REFUSED: dict[str, tuple[str, str]] = {
+    # [DIG], [DKMS]: NVIDIA's RHEL streams are <branch>-dkms and <branch>-open; "-server" is Canonical's naming.
+    "rhel-9-server": ("550-server", "the -server packages exist only in the Ubuntu archive"),
+    # [DKMS]: open streams from 515 on.
+    "rhel-8-old-open": ("470-open", "open kernel module packages start at branch 515"),
+}
+HOSTS |= {"rhel-9-server": ("rhel-9", None), "rhel-8-old-open": ("rhel-8", None)}
+
+# host -> the Container Toolkit repository [CTK].
+TOOLKIT_REPO: dict[str, str] = {
+    "rhel-8": f"{CTK}/rpm/x86_64/",
+    "rhel-9": f"{CTK}/rpm/x86_64/",
+    "rocky-9-open": f"{CTK}/rpm/x86_64/",
+    "ubuntu-22.04": f"{CTK}/deb/amd64/",
+    "ubuntu-24.04": f"{CTK}/deb/amd64/",
+    "ubuntu-24.04-arm64": f"{CTK}/deb/arm64/",
+}
+# The CUDA repository of an arm64 server uses NVIDIA's "sbsa" directory [CUDA]; Ubuntu itself needs none.
+CUDA_ARCH = {"x86_64": "x86_64", "aarch64": "sbsa"}

@@ -1,0 +1,189 @@
+"""The ssh and slurm launchers run for real against the lab: a Slurm cluster from Debian's slurm-wlm and
+munge (slurmctld + one slurmd per namespace host) and the same hosts' sshds.
+
+Each run is driven through the CLI as a user would; the assertions read the workers' own results,
+which name the host each worker ran on.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import gpuready, require
+
+pytestmark = [pytest.mark.root, pytest.mark.train, pytest.mark.slow]
+
+TINY = ["--model", "resnet50", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"]
+HOSTS = ["v100-x4-00", "v100-x4-01"]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from gpuready.core.lab import slurm
+
+    require(os.geteuid() == 0 and shutil.which("ip"), "needs root and `ip netns` (network namespaces)")
+    require(not slurm.missing_tools(), f"missing {slurm.missing_tools()} (scripts/install-system-deps)")
+    require(importlib.util.find_spec("tensorflow") and importlib.util.find_spec("horovod"),
+            "TensorFlow and Horovod (make test installs the train extra)")
+    root = tmp_path_factory.mktemp("lab")
+    prefix = f"gw{os.getpid() % 100000}"
+    up = gpuready("lab", "up", "--components", "slurm", "--set", f"slurm.prefix={prefix}", "--lab-dir", str(root))
+    assert up.returncode == 0, up.stdout + up.stderr
+    state = json.loads((root / "state.json").read_text())["slurm"]
+    try:
+        yield {**state, "root": root, "inventory": Path(up.stdout.strip().splitlines()[-1])}
+    finally:
+        down = gpuready("lab", "down", "--lab-dir", str(root))
+        assert down.returncode == 0, down.stdout + down.stderr
+        left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+        assert f"{prefix}-" not in left, f"namespaces left behind: {left}"
+        running = subprocess.run(["pgrep", "-af", str(root)], capture_output=True, text=True, check=False).stdout
+        assert not running, f"processes left behind by lab down: {running}"
+        assert not Path(state["munge_dir"]).exists()
+
+
+def _env(lab: dict[str, Any]) -> dict[str, str]:
+    return {"SLURM_CONF": lab["slurm_conf"]}
+
+
+def _scontrol(lab: dict[str, Any], *args: str) -> str:
+    done = subprocess.run(["scontrol", *args], capture_output=True, text=True, env={**os.environ, **_env(lab)},
+                          check=True)
+    return done.stdout
+
+
+def _inventory(lab: dict[str, Any], where: Path, **training: Any) -> Path:
+    """A copy of the lab's inventory with some training settings changed."""
+    shutil.copytree(lab["inventory"], where)
+    path = where / "group_vars" / "all" / "gpuready.yml"
+    doc = yaml.safe_load(path.read_text())
+    doc["gpuready"]["training"].update(training)
+    path.write_text(yaml.safe_dump(doc))
+    return where
+
+
+def _run(artifacts: Path) -> Path:
+    (run,) = list(artifacts.iterdir())
+    return run
+
+
+def _assert_two_hosts_trained_together(run: Path) -> list[dict[str, Any]]:
+    raw = json.loads((run / "step_times.json").read_text())
+    ranks = raw["2"]
+    assert [r["rank"] for r in ranks] == [0, 1] and all(r["size"] == 2 for r in ranks)
+    # one worker on each node, each named by its own hostname
+    assert sorted(r["host"] for r in ranks) == HOSTS
+    assert all(len(r["step_times"]) == 3 for r in ranks)
+    assert ranks[0]["weights_sha256"] == ranks[1]["weights_sha256"] != ranks[0]["weights_sha256_before"]
+    summary = json.loads((run / "summary.json").read_text())
+    assert {c["id"]: c["status"] for c in summary["checks"]} == {
+        "training.2w.trained": "passed", "training.2w.images_per_second": "passed"}
+    per_worker = [r["batch_size"] * len(r["step_times"]) / sum(r["step_times"]) for r in ranks]
+    assert summary["metrics"]["images_per_second_2w"] == pytest.approx(sum(per_worker), rel=1e-4)
+    assert "| 2 |" in (run / "training.md").read_text()
+    return ranks
+
+
+def test_lab_cluster_has_a_node_per_host_with_its_gpus(lab: dict[str, Any]) -> None:
+    nodes = _scontrol(lab, "show", "node", "-o").splitlines()
+    assert sorted(line.split()[0].removeprefix("NodeName=") for line in nodes) == HOSTS
+    for line in nodes:
+        assert "Gres=gpu:4" in line and "State=IDLE" in line, line
+    partitions = _scontrol(lab, "show", "partition", "-o")
+    # the partition inventories/baremetal-c4140 submits to
+    example = yaml.safe_load((Path(__file__).parents[3] / "inventories/baremetal-c4140/group_vars/all/gpuready.yml")
+                             .read_text())
+    assert f"PartitionName={example['gpuready']['training']['slurm_partition']} " in partitions
+
+
+def test_slurm_job_across_two_nodes_and_collect(lab: dict[str, Any], tmp_path: Path) -> None:
+    artifacts = tmp_path / "runs"
+    proc = gpuready("validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *TINY,
+                    "--artifacts", str(artifacts))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = _run(artifacts)
+    script = (run / "train-2w.sbatch").read_text()
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --partition=gpu" in script
+    _assert_two_hosts_trained_together(run)
+    (output,) = run.glob("slurm-2w-*.out")
+
+    # the same output file, read back as if the script had been submitted by hand
+    collected = gpuready("report", "collect", str(output), "--artifacts", str(tmp_path / "collected"))
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    again = json.loads((_run(tmp_path / "collected") / "summary.json").read_text())
+    first = json.loads((run / "summary.json").read_text())
+    assert again["metrics"]["images_per_second_2w"] == first["metrics"]["images_per_second_2w"]
+    assert "scaling (from the raw step times)" in collected.stdout
+
+
+def test_slurm_bad_partition_is_reported(lab: dict[str, Any], tmp_path: Path) -> None:
+    inventory = _inventory(lab, tmp_path / "inv", slurm_partition="nosuch")
+    proc = gpuready("validate", "training", "-i", str(inventory), "--gpus", "2", *TINY,
+                    "--artifacts", str(tmp_path / "runs"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    summary = json.loads((_run(tmp_path / "runs") / "summary.json").read_text())
+    (check,) = summary["checks"]
+    assert check["status"] == "failed" and "sbatch refused" in check["message"]
+    assert "Invalid partition" in check["message"]
+
+
+def test_slurm_crashing_worker_gives_job_state_and_output(lab: dict[str, Any], tmp_path: Path) -> None:
+    proc = gpuready("validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *TINY,
+                    "--data", "/nonexistent-tfrecords", "--artifacts", str(tmp_path / "runs"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (check,) = json.loads((_run(tmp_path / "runs") / "summary.json").read_text())["checks"]
+    message = check["message"]
+    assert check["status"] == "failed" and message.startswith("2-worker run failed: job ")
+    assert "state FAILED" in message and "0/2 workers reported" in message
+    assert "nonexistent-tfrecords" in message  # the tail of the job's output names the cause
+
+
+def test_slurm_drained_node_cancels_the_job(lab: dict[str, Any], tmp_path: Path) -> None:
+    _scontrol(lab, "update", f"nodename={HOSTS[1]}", "state=drain", "reason=gpuready test")
+    try:
+        proc = gpuready("validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *TINY,
+                        "--artifacts", str(tmp_path / "runs"))
+    finally:
+        _scontrol(lab, "update", f"nodename={HOSTS[1]}", "state=resume")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (check,) = json.loads((_run(tmp_path / "runs") / "summary.json").read_text())["checks"]
+    assert "could not start" in check["message"] and "state CANCELLED" in check["message"], check["message"]
+
+
+@pytest.mark.parametrize("runner", ["horovodrun", "mpirun"])
+def test_ssh_launcher_across_two_hosts(lab: dict[str, Any], tmp_path: Path, runner: str) -> None:
+    if runner == "mpirun":
+        require(shutil.which("mpirun"), "mpirun (Debian: openmpi-bin; scripts/install-system-deps)")
+    artifacts = tmp_path / "runs"
+    proc = gpuready("validate", "training", "-i", str(lab["inventory"]), "--launcher", "ssh", "--ssh-runner", runner,
+                    "--gpus", "2", *TINY, "--artifacts", str(artifacts))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = _run(artifacts)
+    assert (run / "workers-2.cmd").read_text().split()[0] == ("mpirun" if runner == "mpirun" else "ssh")
+    _assert_two_hosts_trained_together(run)
+
+
+def test_ssh_unreachable_host_stops_before_launch(lab: dict[str, Any], tmp_path: Path) -> None:
+    inventory = _inventory(lab, tmp_path / "inv")
+    hosts_file = inventory / "hosts.yml"
+    hosts = yaml.safe_load(hosts_file.read_text())
+    subnet = lab["subnet"].rsplit(".", 1)[0]
+    first = next(iter(hosts["gpu_nodes"]["hosts"].values()))
+    # an address on the lab's bridge where nothing listens, listed first: a host that is down
+    hosts["gpu_nodes"]["hosts"] = {"down-99": {**first, "ansible_host": f"{subnet}.250"},
+                                   **hosts["gpu_nodes"]["hosts"]}
+    hosts_file.write_text(yaml.safe_dump(hosts, sort_keys=False))
+    proc = gpuready("validate", "training", "-i", str(inventory), "--launcher", "ssh", "--gpus", "2", *TINY,
+                    "--artifacts", str(tmp_path / "runs"))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "host down-99" in proc.stderr and f"{subnet}.250" in proc.stderr
