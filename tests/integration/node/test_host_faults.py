@@ -54,6 +54,16 @@ def _wait_for_hung_command(env: dict[str, str], child: Child, timeout: float = 6
         time.sleep(0.1)
 
 
+def _others_done(lab: dict[str, Any], artifacts: Path) -> tuple[dict[str, str], Child]:
+    """validate gpu-node running: every host but the stalled first one finished, its command hanging."""
+    env = new_mark()
+    child = Child(["validate", "gpu-node", "-i", str(lab["inventory"]), "--artifacts", str(artifacts)], env)
+    for other in lab["hosts"][1:]:
+        child.wait_for(f"{other['name']}: ")
+    _wait_for_hung_command(env, child)
+    return env, child
+
+
 def _summary(artifacts: Path) -> dict[str, list[dict[str, Any]]]:
     summary = json.loads(next(artifacts.glob("*/summary.json")).read_text())
     by_host: dict[str, list[dict[str, Any]]] = {}
@@ -64,11 +74,7 @@ def _summary(artifacts: Path) -> dict[str, list[dict[str, Any]]]:
 
 def test_ctrl_c_with_a_hung_host_returns_at_once_and_writes_the_others(lab: dict[str, Any], tmp_path: Path) -> None:
     with stalled(lab, 0) as host:
-        env = new_mark()
-        child = Child(["validate", "gpu-node", "-i", str(lab["inventory"]), "--artifacts", str(tmp_path)], env)
-        for other in lab["hosts"][1:]:
-            child.wait_for(f"{other['name']}: ")
-        _wait_for_hung_command(env, child)
+        env, child = _others_done(lab, tmp_path)
         child.signal_and_wait(signal.SIGINT, limit=3)
     assert leftovers(env) == [], "processes of the run left behind"
     assert child.proc.returncode == 130, child.stderr
@@ -82,11 +88,7 @@ def test_ctrl_c_with_a_hung_host_returns_at_once_and_writes_the_others(lab: dict
 def test_sshd_dying_mid_run_is_an_error_for_that_host_only(lab: dict[str, Any], tmp_path: Path) -> None:
     # Last in this module: the host stays down.
     with stalled(lab, 0) as host:
-        env = new_mark()
-        child = Child(["validate", "gpu-node", "-i", str(lab["inventory"]), "--artifacts", str(tmp_path)], env)
-        for other in lab["hosts"][1:]:
-            child.wait_for(f"{other['name']}: ")
-        _wait_for_hung_command(env, child)
+        env, child = _others_done(lab, tmp_path)
         # Everything in the host's namespace: its sshd, the session sshd forked (in its own session), the command.
         pids = subprocess.run(
             ["ip", "netns", "pids", host["namespace"]], capture_output=True, text=True, check=True
