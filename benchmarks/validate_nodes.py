@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gpuready.core.lab import nodes  # noqa: E402
+from gpuready.lab import nodes  # noqa: E402
 
 PROFILES = ["v100-x4", "a100-x4", "h100-x8", "throttle"]
 
@@ -65,7 +65,7 @@ def measure(inventory: Path, runs: int, workers: int, pids: list[int]) -> dict[s
             fanouts.append(summary["metrics"]["wall_seconds"])
             per_host += [float(s) for s in re.findall(r"\((\d+\.\d+)s\) ·", done.stderr)]
     return {"wall": statistics.median(walls), "fanout": statistics.median(fanouts),
-            "host": statistics.median(per_host), "cpu": statistics.median(cpu),
+            "host": statistics.median(per_host) if per_host else 0.0, "cpu": statistics.median(cpu),
             "remote": statistics.median(remote)}
 
 

@@ -10,7 +10,7 @@ from gpuready.core.lazy import LazyGroup
 COMMANDS = {
     "inventory": ("gpuready.core.inventory_cli:inventory", "Check an inventory and gpuready's settings in it."),
     "provision": ("gpuready.provision.cli:provision", "Provision GPU nodes, clusters and vSphere with Ansible."),
-    "lab": ("gpuready.core.lab.cli:lab", "Start and stop the lab of local simulators."),
+    "lab": ("gpuready.lab.cli:lab", "Start and stop the lab of local simulators."),
     "report": ("gpuready.workloads.compare_cli:report", "Compare training runs across environments."),
     "validate": ("gpuready.validate.cli:validate", "Validate GPU nodes, clusters, vSphere and training performance."),
 }

@@ -177,9 +177,10 @@ def print_table(run: RunResult, console: Console, *, verbose: bool = False) -> N
     summaries = summarize(run)
     if summaries:
         table = Table(title=f"gpuready {run.command}: {_hosts(run)} host(s)", show_lines=False, expand=False)
-        table.add_column("check", no_wrap=True)
+        table.add_column("check", no_wrap=True, min_width=max(len(x.id) for x in summaries))
         for status in (PASSED, FAILED, SKIPPED, ERROR):
-            table.add_column(status, justify="right", style=_STYLE[status] if status != PASSED else "")
+            table.add_column(status, justify="right", style=_STYLE[status] if status != PASSED else "",
+                             min_width=len(status), no_wrap=True)
         table.add_column("failing hosts (by message)", overflow="fold")
         for s in summaries:
             failing = "\n".join(f"{len(g.hosts)}: {escape(g.names())} — {escape(redact.text(_short(g.message)))}"

@@ -40,8 +40,8 @@ def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: s
 def _cluster(ctx: Context) -> RunResult:
     from gpuready.core.errors import Cancelled
     from gpuready.core.runner import PlaybookRun, check_tags, playbooks_dir, run_playbook
+    from gpuready.core.vsphere_plan import provision_extra_vars
     from gpuready.provision.playbook_results import add_playbook_run
-    from gpuready.provision.vsphere_plan import provision_extra_vars
 
     opts = ctx.options
     inv = ctx.inventory

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuready.core.command import Context, FiniteFloatRange, common_options, execute, limit_option
 from gpuready.core.results import RunResult
+
+if TYPE_CHECKING:
+    from gpuready.validate.node.fanout import HostDone
 
 
 @click.command("gpu-node")
@@ -24,6 +28,12 @@ def gpu_node(inventory_path: Path, artifacts: Path | None, verbose: int, limit: 
     options = {"limit": limit, "workers": workers, "host_timeout": host_timeout,
                "only": {i.strip() for i in only.split(",") if i.strip()} if only else None}
     execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
+
+
+def worth_a_line(event: HostDone) -> bool:
+    """At 1000 hosts a progress line per host is noise: a failing host, every tenth of the run and the
+    last host get one (``-v``: every host)."""
+    return bool(event.failing) or event.done == event.total or event.done % max(1, event.total // 10) == 0
 
 
 def _gpu_node(ctx: Context) -> RunResult:
@@ -48,6 +58,8 @@ def _gpu_node(ctx: Context) -> RunResult:
     def progress(event: fanout.HostDone) -> None:
         if event.failing:
             failing_hosts.append(event.host)
+        if not (ctx.verbose or worth_a_line(event)):
+            return
         state = f"{event.failing} failing" if event.failing else "ok"
         ctx.note(f"[{event.done}/{event.total}] {event.host}: {state} ({event.seconds:.1f}s) · "
                  f"{len(failing_hosts)} host(s) failing so far")

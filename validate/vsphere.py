@@ -19,7 +19,7 @@ from gpuready.core.results import Check, RunResult, failed, passed, skipped
 
 if TYPE_CHECKING:
     from gpuready.core.settings import Vsphere
-    from gpuready.provision.vsphere_plan import Plan, VmPlan
+    from gpuready.core.vsphere_plan import Plan, VmPlan
 
 REPROVISION = "gpuready provision cluster --tags vsphere --allow-power-off"
 
@@ -34,7 +34,7 @@ def vsphere(inventory_path: Path, artifacts: Path | None, verbose: int, insecure
 
 def _validate(ctx: Context) -> RunResult:
     from gpuready.core.vsphere import connect, find_host, find_vm
-    from gpuready.provision.vsphere_plan import check_static, read_plan, target
+    from gpuready.core.vsphere_plan import check_static, read_plan, target
 
     inv = ctx.inventory
     settings = inv.settings.vsphere

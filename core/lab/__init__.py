@@ -22,12 +22,19 @@ import yaml
 from gpuready.core.errors import BadInput, Unreachable
 
 COMPONENTS = {
-    "kubernetes": "gpuready.core.lab.kubernetes:KubernetesLab",
-    "vsphere": "gpuready.core.lab.vsphere:VsphereLab",
-    "nodes": "gpuready.core.lab.nodes:NodesLab",
-    "slurm": "gpuready.core.lab.slurm:SlurmLab",
+    "kubernetes": "gpuready.lab.kubernetes:KubernetesLab",
+    "vsphere": "gpuready.lab.vsphere:VsphereLab",
+    "nodes": "gpuready.lab.nodes:NodesLab",
+    "slurm": "gpuready.lab.slurm:SlurmLab",
 }
 DEFAULT_DIR = Path("gpuready-lab")
+
+
+def cache_dir() -> Path:
+    """Where the lab keeps what it builds (Go binaries, Debian roots): the user's cache dir, as the XDG Base
+    Directory specification says, never the source tree or the installed package."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpuready"
 
 
 class Lab:
@@ -64,6 +71,13 @@ class Lab:
         return process.pid
 
     def write_inventory(self, name: str, hosts: dict[str, Any], settings: dict[str, Any]) -> Path:
+        """hosts.yml and group_vars/all/gpuready.yml. Hosts reached with the local connection run modules with
+        the Python gpuready runs in, as inventories/local does: Ansible's interpreter discovery can pick another
+        python (a pyenv shim, say) that lacks gpuready's libraries and fails in ansible.legacy.setup."""
+        for group in hosts.values():
+            for variables in (group.get("hosts") or {}).values():
+                if isinstance(variables, dict) and variables.get("ansible_connection") == "local":
+                    variables.setdefault("ansible_python_interpreter", "{{ ansible_playbook_python }}")
         folder = self.inventory_dir(name)
         (folder / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
         header = f"# Simulated lab ({name}), written by `gpuready lab up`. Not a real site.\n"
@@ -154,6 +168,10 @@ class Component:
 
     def down(self, lab: Lab, state: dict[str, Any]) -> None:
         stop_pids([int(p) for p in state.get("pids", [])])
+
+    def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
+        """What a user does with the running component: shell lines, printed by `lab up`."""
+        return [f"gpuready inventory check -i {state.get('inventory', '?')}"]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
         pids = [int(p) for p in state.get("pids", [])]

@@ -36,8 +36,9 @@ def lab() -> None:
 @click.option("--set", "settings", multiple=True, metavar="NAME.KEY=VALUE", help="A component option.")
 @_lab_dir_option
 def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None:
-    """Start lab components; prints each one's inventory path, the last line the last one's."""
-    from gpuready.core.lab import Lab, component
+    """Start lab components; prints how to use each one (on stderr) and its inventory path (on stdout, the last
+    line the last one's)."""
+    from gpuready.lab import Lab, component
 
     names = _names(components, [])
     if not names:
@@ -69,6 +70,8 @@ def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None
             click.echo(f"{name}: starting ({part.description})", err=True)
             state[name] = _start(the_lab, name, part, options[name])
             the_lab.save_state(state)
+            for line in part.usage(the_lab, state[name]):
+                click.echo(f"  {line}", err=True)
             click.echo(state[name]["inventory"])
     except GpureadyError as e:
         fail(str(e), e.exit_code)
@@ -100,7 +103,7 @@ def _start(the_lab: Lab, name: str, part: Component, options: dict[str, str]) ->
 @_lab_dir_option
 def down(components: str | None, lab_dir: Path | None) -> None:
     """Stop lab components and remove what they set up."""
-    from gpuready.core.lab import Lab, component
+    from gpuready.lab import Lab, component
 
     the_lab = Lab(lab_dir)
     try:
@@ -121,7 +124,7 @@ def down(components: str | None, lab_dir: Path | None) -> None:
 @_lab_dir_option
 def status(lab_dir: Path | None) -> None:
     """One line per lab component that was started."""
-    from gpuready.core.lab import Lab, component
+    from gpuready.lab import Lab, component
 
     the_lab = Lab(lab_dir)
     try:

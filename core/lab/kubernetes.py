@@ -20,8 +20,8 @@ from urllib.parse import urlparse
 import yaml
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.core.lab import Component, Lab, pid_alive, wait_for_port
-from gpuready.core.lab.kube_emulator.tls import make_certificates
+from gpuready.lab import Component, Lab, pid_alive, wait_for_port
+from gpuready.lab.kube_emulator.tls import make_certificates
 
 FAULTS = ("plugin-not-ready", "allocatable-zero", "vector-add-fails", "vector-add-hangs", "permission-denied",
           "forbidden")
@@ -55,7 +55,7 @@ class KubernetesLab(Component):
         nodes_file.write_text(json.dumps(NODES, indent=2) + "\n")
         url_file = folder / "url"
         url_file.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "gpuready.core.lab.kube_emulator", "--port", "0", "--port-file", str(url_file),
+        argv = [sys.executable, "-m", "gpuready.lab.kube_emulator", "--port", "0", "--port-file", str(url_file),
                 "--token-file", str(token_file), "--nodes", str(nodes_file), "--tick", options.get("tick", "0.2")]
         if faults:
             argv += ["--fail", ",".join(faults)]
@@ -89,6 +89,14 @@ class KubernetesLab(Component):
         inventory = lab.write_inventory(self.name, hosts, settings)
         return {"pids": [pid], "inventory": str(inventory), "url": url, "kubeconfig": str(kubeconfig),
                 "flavour": flavour, "faults": faults}
+
+    def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
+        inventory = state.get("inventory", "?")
+        return [f"# simulated {state.get('flavour', 'kubernetes')} API at {state.get('url')}; the inventory names "
+                "its kubeconfig:",
+                f"export KUBECONFIG={state.get('kubeconfig')}   # for kubectl",
+                f"gpuready provision cluster -i {inventory} --tags kubernetes",
+                f"gpuready validate cluster -i {inventory}"]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
         line = super().status(lab, state)

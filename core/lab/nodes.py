@@ -2,7 +2,7 @@
 
 Each host gets a veth on a private bridge (10.213.S.0/24, S chosen unused), its own mount
 namespace with a tmpfs /dev holding the profile's /dev/nvidia* (SELinux labels as xattrs), and a
-PATH whose ``nvidia-smi`` and friends replay recorded outputs (gpuready.validate.node.replay).
+PATH whose ``nvidia-smi`` and friends replay recorded outputs (gpuready.lab.replay).
 Everything is reached by real SSH, exactly as a real site would be. Needs root.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.core.lab import Component, Lab, stop_pids, wait_for_port
+from gpuready.lab import Component, Lab, stop_pids, wait_for_port
 
 DEFAULT_PROFILES = "v100-x4,a100-x4,h100-x8,ecc-errors,driver-mismatch,missing-gpu,nouveau,nvlink-down," \
                    "selinux-label,throttle"
@@ -92,7 +92,7 @@ def check_prefix(prefix: str) -> None:
 def up_hosts(root: Path, profiles: list[str], prefix: str,
              spawn: Callable[[list[str]], int]) -> dict[str, Any]:
     """Start one namespace host per profile; returns the state (hosts, pids, bridge, namespaces, key)."""
-    from gpuready.validate.node import replay
+    from gpuready.lab import replay
 
     if not profiles:
         raise BadInput("nodes: no profile given")
@@ -162,7 +162,7 @@ def down_hosts(state: dict[str, Any]) -> None:
 
 
 def inventory_hosts(state: dict[str, Any]) -> dict[str, Any]:
-    from gpuready.validate.node import replay
+    from gpuready.lab import replay
 
     # The lab makes new host keys for new hosts: like Ansible with host_key_checking off for them.
     hosts = {h["name"]: {"ansible_host": h["address"], "ansible_port": 22, "ansible_user": "root",
@@ -176,7 +176,7 @@ def write_inventory(folder: Path, state: dict[str, Any]) -> Path:
     """An inventory of the hosts (for tests; the lab uses Lab.write_inventory)."""
     import yaml
 
-    from gpuready.validate.node import replay
+    from gpuready.lab import replay
 
     (folder / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
     (folder / "hosts.yml").write_text(yaml.safe_dump(inventory_hosts(state), sort_keys=False))
@@ -204,7 +204,7 @@ class NodesLab(Component):
             check_prefix(options["prefix"])
 
     def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
-        from gpuready.validate.node import replay
+        from gpuready.lab import replay
 
         if os.geteuid() != 0:
             raise BadInput("lab component 'nodes' needs root (network namespaces); run it as root")
@@ -217,6 +217,15 @@ class NodesLab(Component):
 
     def down(self, lab: Lab, state: dict[str, Any]) -> None:
         down_hosts(state)
+
+    def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
+        inventory = state.get("inventory", "?")
+        hosts = state.get("hosts") or [{"name": "?", "address": "?"}]
+        return [f"# {len(state.get('hosts', []))} simulated GPU nodes over SSH (key {state.get('key')}):",
+                f"gpuready validate gpu-node -i {inventory}",
+                f"gpuready provision cluster -i {inventory} --tags preflight",
+                f"ssh -i {state.get('key')} -o StrictHostKeyChecking=no root@{hosts[0]['address']} nvidia-smi"
+                f"   # {hosts[0]['name']}"]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
         return f"{len(state.get('hosts', []))} hosts on {state.get('subnet', '?')}; " + super().status(lab, state)

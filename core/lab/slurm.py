@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.core.lab import Component, Lab, stop_pids, wait_for_port
-from gpuready.core.lab import nodes as lab_nodes
+from gpuready.lab import Component, Lab, stop_pids, wait_for_port
+from gpuready.lab import nodes as lab_nodes
 
 DEFAULT_PROFILES = "v100-x4,v100-x4"
 #: the partition inventories/baremetal-c4140 submits to (training.slurm_partition); the lab's default
@@ -92,7 +92,7 @@ def _free_port() -> int:
 
 def _gpu_devices(profile: str) -> list[str]:
     """The /dev/nvidiaN the host's profile creates (a missing GPU is missing here too)."""
-    from gpuready.validate.node import replay
+    from gpuready.lab import replay
 
     names = [n for n, *_ in replay.devices(replay.PROFILES[profile])]
     return [f"/dev/{n}" for n in names if n.removeprefix("nvidia").isdigit()]
@@ -147,7 +147,7 @@ class SlurmLab(Component):
     needs_root = True
 
     def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
-        from gpuready.validate.node import replay
+        from gpuready.lab import replay
 
         if os.geteuid() != 0:
             raise BadInput("lab component 'slurm' needs root (network namespaces); run it as root")
@@ -211,7 +211,7 @@ class SlurmLab(Component):
 
     @staticmethod
     def _inventory(state: dict[str, Any], partition: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        from gpuready.validate.node import replay
+        from gpuready.lab import replay
 
         hosts = lab_nodes.inventory_hosts(state)
         settings = replay.lab_settings()
@@ -235,6 +235,13 @@ class SlurmLab(Component):
         lab_nodes.down_hosts(state)
         if state.get("munge_dir"):
             shutil.rmtree(state["munge_dir"], ignore_errors=True)
+
+    def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
+        inventory = state.get("inventory", "?")
+        return [f"# a Slurm cluster of {len(state.get('hosts', []))} simulated GPU nodes (Debian's slurm-wlm):",
+                f"export SLURM_CONF={state.get('slurm_conf', '?')}   # for sinfo, squeue, sbatch",
+                f"gpuready validate training -i {inventory} --gpus 2 --steps 3 --image-size 32 --batch-size 4",
+                f"gpuready validate gpu-node -i {inventory}"]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
         return (f"{len(state.get('hosts', []))} nodes, SLURM_CONF={state.get('slurm_conf', '?')}; "

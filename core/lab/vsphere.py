@@ -1,13 +1,15 @@
 """Lab component ``vsphere``: a simulated vCenter (VMware's vcsim) with GPU hosts and VMs.
 
-vcsim is built from Debian's govmomi sources with Debian's Go (core/lab/vcsim/main.go, cached
-under .cache/). It serves HTTPS with a certificate made here and checks the password, which
+vcsim is built from Debian's govmomi sources with Debian's Go (vcsim/main.go beside this module),
+once per version of main.go, into the user's cache dir (:func:`gpuready.lab.cache_dir`). It serves
+HTTPS with a certificate made here and checks the password, which
 is written to ``<lab>/vsphere/password`` (mode 0600) and never to the inventory:
 
     export GPUREADY_VCENTER_PASSWORD=$(cat gpuready-lab/vsphere/password)
 
 Each simulated ESXi host carries four simulated A100 PCIe 40GB GPUs (two NVLink pairs) from the
-device list in tests/fixtures/vsphere/, and two VMs. The tests use the same functions.
+device list in vcsim/r750xa-4xa100-pci.json (where it comes from is in the file), and two VMs.
+The tests use the same functions.
 """
 
 from __future__ import annotations
@@ -20,26 +22,28 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from gpuready.core.errors import BadInput, Unreachable, shorten
-from gpuready.core.lab import Component, Lab, stop_pids, wait_for_port
+from gpuready.lab import Component, Lab, cache_dir, stop_pids, wait_for_port
 
-ROOT = Path(__file__).resolve().parents[2]
-SOURCE = Path(__file__).resolve().parent / "vcsim" / "main.go"
-CACHE = ROOT / ".cache"
+SOURCE = Path(str(files("gpuready.lab") / "vcsim" / "main.go"))
 #: The GPUs every simulated host gets (see the file's "source" for where the values come from).
-DEVICE_LIST = ROOT / "tests" / "fixtures" / "vsphere" / "r750xa-4xa100-pci.json"
+DEVICE_LIST = SOURCE.with_name("r750xa-4xa100-pci.json")
 USER = "administrator@vsphere.local"
 PASSWORD_ENV = "GPUREADY_VCENTER_PASSWORD"
 GOPATH = "/usr/share/gocode"
 
 
-def build_vcsim(cache: Path = CACHE) -> Path:
-    """Build gpuready's vcsim once (again only when main.go changed); returns the binary."""
-    binary = cache / "gpuready-vcsim"
-    if binary.exists() and binary.stat().st_mtime >= SOURCE.stat().st_mtime:
+def build_vcsim(cache: Path | None = None) -> Path:
+    """Build gpuready's vcsim once per version of main.go; returns the binary."""
+    import hashlib
+
+    cache = cache or cache_dir() / "vcsim"
+    binary = cache / f"gpuready-vcsim-{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}"
+    if binary.exists():
         return binary
     go = shutil.which("go")
     if go is None or not Path(GOPATH, "src/github.com/vmware/govmomi/simulator").is_dir():
@@ -52,8 +56,16 @@ def build_vcsim(cache: Path = CACHE) -> Path:
     fd, partial = tempfile.mkstemp(prefix="gpuready-vcsim.", dir=cache)
     os.close(fd)
     try:
-        done = subprocess.run([go, "build", "-o", partial, "."], cwd=SOURCE.parent, env=env, capture_output=True,
-                              text=True, timeout=600)
+        # Built from a copy: the installed package may be read-only, and nothing is written beside it.
+        work = Path(tempfile.mkdtemp(prefix="vcsim-src.", dir=cache))
+        shutil.copy2(SOURCE, work / "main.go")
+        try:
+            done = subprocess.run([go, "build", "-o", partial, "."], cwd=work, env=env, capture_output=True,
+                                  text=True, timeout=1200)
+        except subprocess.TimeoutExpired as e:
+            raise Unreachable(f"building vcsim took over {e.timeout:.0f}s; run it again (Go keeps its work)") from e
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
         if done.returncode != 0:
             raise Unreachable(f"building vcsim failed: {shorten(done.stderr)}")
         os.replace(partial, binary)
@@ -207,6 +219,14 @@ class VsphereLab(Component):
         path = lab.write_inventory(self.name, inventory, settings)
         return {"pids": [pid], "inventory": str(path), "url": f"https://127.0.0.1:{port}/sdk",
                 "password_file": str(password_file)}
+
+    def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
+        inventory = state.get("inventory", "?")
+        return [f"# vCenter {state.get('url')}, user {USER}; the password is in {state.get('password_file')}:",
+                f"export {PASSWORD_ENV}=\"$(cat {state.get('password_file')})\"",
+                f"gpuready provision cluster -i {inventory} --tags vsphere --check --diff   # what would change",
+                f"gpuready provision cluster -i {inventory} --tags vsphere",
+                f"gpuready validate vsphere -i {inventory}"]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
         line = super().status(lab, state)

@@ -16,9 +16,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuready.core.lab.kube_emulator.cluster import DEFAULT_NODES, Cluster, NodeSeed, seed
-from gpuready.core.lab.kube_emulator.server import Api, Faults
-from gpuready.core.lab.kube_emulator.store import Store
+from gpuready.lab.kube_emulator.cluster import DEFAULT_NODES, Cluster, NodeSeed, seed
+from gpuready.lab.kube_emulator.server import Api, Faults
+from gpuready.lab.kube_emulator.store import Store
 
 __all__ = ["DEFAULT_NODES", "Emulator", "NodeSeed"]
 

@@ -1,4 +1,4 @@
-"""``python -m gpuready.core.lab.kube_emulator``: run the simulated Kubernetes API until stopped."""
+"""``python -m gpuready.lab.kube_emulator``: run the simulated Kubernetes API until stopped."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import logging
 import signal
 from pathlib import Path
 
-from gpuready.core.lab.kube_emulator import Emulator, NodeSeed
+from gpuready.lab.kube_emulator import Emulator, NodeSeed
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from gpuready.core.lab.kube_emulator.server import Faults
-from gpuready.core.lab.kube_emulator.store import ApiError, Store, now, put_internal
+from gpuready.lab.kube_emulator.server import Faults
+from gpuready.lab.kube_emulator.store import ApiError, Store, now, put_internal
 
 GPU = "nvidia.com/gpu"
 # Seed 002: what the device plugin logs when it starts, and what cuda-vector-add prints.

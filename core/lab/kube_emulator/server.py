@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from gpuready.core.lab.kube_emulator import selectors
-from gpuready.core.lab.kube_emulator.store import ApiError, Resource, Store
+from gpuready.lab.kube_emulator import selectors
+from gpuready.lab.kube_emulator.store import ApiError, Resource, Store
 
 log = logging.getLogger(__name__)
 

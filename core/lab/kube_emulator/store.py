@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from gpuready.core.lab.kube_emulator import merge
+from gpuready.lab.kube_emulator import merge
 
 
 @dataclass(frozen=True)

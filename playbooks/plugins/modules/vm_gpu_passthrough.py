@@ -29,14 +29,7 @@ options:
     required: true
   extra_config: {description: VM advanced settings to set., type: dict, default: {}}
   allow_power_off: {description: May a powered-on VM be powered off for the change., type: bool, default: false}
-  hostname: {description: vCenter or ESXi address., type: str, required: true}
-  port: {description: HTTPS port., type: int, default: 443}
-  username: {description: User to log in as., type: str, required: true}
-  password: {description: Password; default is the environment variable named by I(password_env)., type: str}
-  password_env: {description: Environment variable holding the password., type: str, default: GPUREADY_VCENTER_PASSWORD}
-  validate_certs: {description: Verify the TLS certificate., type: bool, default: true}
-  ca_file: {description: PEM file of the CA to trust., type: str, default: ""}
-  task_timeout: {description: Seconds to wait for one vSphere task., type: int, default: 600}
+extends_documentation_fragment: [gpuready.gpu.vsphere]
 author: gpuready
 """
 

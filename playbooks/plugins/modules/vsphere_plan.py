@@ -12,7 +12,7 @@ module: vsphere_plan
 short_description: Make gpuready's GPU passthrough plan from the settings and vCenter's hosts
 description:
   - Reads the ESXi hosts' PCI devices and the VMs from vCenter and computes which GPUs go to which VM,
-    the NVLink pairing and the 64-bit MMIO size, with gpuready.provision.vsphere_plan.
+    the NVLink pairing and the 64-bit MMIO size, with gpuready.core.vsphere_plan.
   - Fails, with one line saying why, on a plan that splits an NVLink pair, attaches a GPU twice, exceeds
     the per-VM limit, or names an unknown host, VM or device. Changes nothing.
 options:
@@ -25,14 +25,7 @@ options:
     type: list
     elements: str
     required: true
-  hostname: {description: vCenter or ESXi address., type: str, required: true}
-  port: {description: HTTPS port., type: int, default: 443}
-  username: {description: User to log in as., type: str, required: true}
-  password: {description: Password; default is the environment variable named by I(password_env)., type: str}
-  password_env: {description: Environment variable holding the password., type: str, default: GPUREADY_VCENTER_PASSWORD}
-  validate_certs: {description: Verify the TLS certificate., type: bool, default: true}
-  ca_file: {description: PEM file of the CA to trust., type: str, default: ""}
-  task_timeout: {description: Seconds to wait for one vSphere task., type: int, default: 600}
+extends_documentation_fragment: [gpuready.gpu.vsphere]
 author: gpuready
 """
 
@@ -69,7 +62,7 @@ def main():
     from pydantic import ValidationError
 
     from gpuready.core.settings import Vsphere
-    from gpuready.provision.vsphere_plan import read_plan
+    from gpuready.core.vsphere_plan import read_plan
 
     try:
         settings = Vsphere.model_validate(module.params["settings"])

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import requests
 
-from gpuready.core.lab.kube_emulator import Emulator
+from gpuready.lab.kube_emulator import Emulator
 
 TOKEN = "emulator-test-token-5f1c"
 

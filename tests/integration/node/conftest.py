@@ -19,7 +19,7 @@ def can_make_namespaces() -> bool:
 
 def start(root: Path, profiles: list[str], unreachable: bool = False) -> Iterator[dict[str, Any]]:
     """Hosts up, an inventory written; always torn down (namespaces, bridge, sshds)."""
-    from gpuready.core.lab import nodes
+    from gpuready.lab import nodes
 
     require(can_make_namespaces(), "needs root and `ip netns` (network namespaces)")
     require(not nodes.missing_tools(), f"missing tools: {nodes.missing_tools()} (scripts/install-system-deps)")

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from gpuready.lab.replay import PROFILES
 from gpuready.validate.node.checks import CATALOGUE, CHECK_IDS
-from gpuready.validate.node.replay import PROFILES
 from tests.conftest import gpuready
 from tests.integration.node.conftest import start
 

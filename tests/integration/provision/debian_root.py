@@ -1,7 +1,8 @@
 """Real Debian 12 roots for the provisioning tests, and a local apt repository of stand-in NVIDIA packages.
 
-The root is built once with mmdebstrap and cached as a tarball under ``.cache/provision/``
-(ignored by git); each test extracts a fresh copy and points Ansible's chroot connection at it.
+The root is built once with mmdebstrap and cached as a tarball in the user's cache dir
+(``gpuready.lab.cache_dir() / "debian-roots"``); each test extracts a fresh copy and points
+Ansible's chroot connection at it.
 The stand-in packages are real .deb files built with dpkg-deb, in a flat repository signed
 with a throw-away GnuPG key, so apt verifies them exactly as it verifies NVIDIA's.
 """
@@ -22,9 +23,9 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import ROOT
+from gpuready.lab import cache_dir
 
-CACHE = ROOT / ".cache" / "provision"
+CACHE = cache_dir() / "debian-roots"
 # python3 for Ansible; containerd is the real runtime the toolkit role configures; the SELinux
 # userspace and policy let semanage and matchpathcon evaluate the rules inside the root.
 ROOT_PACKAGES = [

@@ -1,9 +1,9 @@
-"""vcsim for the vSphere tests: built once per session (cached in .cache/), started per module.
+"""vcsim for the vSphere tests: built once per version (cached in the user's cache dir), started per module.
 
 vcsim is VMware's own simulator (govmomi), so sessions, the property collector, tasks,
 VM reconfiguration and power are the real protocol over a real socket, with TLS and a
 checked password. What stock vcsim lacks -- GPUs on the hosts' PCI bus and a PCI
-passthrough system -- our main.go adds from the device list in tests/fixtures/vsphere/;
+passthrough system -- our main.go adds from the device list beside it (core/lab/vcsim/);
 a real host's passthrough behaviour beyond that (reboots, IOMMU groups) is not simulated.
 """
 
@@ -27,7 +27,7 @@ PASSWORD = "vc-Test-pw-4711"
 @pytest.fixture(scope="session")
 def vcsim_binary() -> Path:
     from gpuready.core.errors import Unreachable
-    from gpuready.core.lab.vsphere import build_vcsim
+    from gpuready.lab.vsphere import build_vcsim
 
     require(shutil.which("go"), "Go is not installed (scripts/install-system-deps: golang-go)")
     require(Path("/usr/share/gocode/src/github.com/vmware/govmomi/simulator").is_dir(),
@@ -47,7 +47,7 @@ class Vcsim:
     def inventory(self, name: str = "inv", *, ca_file: str | None = None, port: int | None = None,
                   extra_hosts: tuple[str, ...] = (), **vsphere: Any) -> Path:
         """A site inventory for this vcsim (the lab's layout); ``vsphere`` keys replace settings."""
-        from gpuready.core.lab.vsphere import lab_inventory
+        from gpuready.lab.vsphere import lab_inventory
 
         folder = self.folder / name
         hosts, settings = lab_inventory(port or self.port, 2, ca_file=str(self.cert) if ca_file is None else ca_file)
@@ -76,8 +76,8 @@ def vcsim(vcsim_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 def start_vcsim(binary: Path, folder: Path, extra: tuple[str, ...] = ()) -> Iterator[Vcsim]:
     """vcsim on a free loopback port, TLS with a certificate made here, the password checked."""
-    from gpuready.core.lab import wait_for_port
-    from gpuready.core.lab.vsphere import free_port, make_certificate, vcsim_argv, write_password
+    from gpuready.lab import wait_for_port
+    from gpuready.lab.vsphere import free_port, make_certificate, vcsim_argv, write_password
 
     cert, key = make_certificate(folder)
     password_file = write_password(folder, PASSWORD)

@@ -58,7 +58,7 @@ def vms(*entries: tuple[str, str, list[str]]) -> list[dict[str, object]]:
 def test_bad_input_is_one_line_and_changes_nothing(vcsim: Vcsim, env: dict[str, str], artifacts: Path, command: str,
                                                     inventory: dict[str, object], env_change: dict[str, str],
                                                     code: int, expected: str) -> None:
-    from gpuready.core.lab.vsphere import free_port
+    from gpuready.lab.vsphere import free_port
 
     options = dict(inventory)
     port = free_port() if options.pop("unreachable", False) else None

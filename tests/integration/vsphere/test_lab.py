@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_lab_up_validate_down(vcsim_binary: Path, tmp_path: Path, artifacts: Path) -> None:
-    from gpuready.core.lab import pid_alive
+    from gpuready.lab import pid_alive
 
     lab = tmp_path / "lab"
     up = gpuready("lab", "up", "--components", "vsphere", "--lab-dir", str(lab))

@@ -29,7 +29,7 @@ HOSTS = ["v100-x4-00", "v100-x4-01"]
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from gpuready.core.lab import slurm
+    from gpuready.lab import slurm
 
     require(os.geteuid() == 0 and shutil.which("ip"), "needs root and `ip netns` (network namespaces)")
     require(not slurm.missing_tools(), f"missing {slurm.missing_tools()} (scripts/install-system-deps)")

@@ -8,8 +8,8 @@ import pytest
 
 from gpuready.core import kube
 from gpuready.core.errors import Unreachable
-from gpuready.core.lab.kube_emulator import Emulator
 from gpuready.core.settings import Kubernetes
+from gpuready.lab.kube_emulator import Emulator
 
 
 @pytest.fixture

@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 from gpuready.core.settings import NodeChecks, NodeClass, Settings
-from gpuready.validate.node import checks, nvsmi, replay
+from gpuready.lab import replay
+from gpuready.validate.node import checks, nvsmi
 from gpuready.validate.node.checks import CHECK_IDS, run_catalogue
 from gpuready.validate.node.node import Answer, Node
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
-CAPTURES = {p.name: p for p in sorted(FIXTURES.glob("*/*.xml"))}
+# The lab's replayed recordings ship with gpuready.lab (core/lab/recordings); they are captures too.
+CAPTURES = {p.name: p for p in sorted([*FIXTURES.glob("*/*.xml"), *replay.RECORDED.glob("*.xml")])}
 
 #: What a host without the optional tools prints for the catalogue's own probe commands.
 BARE = {
@@ -121,7 +123,7 @@ def capture(name: str) -> str:
 
 def test_every_capture_is_listed_with_its_expected_verdicts() -> None:
     assert set(EXPECTED) == set(CAPTURES)
-    sources = (FIXTURES / "SOURCES.md").read_text()
+    sources = (FIXTURES / "SOURCES.md").read_text() + (replay.RECORDED / "SOURCES.md").read_text()
     for path in CAPTURES.values():
         assert f"`{path.parent.name}/{path.name}`" in sources, f"{path.name} has no SOURCES.md row"
 

@@ -58,3 +58,12 @@ def test_become_runs_the_batch_through_sudo() -> None:
 def test_unsupported_become_method_is_bad_input() -> None:
     with pytest.raises(BadInput, match="ansible_become_method 'su'"):
         connect.connection_spec("gn01", {"ansible_become": True, "ansible_become_method": "su"}, environ={})
+
+
+def test_progress_lines_at_1000_hosts() -> None:
+    from gpuready.validate.gpu_node import worth_a_line
+    from gpuready.validate.node.fanout import HostDone
+
+    lines = [d for d in range(1, 1001) if worth_a_line(HostDone(f"gn{d}", d, 1000, int(d in (7, 512)), 1.0))]
+    assert lines == [7, 100, 200, 300, 400, 500, 512, 600, 700, 800, 900, 1000]
+    assert all(worth_a_line(HostDone("h", d, 8, 0, 1.0)) for d in range(1, 9))  # small runs: every host

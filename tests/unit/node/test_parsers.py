@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.validate.node import nvsmi, replay, xid
+from gpuready.lab import replay
+from gpuready.validate.node import nvsmi, xid
 
-RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "recorded"
+RECORDED = replay.RECORDED
 
 
 def test_recorded_a100_xml() -> None:

@@ -55,14 +55,17 @@ def test_site_yml_passes_the_syntax_check(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_the_roles_pass_ansible_lint_production_profile() -> None:
+def test_the_roles_pass_ansible_lint_production_profile(tmp_path: Path) -> None:
+    from gpuready.core.runner import ansible_environment
+
     lint = BIN / "ansible-lint"
     require(shutil.which(str(lint)), "ansible-lint not installed (the dev extra installs it)")
+    collections = ansible_environment(tmp_path)["ANSIBLE_COLLECTIONS_PATH"]
     done = subprocess.run(
         [str(lint), "--profile", "production", "--offline", "-f", "pep8", *(f"roles/{r}" for r in _present())],
         cwd=PLAYBOOKS,
         capture_output=True,
         text=True,
-        env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(Path.home())},
+        env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(Path.home()), "ANSIBLE_COLLECTIONS_PATH": collections},
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,7 +1,7 @@
 """The GPU passthrough plan, from the settings and PCI device lists of real hosts' shape.
 
 vcsim has no GPUs of its own; these tests feed the plan the device list in
-tests/fixtures/vsphere/ (see its "source" field for where the values come from), so the
+core/lab/vcsim/ (see its "source" field for where the values come from), so the
 pairing, limit and MMIO rules are checked without any vCenter.
 """
 
@@ -16,10 +16,11 @@ import yaml
 from gpuready.core.errors import BadInput
 from gpuready.core.settings import Vsphere
 from gpuready.core.vsphere import PciDevice
-from gpuready.provision.vsphere_plan import Plan, make_plan, mmio_size_gib, vm_extra_config
+from gpuready.core.vsphere_plan import Plan, make_plan, mmio_size_gib, vm_extra_config
+from gpuready.lab.vsphere import DEVICE_LIST
 
 ROOT = Path(__file__).resolve().parents[3]
-DEVICES = json.loads((ROOT / "tests/fixtures/vsphere/r750xa-4xa100-pci.json").read_text())
+DEVICES = json.loads(DEVICE_LIST.read_text())
 SEED = yaml.safe_load((ROOT / "inventories/vsphere-r750xa/group_vars/all/gpuready.yml").read_text())["gpuready"]
 HOSTS = ["r750xa-01.lab.local", "r750xa-02.lab.local"]
 # A non-GPU device next to the GPUs, as every real host has (an Intel chipset function).

@@ -6,7 +6,7 @@ a ``bin/`` of tools (``nvidia-smi``, ``lsmod``, ``dmesg``, ``getenforce``, ``ibs
 host's ``/dev/nvidia*`` (in its own mount namespace) with their SELinux labels. Put ``bin/``
 first on the host's PATH and every check reads the profile as if the GPUs were there.
 
-The outputs start from real recordings in tests/fixtures/gpu/recorded (see SOURCES.md there);
+The outputs start from real recordings in ``recordings/`` beside this module (see SOURCES.md there);
 every edit a profile makes is listed in ``PROFILES`` and in the README (validate gpu-node, "Profiles and fixtures").
 """
 
@@ -17,13 +17,13 @@ import re
 import shlex
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from importlib.resources import files
 from itertools import combinations
 from pathlib import Path
 
 from gpuready.validate.node.node import QUERY_FIELDS
 
-ROOT = Path(__file__).resolve().parents[2]
-RECORDED = ROOT / "tests" / "fixtures" / "gpu" / "recorded"
+RECORDED = Path(str(files("gpuready.lab") / "recordings"))
 BASE_XML = "a100-sxm4-80gb-535.54.03.q.xml"
 DRIVER = "535.54.03"
 

@@ -1,0 +1,95 @@
+"""Who may import whom (ARCHITECTURE, "Layers"): provision, validate and workloads build on core; nothing
+imports the optional lab but the CLI's `lab` group; library code leaves process state alone."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+MAPPING: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+PACKAGE = re.compile(r"^gpuready\.(core|provision|validate|workloads|lab|playbooks)\b(?:\.(\w+))?")
+# What each layer may import besides itself and gpuready.core. validate training drives the workloads.
+ALLOWED = {
+    "core": {"playbooks"},  # the runner finds the collection's files
+    "provision": set(),
+    "validate": {"workloads"},
+    "workloads": set(),
+    "lab": {"provision", "validate", "workloads"},
+    "playbooks": set(),
+}
+# The CLI registers every command group by dotted name; only it may name the others.
+CLI = {("core", "cli.py"): {"provision", "validate", "workloads", "lab"}}
+
+
+def _layer_files() -> list[tuple[str, Path]]:
+    files = []
+    for package, folder in MAPPING.items():
+        layer = package.split(".")[1]
+        base = ROOT / folder
+        nested = [ROOT / f for p, f in MAPPING.items() if p != package and (ROOT / f).is_relative_to(base)]
+        for path in sorted(base.rglob("*.py")):
+            if "__pycache__" in path.parts or any(path.is_relative_to(n) for n in nested):
+                continue
+            files.append((layer, path))
+    return files
+
+
+def _named_layers(path: Path) -> set[tuple[str, int]]:
+    """Layers this file imports, or names as a dotted string (lazy imports, entry points)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value]
+        for name in names:
+            match = PACKAGE.match(name)
+            if match:
+                layer = match.group(1)
+                if layer == "core" and match.group(2) == "lab":
+                    layer = "core.lab"
+                found.add((layer, node.lineno))
+    return found
+
+
+FILES = _layer_files()
+
+
+def test_every_layer_is_mapped() -> None:
+    assert {"core", "provision", "validate", "workloads", "lab", "playbooks"} <= {p.split(".")[1] for p in MAPPING}
+
+
+@pytest.mark.parametrize(("layer", "path"), FILES, ids=[str(p.relative_to(ROOT)) for _, p in FILES])
+def test_imports_follow_the_layers(layer: str, path: Path) -> None:
+    allowed = {layer, "core"} | ALLOWED[layer] | CLI.get((layer, path.name), set())
+    wrong = sorted({f"gpuready.{name} (line {line})" for name, line in _named_layers(path) if name not in allowed})
+    assert not wrong, f"{path.relative_to(ROOT)} ({layer}) must not import {', '.join(wrong)}"
+
+
+LIBRARY = [
+    (layer, p)
+    for layer, p in FILES
+    if layer != "lab" and p.name not in ("cli.py", "__main__.py") and not p.name.endswith("_cli.py")
+]
+MUTATION = re.compile(
+    r"os\.environ\[[^]]+\]\s*=(?!=)|os\.environ\.(update|setdefault|pop|clear)\("
+    r"|os\.putenv|os\.chdir\(|\bC\.[A-Z_]+\s*="
+)
+
+
+@pytest.mark.parametrize(("layer", "path"), LIBRARY, ids=[str(p.relative_to(ROOT)) for _, p in LIBRARY])
+def test_library_code_leaves_process_state_alone(layer: str, path: Path) -> None:
+    hits = [
+        f"line {n}: {line.strip()}" for n, line in enumerate(path.read_text().splitlines(), 1) if MUTATION.search(line)
+    ]
+    assert not hits, f"{path.relative_to(ROOT)} changes os.environ, cwd or ansible.constants: {hits}"
