@@ -112,8 +112,8 @@ CASES: dict[str, tuple[Case, int, str]] = {
         2, "loop.yml"),
     "the same host twice in hosts.yml": (
         lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "hosts.yml", (
-            "gpu_nodes:\n  hosts:\n    gpu01: {ansible_host: 10.0.0.1}\n    gpu01: {ansible_host: 10.0.0.2}\n"
-        ).encode()))],
+            b"gpu_nodes:\n  hosts:\n    gpu01: {ansible_host: 10.0.0.1}\n    gpu01: {ansible_host: 10.0.0.2}\n"
+        )))],
         2, "hosts.yml:4: malformed YAML: duplicate key 'gpu01' (first at line 3"),
     "a host in no gpuready group": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t, hosts={
