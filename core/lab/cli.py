@@ -13,7 +13,7 @@ from gpuready.core.command import fail
 from gpuready.core.errors import GpureadyError
 
 if TYPE_CHECKING:
-    from gpuready.core.lab import Component, Lab
+    from gpuready.lab import Component, Lab
 
 
 def _lab_dir_option(func):  # type: ignore[no-untyped-def]
@@ -42,7 +42,7 @@ def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None
 
     names = _names(components, [])
     if not names:
-        from gpuready.core.lab import COMPONENTS
+        from gpuready.lab import COMPONENTS
 
         fail(f"--components {components!r}: name at least one of {', '.join(COMPONENTS)}", 2)
     options: dict[str, dict[str, str]] = {n: {} for n in names}
@@ -86,7 +86,7 @@ def _start(the_lab: Lab, name: str, part: Component, options: dict[str, str]) ->
     """Start one component; if that fails or is cancelled (Ctrl-C, SIGTERM), stop what it had started,
     so no half-started component is left that state.json does not know about."""
     from gpuready.core import cancel
-    from gpuready.core.lab import stop_pids
+    from gpuready.lab import stop_pids
 
     with cancel.handling_signals():
         try:

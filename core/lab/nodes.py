@@ -191,7 +191,7 @@ class NodesLab(Component):
     needs_root = True
 
     def check(self, options: dict[str, str]) -> None:
-        from gpuready.validate.node import replay
+        from gpuready.lab import replay
 
         unknown = set(options) - {"profiles", "prefix"}
         if unknown:

@@ -159,7 +159,7 @@ def test_validate_training_cancel_leaves_no_worker(tmp_path: Path) -> None:
 
 
 def test_lab_up_cancelled_leaves_no_half_started_component(tmp_path: Path) -> None:
-    from gpuready.core.lab import nodes
+    from gpuready.lab import nodes
     from tests.integration.node.conftest import can_make_namespaces
 
     require(can_make_namespaces(), "needs root and `ip netns` (network namespaces)")
