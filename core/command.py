@@ -29,10 +29,21 @@ if TYPE_CHECKING:
 DEFAULT_INVENTORY = "inventories/local"
 
 
+def default_inventory() -> str:
+    """$GPUREADY_INVENTORY, else ./inventories/local (a checkout), else the copy of it gpuready ships."""
+    if os.environ.get("GPUREADY_INVENTORY"):
+        return os.environ["GPUREADY_INVENTORY"]
+    if Path(DEFAULT_INVENTORY).exists():
+        return DEFAULT_INVENTORY
+    from importlib.resources import files
+
+    return str(files("gpuready.inventories") / "local")
+
+
 def inventory_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "-i", "--inventory", "inventory_path", type=click.Path(path_type=Path), show_default=True,
-        default=lambda: os.environ.get("GPUREADY_INVENTORY", DEFAULT_INVENTORY),
+        "-i", "--inventory", "inventory_path", type=click.Path(path_type=Path), show_default=DEFAULT_INVENTORY,
+        default=default_inventory,
         help="Ansible inventory folder (hosts.yml + group_vars/) or hosts file.")(func)
 
 

@@ -225,7 +225,7 @@ class VsphereLab(Component):
         return [f"# vCenter {state.get('url')}, user {USER}; the password is in {state.get('password_file')}:",
                 f"export {PASSWORD_ENV}=\"$(cat {state.get('password_file')})\"",
                 f"gpuready provision cluster -i {inventory} --tags vsphere --check --diff   # what would change",
-                f"gpuready provision cluster -i {inventory} --tags vsphere",
+                f"gpuready provision cluster -i {inventory} --tags vsphere --allow-power-off   # the lab's VMs run",
                 f"gpuready validate vsphere -i {inventory}"]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:

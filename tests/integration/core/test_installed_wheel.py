@@ -152,11 +152,16 @@ def test_lab_vsphere_provisioned_and_validated_then_lab_nodes_validated(installe
         assert "ansible_python_interpreter: '{{ ansible_playbook_python }}'" in hosts
         password = {"GPUREADY_VCENTER_PASSWORD": (lab / "vsphere" / "password").read_text()}
         runs = installed.home / "runs-vsphere"
-        done = installed.gpuready("provision", "cluster", "-i", inventory, "--artifacts", str(runs), env=password)
+        done = installed.gpuready(
+            "provision", "cluster", "-i", inventory, "--allow-power-off", "--artifacts", str(runs), env=password
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         done = installed.gpuready("validate", "vsphere", "-i", inventory, "--artifacts", str(runs), env=password)
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "ATS" in done.stdout
+        [summary] = runs.glob("*validate-vsphere/summary.json")
+        checks = {c["id"]: c["status"] for c in json.loads(summary.read_text())["checks"]}
+        assert checks["vsphere.ats"] == "passed" and "vsphere.vm.nvlink_pair" in checks
+        assert set(checks.values()) <= {"passed", "skipped"}
     finally:
         down = installed.gpuready("lab", "down", "--lab-dir", str(lab))
     assert down.returncode == 0, down.stderr

@@ -13,15 +13,16 @@ import pytest
 from tests.conftest import ROOT
 
 MAPPING: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-PACKAGE = re.compile(r"^gpuready\.(core|provision|validate|workloads|lab|playbooks)\b(?:\.(\w+))?")
+PACKAGE = re.compile(r"^gpuready\.(core|provision|validate|workloads|lab|playbooks|inventories)\b(?:\.(\w+))?")
 # What each layer may import besides itself and gpuready.core. validate training drives the workloads.
 ALLOWED = {
-    "core": {"playbooks"},  # the runner finds the collection's files
+    "core": {"playbooks", "inventories"},  # the shipped collection and default inventory, found as data
     "provision": set(),
     "validate": {"workloads"},
     "workloads": set(),
     "lab": {"provision", "validate", "workloads"},
     "playbooks": set(),
+    "inventories": set(),
 }
 # The CLI registers every command group by dotted name; only it may name the others.
 CLI = {("core", "cli.py"): {"provision", "validate", "workloads", "lab"}}

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,15 @@ def test_help_does_not_import_heavy_libraries(argv: list[str]) -> None:
         pytest.skip(f"{argv[0]} is not a command in this build")
     assert code == 0, done.stderr
     assert imported == [], f"`gpuready {' '.join(argv)}` imported {imported}"
+
+
+def test_outside_a_checkout_the_default_inventory_is_the_shipped_copy_of_inventories_local(tmp_path: Path) -> None:
+    from tests.conftest import gpuready
+
+    done = gpuready("inventory", "check", "--artifacts", str(tmp_path / "runs"), cwd=tmp_path,
+                    env={"GPUREADY_INVENTORY": ""})
+    assert done.returncode == 0, done.stdout + done.stderr
+    [summary] = (tmp_path / "runs").glob("*/summary.json")
+    used = Path(json.loads(summary.read_text())["inventory"])
+    assert used.parts[-2:] == ("inventories", "local") and used.is_absolute()
+    assert (used / "hosts.yml").read_text() == (ROOT / "inventories" / "local" / "hosts.yml").read_text()
