@@ -25,6 +25,14 @@ $(STAMP)-train: $(STAMP)-base
 	$(BIN)/pip check
 	touch $@
 
+# The torch extra for the PyTorch path's tests. PyPI's Linux builds bring CUDA's libraries (about
+# 2.9 GB of wheels; docs/pytorch.md has the measured cost); where PyTorch's own index is reachable,
+# `make TORCH_INDEX=https://download.pytorch.org/whl/cpu` installs the CPU build (about 200 MB) instead.
+TORCH_INDEX ?=
+$(STAMP)-torch: $(STAMP)-base
+	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 'torch>=2.2' 'torchvision>=0.17'
+	touch $@
+
 system-deps:
 	scripts/install-system-deps
 
@@ -33,7 +41,7 @@ setup: system-deps $(STAMP)-base
 demo: setup $(STAMP)-train
 	scripts/demo
 
-test: setup $(STAMP)-train
+test: setup $(STAMP)-train $(STAMP)-torch
 	scripts/test
 
 lint: setup

@@ -41,7 +41,7 @@ def artifacts_root(root: Path | str | None) -> Path:
 def new_run_dir(root: Path | str | None, command: str) -> Path:
     root = artifacts_root(root)
     slug = re.sub(r"[^a-z0-9]+", "-", command.lower()).strip("-") or "run"
-    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     numbers = [int(p.name.split("-", 1)[0]) for p in root.iterdir() if re.match(r"^\d{4}-", p.name)]
     seq = max(numbers, default=0) + 1
     while True:

@@ -52,7 +52,7 @@ def errored(id: str, host: str, message: str, evidence: str = "", remedy: str = 
 
 
 def now_iso() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass

@@ -51,9 +51,12 @@ def _sizes(value: str) -> list[int]:
 @click.option("--image-size", type=click.IntRange(32), default=None, help="Input side in pixels.")
 @click.option("--data", default=None, help="'synthetic' or a folder of TFRecords from the converter.")
 @click.option("--pipeline", type=click.Choice(["new", "old"]), default=None, help="tf.data pipeline (real data).")
+@click.option("--framework", type=click.Choice(["tensorflow", "pytorch"]), default=None,
+              help="TensorFlow (Horovod/MWMS) or PyTorch (DDP under torchrun) [default: the inventory's].")
 @click.option("--distribution", type=click.Choice(["horovod", "mwms"]), default=None,
-              help="Horovod, or tf.distribute MultiWorkerMirroredStrategy.")
-@click.option("--mixed-precision/--no-mixed-precision", default=None)
+              help="TensorFlow: Horovod, or tf.distribute MultiWorkerMirroredStrategy.")
+@click.option("--mixed-precision/--no-mixed-precision", default=None,
+              help="TensorFlow: float16 with loss scaling; PyTorch: bf16 autocast.")
 @click.option("--xla/--no-xla", default=None)
 @click.option("--timeout", "timeout_s", type=click.IntRange(10), default=None, help="Seconds per run.")
 def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None,
@@ -67,6 +70,8 @@ def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: 
       gpuready validate training --gpus 1,2 --steps 10 --image-size 64 --batch-size 8
 
       gpuready validate training -i inventories/baremetal-c4140 --launcher slurm --gpus 1,2,4,8
+
+      gpuready validate training --framework pytorch --gpus 1,2 --steps 5 --image-size 64 --batch-size 4
     """
     ctx = Context("validate training", inventory_path, artifacts, verbose,
                   options={"limit": limit, **{k: v for k, v in overrides.items() if v is not None}})
@@ -82,11 +87,20 @@ def _body(ctx: Context) -> RunResult:
         options["gpus"] = _sizes(options["gpus"])
     settings = ctx.inventory.settings.training.model_copy(
         update={k: v for k, v in options.items() if k in type(ctx.inventory.settings.training).model_fields})
+    if settings.framework == "pytorch":
+        from gpuready.core.errors import BadInput
+
+        for flag in ("distribution", "xla"):
+            if options.get(flag):
+                raise BadInput(f"--{flag} is for --framework tensorflow; PyTorch runs DistributedDataParallel "
+                               "(bf16: --mixed-precision)")
+        settings = settings.model_copy(update={"distribution": "ddp", "xla": False})
     plan = launchers.Plan(model=settings.model, batch_size=settings.batch_size, image_size=settings.image_size,
                           steps=settings.steps, warmup_steps=settings.warmup_steps, data=settings.data,
                           pipeline=settings.pipeline, distribution=settings.distribution,
                           mixed_precision=settings.mixed_precision, xla=settings.xla,
-                          eval_batches=settings.eval_batches, timeout_s=settings.timeout_s)
+                          eval_batches=settings.eval_batches, timeout_s=settings.timeout_s,
+                          framework=settings.framework)
     target = target_for(ctx.inventory, settings, ctx.options.get("limit"))
     sweep.check_plan(plan, settings.gpus, target)  # before the run folder exists: bad input leaves nothing behind
     result = ctx.new_result()

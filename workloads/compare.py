@@ -42,14 +42,18 @@ def load(spec: str) -> Run:
 
 
 #: setup keys that must match for images/s to be comparable
-SAME_SETUP = ("model", "batch_size", "image_size", "data", "mixed_precision", "xla")
+SAME_SETUP = ("framework", "model", "batch_size", "image_size", "data", "mixed_precision", "xla")
+#: what a run recorded before the key existed meant
+_BEFORE = {"framework": "tensorflow"}
 
 
 def setup_differences(runs: list[Run]) -> list[str]:
     """What differs between each run's set-up and the first's: a comparison across set-ups measures those too."""
-    base = runs[0].setup
-    return [f"{run.label}: {key} {run.setup.get(key)!r} (first: {base.get(key)!r})"
-            for run in runs[1:] for key in SAME_SETUP if run.setup.get(key) != base.get(key)]
+    def get(run: Run, key: str) -> Any:
+        return run.setup.get(key, _BEFORE.get(key))
+
+    return [f"{run.label}: {key} {get(run, key)!r} (first: {get(runs[0], key)!r})"
+            for run in runs[1:] for key in SAME_SETUP if get(run, key) != get(runs[0], key)]
 
 
 def overhead(base: float, value: float) -> float:

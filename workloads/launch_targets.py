@@ -65,5 +65,6 @@ def launcher_for(inventory: Inventory, settings: Training, target: Target,
     from gpuready.workloads.launchers import kubernetes
 
     k8s = inventory.settings.kubernetes
-    return partial(kubernetes.launch, kind=settings.kubernetes_job, gpus_per_node=target.gpus_per_host,
+    kind = "pytorchjob" if settings.framework == "pytorch" else settings.kubernetes_job
+    return partial(kubernetes.launch, kind=kind, gpus_per_node=target.gpus_per_host,
                    image=settings.image, namespace=settings.namespace, kubeconfig=k8s.kubeconfig, context=k8s.context)

@@ -65,11 +65,15 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 def write(folder: Path, rows: list[dict[str, Any]], setup: dict[str, Any]) -> Path:
     title = f"{setup['model']} · batch {setup['batch_size']}/worker · {setup['image_size']}px · {setup['launcher']}"
-    plot(rows, folder / PLOT_FILE, title)
+    try:
+        plot(rows, folder / PLOT_FILE, title)
+        curve = f"![scaling curve]({PLOT_FILE})"
+    except ImportError:  # a GPU machine given only the node checks' wheels: the table and raw times still stand
+        curve = "(no scaling curve: matplotlib is not installed)"
     lines = [f"# Training scaling: {title}", "",
              *[f"- {k}: {v}" for k, v in setup.items()], "",
              *table(rows), "",
-             f"![scaling curve]({PLOT_FILE})", "",
+             curve, "",
              f"Every figure is computed from `{RAW_FILE}` (each worker's timed step durations, warm-up excluded): "
              "images/s of a worker = batch size x steps / sum of its step times; a size's total is the sum over "
              "its workers; efficiency = images/s per worker / that of 1 worker."]
@@ -90,4 +94,5 @@ def show(console: Any, rows: list[dict[str, Any]], folder: Path) -> None:
         table.add_row(str(r["workers"]), f"{r['images_per_second']:.2f}",
                       f"{r['images_per_second_per_worker']:.2f}", eff)
     console.print(table)
-    console.print(f"report: {folder / REPORT_FILE}  plot: {folder / PLOT_FILE}")
+    plot = folder / PLOT_FILE
+    console.print(f"report: {folder / REPORT_FILE}" + (f"  plot: {plot}" if plot.exists() else ""))

@@ -105,7 +105,8 @@ def run(plan: Plan, sizes: list[int], target: Target, folder: Path, result: RunR
             row["mean_auroc"] = round(mean, 4)
     setup = {"model": plan.model, "batch_size": plan.batch_size, "image_size": plan.image_size,
              "steps": plan.steps, "warmup_steps": plan.warmup_steps, "data": plan.data,
-             "pipeline": plan.pipeline, "distribution": plan.distribution, "mixed_precision": plan.mixed_precision,
+             "pipeline": plan.pipeline, "framework": plan.framework, "distribution": plan.distribution,
+             "mixed_precision": plan.mixed_precision,
              "xla": plan.xla, "launcher": target.launcher, "gpu_model": target.gpu_model or "none (CPU)",
              "where": target.where}
     report.write(folder, rows, setup)

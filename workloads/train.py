@@ -244,16 +244,20 @@ def evaluate(model: Any, args: argparse.Namespace) -> list[float | None]:
     return auroc(np.concatenate(labels), np.concatenate(scores))
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    result = run(args)
+def emit(result: dict[str, Any], out: str) -> None:
+    """The worker's result line on stdout (what launchers collect), and in ``out``/rank-N.json when asked."""
     line = json.dumps(result)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, f"rank-{result['rank']}.json"), "w") as fh:
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, f"rank-{result['rank']}.json"), "w") as fh:
             fh.write(line + "\n")
     sys.stdout.write(RESULT_PREFIX + line + "\n")
     sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    emit(run(args), args.out)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ def make_certificate(folder: Path, names: tuple[str, ...] = ("127.0.0.1", "local
             alt.append(x509.IPAddress(ipaddress.ip_address(name)))
         except ValueError:
             alt.append(x509.DNSName(name))
-    now = _dt.datetime.now(_dt.UTC)
+    now = _dt.datetime.now(_dt.timezone.utc)
     cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - _dt.timedelta(minutes=5))
             .not_valid_after(now + _dt.timedelta(days=30))

@@ -45,13 +45,16 @@ class Training(Section):
     data: str = "synthetic"
     #: tf.data pipeline for real data: "new" (seed 004's, scales) or "old" (for comparison)
     pipeline: Literal["new", "old"] = "new"
-    #: horovod (Gloo or MPI), or mwms (tf.distribute MultiWorkerMirroredStrategy, no Horovod needed)
+    #: tensorflow (the train extra, Python 3.11) or pytorch (the torch extra: DDP under torchrun, any Python)
+    framework: Literal["tensorflow", "pytorch"] = "tensorflow"
+    #: tensorflow: horovod (Gloo or MPI), or mwms (tf.distribute MultiWorkerMirroredStrategy, no Horovod
+    #: needed); pytorch always uses DistributedDataParallel
     distribution: Literal["horovod", "mwms"] = "horovod"
     #: where the workers run: this machine, over SSH, a Slurm job, or a Kubernetes MPIJob/TFJob
     launcher: Literal["local", "ssh", "slurm", "kubernetes"] = "local"
     #: the sweep: worker (GPU) counts to run, one run each
     gpus: list[int] = Field(default_factory=lambda: [1])
-    #: float16 compute with float32 master weights
+    #: tensorflow: float16 compute with float32 master weights; pytorch: bf16 autocast
     mixed_precision: bool = False
     #: XLA auto-clustering
     xla: bool = False
@@ -65,7 +68,7 @@ class Training(Section):
     slurm_conf: str = ""
     #: ssh and slurm launchers: workers per host (0: one per GPU of the host's node class)
     workers_per_host: int = Field(default=0, ge=0)
-    #: kubernetes launcher: MPIJob (kubeflow.org/v2beta1) or TFJob (kubeflow.org/v1)
+    #: kubernetes launcher: MPIJob (kubeflow.org/v2beta1) or TFJob (kubeflow.org/v1); pytorch: a PyTorchJob
     kubernetes_job: Literal["mpijob", "tfjob"] = "mpijob"
     #: kubernetes launcher: the namespace the job runs in
     namespace: str = "default"

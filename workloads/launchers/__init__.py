@@ -39,14 +39,23 @@ class Plan:
     xla: bool = False
     eval_batches: int = 0
     timeout_s: int = 1800
+    #: tensorflow (Horovod or MultiWorkerMirroredStrategy) or pytorch (DDP under torchrun)
+    framework: str = "tensorflow"
+
+    @property
+    def module(self) -> list[str]:
+        """The worker's ``-m`` module: the TensorFlow or the PyTorch entry point."""
+        return TORCH_MODULE if self.framework == "pytorch" else TRAIN_MODULE
 
     def train_args(self) -> list[str]:
         args = ["--model", self.model, "--batch-size", str(self.batch_size), "--image-size", str(self.image_size),
                 "--steps", str(self.steps), "--warmup-steps", str(self.warmup_steps), "--data", self.data,
-                "--pipeline", self.pipeline, "--distribution", self.distribution]
+                "--pipeline", self.pipeline]
+        if self.framework != "pytorch":
+            args += ["--distribution", self.distribution]
         if self.mixed_precision:
             args.append("--mixed-precision")
-        if self.xla:
+        if self.xla and self.framework != "pytorch":
             args.append("--xla")
         if self.eval_batches:
             args += ["--eval-batches", str(self.eval_batches)]
@@ -91,13 +100,22 @@ def tail(text: str, lines: int = 3) -> str:
     return " | ".join(kept[-lines:])
 
 
-def require_local_training(distribution: str) -> None:
-    """Refuse early, with the fix, when this Python cannot train (checked without importing TensorFlow)."""
+def require_local_training(distribution: str, framework: str = "tensorflow") -> None:
+    """Refuse early, with the fix, when this Python cannot train (checked without importing the framework)."""
+    if framework == "pytorch":
+        missing = [m for m in ("torch", "torchvision") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise Unreachable(f"{' and '.join(missing)} not installed in {sys.prefix}: "
+                              "pip install 'gpuready[torch]' (docs/pytorch.md)")
+        return
     needed = ["tensorflow"] + (["horovod"] if distribution == "horovod" else [])
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
+        where = "" if sys.version_info[:2] == (3, 11) else \
+            f" (the train extra needs Python 3.11; this is {sys.version_info[0]}.{sys.version_info[1]}: " \
+            "or use --framework pytorch)"
         raise Unreachable(f"{' and '.join(missing)} not installed in {sys.prefix}: "
-                          "pip install 'gpuready[train]' (README, Training), or use --distribution mwms")
+                          f"pip install 'gpuready[train]' (README, Training), or use --distribution mwms{where}")
 
 
 def horovodrun() -> str:
@@ -115,3 +133,12 @@ def worker_env() -> dict[str, str]:
 
 
 TRAIN_MODULE = ["-m", "gpuready.workloads.train"]
+TORCH_MODULE = ["-m", "gpuready.workloads.torch_train"]
+#: torchrun's rendezvous port on the first host (ssh and Slurm launchers)
+RENDEZVOUS_PORT = 29400
+
+
+def torchrun_args(nodes: int, per_node: int, endpoint: str, job_id: str) -> list[str]:
+    """torchrun's options for ``nodes`` hosts of ``per_node`` workers meeting at ``endpoint`` (c10d rendezvous)."""
+    return ["--nnodes", str(nodes), "--nproc-per-node", str(per_node), "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", endpoint, "--rdzv-id", job_id]

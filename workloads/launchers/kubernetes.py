@@ -1,5 +1,6 @@
-"""Kubernetes launcher: an MPIJob (kubeflow.org/v2beta1, Horovod over MPI) or a TFJob (kubeflow.org/v1,
-MultiWorkerMirroredStrategy via TF_CONFIG), validated offline, launched when the cluster has the CRD.
+"""Kubernetes launcher: an MPIJob (kubeflow.org/v2beta1, Horovod over MPI), a TFJob (kubeflow.org/v1,
+MultiWorkerMirroredStrategy via TF_CONFIG) or, for PyTorch, a PyTorchJob (kubeflow.org/v1, torchrun in
+every pod), validated offline, launched when the cluster has the CRD.
 
 Offline validation: the job's own fields against the CRD's schema (transcribed below from the
 mpi-operator and training-operator CRDs) and every pod template against Kubernetes' own
@@ -23,7 +24,11 @@ from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, parse_resul
 
 log = logging.getLogger(__name__)
 
-KINDS = {"mpijob": ("MPIJob", "kubeflow.org", "v2beta1", "mpijobs"), "tfjob": ("TFJob", "kubeflow.org", "v1", "tfjobs")}
+KINDS = {"mpijob": ("MPIJob", "kubeflow.org", "v2beta1", "mpijobs"), "tfjob": ("TFJob", "kubeflow.org", "v1", "tfjobs"),
+         "pytorchjob": ("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs")}
+#: the training-operator injects MASTER_ADDR, MASTER_PORT and RANK into the container of this name only
+PYTORCH_CONTAINER = "pytorch"
+PYTORCH_PORT = 23456  # the training-operator's default pytorchjob-port
 KUBERNETES_VERSION = "1.29.0"  # schema the pod templates are checked against (kubernetes-validate)
 JOB_LABEL = "training.kubeflow.org/job-name"
 
@@ -76,6 +81,18 @@ SPEC_SCHEMAS = {
         },
         "additionalProperties": False,
     },
+    "PyTorchJob": {
+        "type": "object",
+        "required": ["pytorchReplicaSpecs"],
+        "properties": {
+            "runPolicy": _RUN_POLICY,
+            "elasticPolicy": {"type": "object"},
+            "nprocPerNode": {"type": "string"},
+            "pytorchReplicaSpecs": {"type": "object", "propertyNames": {"enum": ["Master", "Worker"]},
+                                    "additionalProperties": _REPLICA},
+        },
+        "additionalProperties": False,
+    },
 }
 
 
@@ -106,12 +123,42 @@ def manifest(kind: str, plan: Plan, workers: int, gpus_per_node: int, image: str
                            "template": {"spec": {"containers": [_container("worker", image, ["sleep", "infinity"],
                                                                            slots if gpus_per_node else 0)]}}},
             }}}
+    if kind == "pytorchjob" or plan.framework == "pytorch":
+        return _pytorchjob(plan, workers, gpus_per_node, image, meta)
     # a TFJob hands each worker TF_CONFIG: that is MultiWorkerMirroredStrategy's cluster description
     train = ["python", *TRAIN_MODULE, *replace(plan, distribution="mwms").train_args()]
     return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": meta, "spec": {
         "runPolicy": {"cleanPodPolicy": "Running"},
         "tfReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "OnFailure", "template": {"spec": {
             "containers": [_container("tensorflow", image, train, 1 if gpus_per_node else 0, port=2222)]}}}}}}
+
+
+def _pytorchjob(plan: Plan, workers: int, gpus_per_node: int, image: str, meta: dict[str, Any]) -> dict[str, Any]:
+    """One pod per node (a Master and Workers), each running torchrun with one worker per GPU.
+
+    The operator sets MASTER_ADDR/MASTER_PORT (the Master pod) and RANK (the pod's index) in every pod;
+    torchrun takes them as its static rendezvous and sets each worker's own RANK and WORLD_SIZE.
+    """
+    per_node = min(workers, max(1, gpus_per_node))
+    pods = math.ceil(workers / per_node)
+    if pods * per_node != workers:
+        raise BadInput(f"{workers} workers do not fill pods of {per_node} GPUs: torchrun wants the same number "
+                       "of workers in every pod (choose a multiple of the GPUs per node)")
+    # $(VAR): Kubernetes expands the container's environment in command arguments
+    options = ["--nnodes", str(pods), "--nproc-per-node", str(per_node), "--node-rank", "$(RANK)",
+               "--master-addr", "$(MASTER_ADDR)", "--master-port", "$(MASTER_PORT)"]
+    command = ["python", "-m", "torch.distributed.run", *options, *plan.module, *plan.train_args()]
+
+    def replica(count: int) -> dict[str, Any]:
+        container = _container(PYTORCH_CONTAINER, image, command, per_node if gpus_per_node else 0)
+        container["ports"] = [{"containerPort": PYTORCH_PORT, "name": "pytorchjob-port"}]
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [container]}}}
+
+    specs = {"Master": replica(1)}
+    if pods > 1:
+        specs["Worker"] = replica(pods - 1)
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta, "spec": {
+        "nprocPerNode": str(per_node), "runPolicy": {"cleanPodPolicy": "Running"}, "pytorchReplicaSpecs": specs}}
 
 
 def validate(doc: dict[str, Any], crd_schema: dict[str, Any] | None = None) -> list[str]:
@@ -129,7 +176,8 @@ def validate(doc: dict[str, Any], crd_schema: dict[str, Any] | None = None) -> l
         target = doc["spec"] if where == "spec" else doc
         for error in jsonschema.Draft7Validator(_plain(schema)).iter_errors(target):
             problems.append(f"{where}: {'.'.join(map(str, error.absolute_path)) or '(root)'}: {error.message}")
-    replicas = doc["spec"].get("mpiReplicaSpecs") or doc["spec"].get("tfReplicaSpecs") or {}
+    replicas = doc["spec"].get("mpiReplicaSpecs") or doc["spec"].get("tfReplicaSpecs") or \
+        doc["spec"].get("pytorchReplicaSpecs") or {}
     for role, replica in replicas.items():
         pod_template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"{role.lower()}"},
                         "template": replica.get("template", {})}

@@ -1,9 +1,12 @@
-"""Local launcher: N worker processes on this machine (Horovod over Gloo, or MultiWorkerMirroredStrategy)."""
+"""Local launcher: N worker processes on this machine (Horovod over Gloo, MultiWorkerMirroredStrategy, or
+PyTorch DDP under torchrun)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +25,10 @@ log = logging.getLogger(__name__)
 
 
 def command(plan: Plan, workers: int) -> list[str]:
+    if plan.framework == "pytorch":
+        # torchrun even for 1 worker: the same environment (RANK, MASTER_ADDR...) at every size
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(workers),
+                *plan.module, *plan.train_args()]
     train = [sys.executable, *TRAIN_MODULE, *plan.train_args()]
     if workers == 1:
         return train  # hvd.init() without a launcher is a 1-worker job
@@ -39,12 +46,30 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
+def _run_group(cmd: list[str], log_path: Path, timeout_s: int) -> int:
+    """Run a launcher (torchrun) in its own process group, so a timeout or Ctrl-C stops its workers too."""
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=worker_env(), start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
 def launch(plan: Plan, workers: int, folder: Path) -> Launch:
-    require_local_training(plan.distribution)
+    require_local_training(plan.distribution, plan.framework)
     log_path = folder / f"workers-{workers}.log"
     result = Launch(workers, log=log_path)
     try:
-        if plan.distribution == "horovod":
+        if plan.framework == "pytorch":
+            result.returncode = _run_group(command(plan, workers), log_path, plan.timeout_s)
+        elif plan.distribution == "horovod":
             with log_path.open("w") as out:
                 proc = subprocess.run(command(plan, workers), stdout=out, stderr=subprocess.STDOUT, env=worker_env(),
                                       timeout=plan.timeout_s, check=False)

@@ -21,7 +21,14 @@ from pathlib import Path
 
 from gpuready.core.errors import BadInput
 from gpuready.workloads import rendezvous
-from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, parse_results
+from gpuready.workloads.launchers import (
+    RENDEZVOUS_PORT,
+    TRAIN_MODULE,
+    Launch,
+    Plan,
+    parse_results,
+    torchrun_args,
+)
 
 #: sbatch long options the script may use (from `man sbatch`); anything else is a typo.
 KNOWN_OPTIONS = {"job-name", "nodes", "ntasks", "ntasks-per-node", "gres", "gpus-per-node", "cpus-per-task",
@@ -47,6 +54,8 @@ def script(plan: Plan, workers: int, gpus_per_node: int, folder: Path, partition
     lines += [f"#SBATCH --time={minutes}", "#SBATCH --exclusive", f"#SBATCH --output={folder}/slurm-{workers}w-%j.out"]
     if partition:
         lines.append(f"#SBATCH --partition={partition}")
+    if plan.framework == "pytorch":
+        return "\n".join(lines + _torchrun_lines(plan, per_node, python))
     py = python or sys.executable
     train = shlex.join([py, *TRAIN_MODULE, *plan.train_args()])
     lines += ["set -euo pipefail", "export TF_CPP_MIN_LOG_LEVEL=1 PYTHONUNBUFFERED=1",
@@ -57,6 +66,19 @@ def script(plan: Plan, workers: int, gpus_per_node: int, folder: Path, partition
               f"#   mpirun --map-by socket -np \"$SLURM_NTASKS\" -bind-to none {train}",
               f"{shlex.quote(py)} -m {rendezvous.MODULE} srun -- {train}", ""]
     return "\n".join(lines)
+
+
+def _torchrun_lines(plan: Plan, per_node: int, python: str) -> list[str]:
+    """One torchrun per node (srun), each starting one worker per GPU; they meet at the first node."""
+    rdzv = torchrun_args(0, per_node, "RDZV", "JOB")
+    rdzv[1], rdzv[rdzv.index("RDZV")], rdzv[rdzv.index("JOB")] = \
+        '"$SLURM_NNODES"', f'"$head:{RENDEZVOUS_PORT}"', '"gpuready-$SLURM_JOB_ID"'
+    torchrun = " ".join([shlex.quote(python or sys.executable), "-m", "torch.distributed.run", *rdzv,
+                         shlex.join([*plan.module, *plan.train_args()])])
+    return ["set -euo pipefail", "export PYTHONUNBUFFERED=1",
+            'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            "# one torchrun per node, one worker per GPU (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE)",
+            f'srun --nodes="$SLURM_NNODES" --ntasks="$SLURM_NNODES" --ntasks-per-node=1 {torchrun}', ""]
 
 
 def validate(text: str) -> list[str]:

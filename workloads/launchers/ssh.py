@@ -1,5 +1,5 @@
 """SSH launcher: horovodrun (Gloo, started on the first host) or mpirun (from this machine) across the
-inventory's GPU hosts.
+inventory's GPU hosts; for PyTorch, one torchrun per host over SSH, meeting at the first host (c10d).
 
 Every host must have this Python (same path) with gpuready[train] installed, as horovodrun and
 mpirun expect, and accept the inventory's SSH key (ansible_ssh_private_key_file; on the nodes
@@ -23,7 +23,15 @@ from pathlib import Path
 
 from gpuready.core.errors import BadInput, Unreachable
 from gpuready.workloads import rendezvous
-from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, horovodrun, worker_env
+from gpuready.workloads.launchers import (
+    RENDEZVOUS_PORT,
+    TRAIN_MODULE,
+    Launch,
+    Plan,
+    horovodrun,
+    torchrun_args,
+    worker_env,
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,20 @@ def command(plan: Plan, workers: int, hosts: list[Host], runner: str, known_host
             shlex.join([*cmd, *train])]
 
 
+def torchrun_commands(plan: Plan, workers: int, hosts: list[Host], known_hosts: Path,
+                      python: str = "") -> list[list[str]]:
+    """One ssh command per host: torchrun with that host's workers, all meeting at the first host."""
+    chosen = host_slots(hosts, workers)
+    if len({n for _, n in chosen}) > 1:
+        raise BadInput(f"{workers} workers land on hosts as {[n for _, n in chosen]}: torchrun wants the same "
+                       "number of workers on every host (choose a multiple of the GPUs per host)")
+    endpoint, per_node = f"{chosen[0][0].address}:{RENDEZVOUS_PORT}", chosen[0][1]
+    train = [python or sys.executable, "-m", "torch.distributed.run",
+             *torchrun_args(len(chosen), per_node, endpoint, f"gpuready-{workers}w"), *plan.module, *plan.train_args()]
+    return [["ssh", *ssh_options(host, known_hosts), f"{host.user}@{host.address}" if host.user else host.address,
+             "env", "PYTHONUNBUFFERED=1", shlex.join(train)] for host, _ in chosen]
+
+
 def _mpirun_env(hosts: str, first_address: str) -> tuple[rendezvous.Rendezvous, dict[str, str]]:
     """Serve Horovod's rendezvous here, on the address the hosts reach us at; tell OpenMPI to use that network."""
     import psutil
@@ -124,6 +146,8 @@ def _mpirun_env(hosts: str, first_address: str) -> tuple[rendezvous.Rendezvous, 
 
 
 def launch(plan: Plan, workers: int, folder: Path, hosts: list[Host], runner: str) -> Launch:
+    if plan.framework == "pytorch":
+        return _launch_torchrun(plan, workers, folder, hosts)
     if plan.distribution != "horovod":
         raise BadInput(f"--launcher ssh runs Horovod (horovodrun or mpirun), not {plan.distribution}")
     known_hosts = folder / "known_hosts"
@@ -154,4 +178,35 @@ def launch(plan: Plan, workers: int, folder: Path, hosts: list[Host], runner: st
     finally:
         if server:
             server.__exit__()
+    return result.collect()
+
+
+def _launch_torchrun(plan: Plan, workers: int, folder: Path, hosts: list[Host]) -> Launch:
+    known_hosts = folder / "known_hosts"
+    check_reachable(host_slots(hosts, workers), known_hosts)
+    commands = torchrun_commands(plan, workers, hosts, known_hosts)
+    log_path = folder / f"workers-{workers}.log"
+    (folder / f"workers-{workers}.cmd").write_text("".join(shlex.join(c) + "\n" for c in commands))
+    parts = [log_path.with_suffix(f".{i}.log") for i in range(len(commands))]
+    procs = []
+    try:
+        for cmd, part in zip(commands, parts, strict=True):
+            with part.open("w") as out:
+                procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=worker_env()))
+        codes = [p.wait(timeout=plan.timeout_s) for p in procs]
+    except FileNotFoundError as e:
+        raise Unreachable("ssh not found on this machine: install openssh-client, or use --launcher slurm") from e
+    except subprocess.TimeoutExpired:
+        codes = []
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        log_path.write_text("".join(p.read_text(errors="replace") for p in parts if p.exists()))
+        for p in parts:
+            p.unlink(missing_ok=True)
+    result = Launch(workers, log=log_path, returncode=max(codes, key=abs) if codes else None)
+    if not codes:
+        result.problem = f"stopped after {plan.timeout_s}s (timeout_s)"
     return result.collect()

@@ -142,7 +142,7 @@ def _is_vector_add(pod: dict[str, Any]) -> bool:
 
 
 def _stamp(line: str) -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y/%m/%d %H:%M:%S ") + line
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y/%m/%d %H:%M:%S ") + line
 
 
 class Cluster:

@@ -76,7 +76,7 @@ class ApiError(Exception):
 
 
 def now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def not_found(res: Resource, name: str) -> ApiError:

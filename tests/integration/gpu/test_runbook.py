@@ -1,0 +1,121 @@
+"""The GPU runbook on a machine without a GPU: it refuses clearly, and its recorder and probes work on
+what can be had here (replayed nvidia-smi, the CPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuready.lab import replay
+from gpuready.validate.node.checks import PREFETCH
+from tests.conftest import ROOT, require
+
+GPU = ROOT / "benchmarks" / "gpu"
+sys.path.insert(0, str(GPU))
+import probe  # noqa: E402
+
+
+def _runbook(tmp_path: Path, path: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(GPU / "runbook.sh"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PATH": path, **env},
+        check=False,
+    )
+
+
+def test_refuses_in_one_line_without_nvidia_smi(tmp_path: Path) -> None:
+    done = _runbook(tmp_path, "/usr/bin:/bin")
+    assert done.returncode == 3
+    assert done.stderr.strip() == "runbook: no nvidia-smi on this machine: run the runbook on a GPU machine"
+    assert not (tmp_path / "out").exists()
+
+
+def test_refuses_when_torch_sees_no_cuda_device(tmp_path: Path) -> None:
+    tools = replay.build("h100-x8", tmp_path / "replay")
+    done = _runbook(tmp_path, f"{tools}:/usr/bin:/bin", PYTHON=sys.executable)
+    assert done.returncode == 3
+    assert done.stderr.startswith("runbook: torch on ") and "sees no CUDA device" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_recorder_saves_every_catalogue_command_raw_with_its_source(tmp_path: Path) -> None:
+    tools = replay.build("h100-x8", tmp_path / "replay")
+    out = tmp_path / "recorded"
+    done = subprocess.run(
+        [sys.executable, str(GPU / "record.py"), str(out)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    index = json.loads((out / "commands.json").read_text())
+    assert set(PREFETCH) <= set(index)
+    data = tmp_path / "replay" / "data"
+    assert (out / index["nvidia-smi -q -x"]["stdout"]).read_bytes() == (data / "q.xml").read_bytes()
+    assert (out / index["nvidia-smi nvlink -s"]["stdout"]).read_bytes() == (data / "nvlink.txt").read_bytes()
+    assert (out / index["nvidia-smi topo -p2p r"]["stdout"]).read_bytes() == (data / "p2p.txt").read_bytes()
+    source = (out / "SOURCE.md").read_text()
+    assert "8x NVIDIA H100 80GB HBM3" in source and "driver: 535.54.03" in source and "- date: " in source
+    facts = json.loads((out / "facts.json").read_text())
+    assert (facts["gpu_model"], facts["gpu_count"], facts["driver"]) == ("NVIDIA H100 80GB HBM3", 8, "535.54.03")
+
+
+def test_recorder_refuses_without_nvidia_smi(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(GPU / "record.py"), str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": "/usr/bin:/bin"},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3 and done.stderr.startswith("record: no working nvidia-smi here")
+
+
+def test_peaks_and_mfu() -> None:
+    assert probe.peak_tflops("NVIDIA H100 80GB HBM3") == 989.5
+    assert probe.peak_tflops("NVIDIA H100 PCIe") == 756.5
+    assert probe.peak_tflops("NVIDIA H100 NVL") == 835.5
+    assert probe.peak_tflops("NVIDIA H200") == 989.5
+    assert probe.peak_tflops("NVIDIA A100-SXM4-80GB") == 312.0
+    assert probe.peak_tflops("Tesla V100-SXM2-32GB") is None  # no bf16 Tensor Cores
+    # 2,000 images/s x 17 GFLOP = 34 TFLOP/s: 3.4% of an H100 SXM
+    assert probe.mfu(2000, 17e9, 989.5) == pytest.approx(34 / 989.5)
+    summary = {
+        "metrics": {
+            "training": {
+                "gpu_model": "NVIDIA H100 80GB HBM3",
+                "mixed_precision": True,
+                "sizes": [{"workers": 1, "images_per_second": 2000.0}],
+            }
+        }
+    }
+    figures = probe.figures(summary, {"gflops": 17.0, "training_flops_per_image": 17e9})
+    assert figures["mfu"] == round(34 / 989.5, 4) and figures["precision"] == "bf16"
+
+
+@pytest.mark.slow
+def test_pipeline_probe_measures_images_per_core_on_the_cpu() -> None:
+    require(importlib.util.find_spec("torchvision"), "torch and torchvision not installed (make .venv/.stamp-torch)")
+    done = subprocess.run(
+        [sys.executable, str(GPU / "probe.py"), "pipeline", "--images", "48", "--workers", "1", "--batches", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["images_per_second_per_core"]["1"] > 0

@@ -1,0 +1,96 @@
+"""The PyTorch path for real on this machine's CPU: DDP over Gloo under torchrun, 1 and 2 workers.
+
+Driven through the CLI as a user would; the assertions read summary.json and the workers' own results.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuready.workloads import tfrecord
+from tests.conftest import gpuready, require
+
+pytestmark = pytest.mark.slow
+TINY = ["--framework", "pytorch", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"]
+
+
+def _need_torch() -> None:
+    require(
+        importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"),
+        "torch and torchvision not installed (make .venv/.stamp-torch)",
+    )
+
+
+def _summary(artifacts: Path) -> tuple[Path, dict]:
+    (run,) = list(artifacts.iterdir())
+    return run, json.loads((run / "summary.json").read_text())
+
+
+def test_ddp_sweep_of_1_and_2_cpu_workers_reports_figures(artifacts: Path) -> None:
+    _need_torch()
+    done = gpuready("validate", "training", "--gpus", "1,2", *TINY, "--artifacts", str(artifacts))
+    run, summary = _summary(artifacts)
+    assert done.returncode == 0, done.stdout + done.stderr
+    training = summary["metrics"]["training"]
+    assert training["framework"] == "pytorch" and training["distribution"] == "ddp"
+    assert [row["workers"] for row in training["sizes"]] == [1, 2]
+    assert all(row["images_per_second"] > 0 for row in training["sizes"])
+    assert summary["metrics"]["efficiency_1w"] == 1.0 and summary["metrics"]["efficiency_2w"] > 0
+    ranks = json.loads((run / "step_times.json").read_text())["2"]
+    assert [r["rank"] for r in ranks] == [0, 1] and {r["backend"] for r in ranks} == {"gloo"}
+    assert ranks[0]["losses"][0] != ranks[1]["losses"][0]  # each worker trained on its own data ...
+    assert ranks[0]["weights_sha256"] == ranks[1]["weights_sha256"] != ranks[0]["weights_sha256_before"]  # averaged
+    assert (run / "training.md").is_file()
+
+
+def _shards(folder: Path, count: int, per_shard: int) -> None:
+    import torch
+
+    from gpuready.workloads.torch_data import png
+
+    gen = torch.Generator().manual_seed(3)
+    for s in range(count):
+        records = []
+        for i in range(per_shard):
+            image = (torch.rand(1, 48, 48, generator=gen) * 255).to(torch.uint8)
+            records.append(
+                tfrecord.encode_example(
+                    {"image": [png(image)], "labels": [(i + s) % 2] * 14, "name": [f"{s}-{i}.png".encode()]}
+                )
+            )
+        tfrecord.write_records(folder / f"train-{s:05d}-of-{count:05d}.tfrecord", records)
+
+
+def test_real_data_through_the_new_pipeline_on_2_workers(artifacts: Path, tmp_path: Path) -> None:
+    _need_torch()
+    data = tmp_path / "data"
+    data.mkdir()
+    _shards(data, 4, 8)
+    done = gpuready(
+        "validate",
+        "training",
+        "--gpus",
+        "2",
+        *TINY,
+        "--data",
+        str(data),
+        "--pipeline",
+        "new",
+        "--artifacts",
+        str(artifacts),
+    )
+    run, _ = _summary(artifacts)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ranks = json.loads((run / "step_times.json").read_text())["2"]
+    assert {r["data"] for r in ranks} == {str(data)} and all(len(r["step_times"]) == 3 for r in ranks)
+    assert ranks[0]["weights_sha256"] == ranks[1]["weights_sha256"]
+
+
+def test_pytorch_refuses_tensorflow_only_options(artifacts: Path) -> None:
+    done = gpuready("validate", "training", "--framework", "pytorch", "--xla", "--artifacts", str(artifacts))
+    assert done.returncode == 2 and "--xla is for --framework tensorflow" in done.stderr
+    assert "Traceback" not in done.stderr

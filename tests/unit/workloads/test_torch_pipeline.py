@@ -1,0 +1,100 @@
+"""The PyTorch input pipeline shards files first, decodes in worker processes, and sees every record once."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from gpuready.workloads import tfrecord
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("torchvision") is None,
+    reason="torch and torchvision not installed (make .venv/.stamp-torch)",
+)
+
+
+def _shards(folder: Path, count: int, per_shard: int) -> list[str]:
+    import torch
+
+    from gpuready.workloads.torch_data import png
+
+    paths = []
+    for s in range(count):
+        records = []
+        for i in range(per_shard):
+            image = torch.full((1, 40, 40), s * per_shard + i, dtype=torch.uint8)  # the pixel value names the record
+            records.append(tfrecord.encode_example({"image": [png(image)], "labels": [i % 2] * 14, "name": [b"x"]}))
+        path = folder / f"train-{s:05d}-of-{count:05d}.tfrecord"
+        tfrecord.write_records(path, records)
+        paths.append(str(path))
+    return paths
+
+
+def _seen(loader, batches: int | None = None) -> list[int]:
+    from gpuready.workloads.torch_data import _MEAN, _STD
+
+    ids = []
+    for n, (images, labels) in enumerate(loader):
+        if batches is not None and n >= batches:
+            break
+        assert images.shape[1:] == (3, 32, 32) and labels.shape[1:] == (14,)
+        # undo the normalisation of the red channel to read back the record's pixel value
+        ids += [round(float(v)) for v in (images[:, 0, 0, 0] * _STD[0] + _MEAN[0]) * 255]
+    return ids
+
+
+@pytest.mark.parametrize("loader_workers", [0, 2, 3])
+def test_each_rank_reads_only_its_files_and_every_record_once(tmp_path: Path, loader_workers: int) -> None:
+    from gpuready.workloads import torch_data
+
+    files = _shards(tmp_path, 4, 5)
+    per_rank = []
+    for rank in range(2):
+        loader = torch_data.new(
+            files,
+            batch_size=1,
+            image_size=32,
+            rank=rank,
+            workers=2,
+            training=False,
+            epochs=1,
+            loader_workers=loader_workers,
+        )
+        assert loader.dataset.files == files[rank::2]  # sharded by file before anything is read
+        per_rank.append(sorted(_seen(loader)))
+    assert per_rank[0] == [0, 1, 2, 3, 4, 10, 11, 12, 13, 14]
+    assert per_rank[1] == [5, 6, 7, 8, 9, 15, 16, 17, 18, 19]
+
+
+def test_old_pipeline_decodes_everything_then_keeps_its_share(tmp_path: Path) -> None:
+    from gpuready.workloads import torch_data
+
+    files = _shards(tmp_path, 2, 4)
+    ids = _seen(
+        torch_data.build("old", files, batch_size=2, image_size=32, rank=1, workers=2, training=False, epochs=1)
+    )
+    assert ids == [1, 3, 5, 7]
+
+
+def test_too_few_files_for_the_workers_is_a_clear_error(tmp_path: Path) -> None:
+    from gpuready.workloads import torch_data
+
+    with pytest.raises(ValueError, match="1 files cannot be shared by 2 workers"):
+        torch_data.new(_shards(tmp_path, 1, 2), batch_size=1, image_size=32, rank=1, workers=2)
+
+
+@pytest.mark.slow
+def test_densenet_without_torchvision_matches_torchvision_and_costs_about_17_gflop() -> None:
+    import torchvision
+
+    from gpuready.workloads.torch_densenet import densenet121
+    from gpuready.workloads.torch_train import training_flops_per_image
+
+    def params(model) -> int:
+        return sum(p.numel() for p in model.parameters())
+
+    assert params(densenet121(14)) == params(torchvision.models.densenet121(weights=None, num_classes=14))
+    gflop = training_flops_per_image("densenet121", 224) / 1e9
+    assert 16 < gflop < 18, gflop  # 2.87 GMAC forward (torchvision's model table) x 2 FLOP x 3 (fwd + bwd)
