@@ -17,13 +17,29 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.core import redact
+from gpuready.core.errors import BadInput
 
 DEFAULT_ROOT = Path("gpuready-runs")
 
 
-def new_run_dir(root: Path | str | None, command: str) -> Path:
+def artifacts_root(root: Path | str | None) -> Path:
+    """The artifacts folder, made if missing; one :class:`BadInput` line when it cannot hold runs."""
     root = Path(root or os.environ.get("GPUREADY_ARTIFACTS") or DEFAULT_ROOT)
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise BadInput(f"--artifacts {root}: not a folder") from None
+    except NotADirectoryError:
+        raise BadInput(f"--artifacts {root}: a parent of it is a file, not a folder") from None
+    except OSError as e:
+        raise BadInput(f"--artifacts {root}: cannot create it: {e.strerror}") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise BadInput(f"--artifacts {root}: not writable")
+    return root
+
+
+def new_run_dir(root: Path | str | None, command: str) -> Path:
+    root = artifacts_root(root)
     slug = re.sub(r"[^a-z0-9]+", "-", command.lower()).strip("-") or "run"
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     numbers = [int(p.name.split("-", 1)[0]) for p in root.iterdir() if re.match(r"^\d{4}-", p.name)]
@@ -35,6 +51,8 @@ def new_run_dir(root: Path | str | None, command: str) -> Path:
             break
         except FileExistsError:  # another run took the number first
             seq += 1
+        except OSError as e:
+            raise BadInput(f"--artifacts {root}: cannot create a run folder: {e.strerror}") from None
     (path / "command.txt").write_text(redact.text(shlex.join(sys.argv)) + "\n")
     return path
 

@@ -57,6 +57,18 @@ def limit_option(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="Only hosts matching this Ansible host pattern.")(func)
 
 
+class FiniteFloatRange(click.FloatRange):
+    """A float range that also refuses nan and infinity (nan passes every comparison of FloatRange)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return inventory_option(artifacts_option(click.option("-v", "--verbose", count=True,
                                                           help="More detail (repeat for debug logs).")(func)))
@@ -74,6 +86,8 @@ class Context:
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
     _hosts: set[str] = field(default_factory=set, repr=False)
     _live: Any = field(default=None, repr=False)
+    #: The result the body is building (from :meth:`new_result`): what a cancel still reports.
+    _result: RunResult | None = field(default=None, repr=False)
 
     @cached_property
     def inventory(self) -> Inventory:
@@ -100,7 +114,8 @@ class Context:
         return Console(stderr=True, highlight=False)
 
     def new_result(self) -> RunResult:
-        return RunResult(command=self.command, inventory=str(self.inventory_path))
+        self._result = RunResult(command=self.command, inventory=str(self.inventory_path))
+        return self._result
 
     def progress(self, event: TaskEvent) -> None:
         """One line per change or failure (every result with -v), and on a terminal a live status line
@@ -142,32 +157,60 @@ def execute(ctx: Context, body: Callable[[Context], RunResult]) -> NoReturn:
     failing is still written, so nothing half-done goes unreported.
     """
 
+    from gpuready.core import cancel
+
     logging.basicConfig(level=logging.DEBUG if ctx.verbose > 1 else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    try:
-        result = body(ctx)
-    except Cancelled as e:
-        result = e.partial if isinstance(e.partial, RunResult) else ctx.new_result()
-        result.aborted = "cancelled by Ctrl-C; the checks below are what ran before"
-        _finish(ctx, result)
-        fail(str(e), e.exit_code)
-    except KeyboardInterrupt:
-        ctx.stop_progress()
-        fail("cancelled by Ctrl-C", Cancelled.exit_code)
-    except BadInput as e:
-        ctx.stop_progress()
-        fail(str(e), e.exit_code)
-    except GpureadyError as e:
-        ctx.stop_progress()
-        partial = getattr(e, "partial", None)
-        if isinstance(partial, RunResult):
-            partial.aborted = str(e)
-            _finish(ctx, partial)
-        fail(str(e), e.exit_code)
+    with cancel.handling_signals():
+        try:
+            from gpuready.core.artifacts import artifacts_root
+
+            artifacts_root(ctx.artifacts_root)  # a folder that cannot hold the results is refused first
+            result = body(ctx)
+        except (Cancelled, KeyboardInterrupt) as e:
+            _cancelled(ctx, getattr(e, "partial", None) or ctx._result)
+        except BadInput as e:
+            ctx.stop_progress()
+            fail(str(e), e.exit_code)
+        except GpureadyError as e:
+            ctx.stop_progress()
+            partial = getattr(e, "partial", None)
+            if isinstance(partial, RunResult):
+                partial.aborted = str(e)
+                _finish(ctx, partial)
+            fail(str(e), e.exit_code)
     _finish(ctx, result)
     if result.aborted:
         fail(result.aborted, result.exit_code())
     sys.exit(result.exit_code())
+
+
+def _cancelled(ctx: Context, partial: object) -> NoReturn:
+    """Ctrl-C or SIGTERM: stop every process of the run, write what finished, exit 130 (SIGINT) or 143.
+
+    The exit is immediate (``os._exit``): a worker thread stuck in a host that never answers must not
+    hold the command open after its results are written.
+    """
+    import signal
+
+    from gpuready.core import cancel
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not cut the report short
+    ctx.stop_progress()
+    cancel.stop_children()
+    result = partial if isinstance(partial, RunResult) else ctx.new_result()
+    if isinstance(partial, list):
+        result.add(*partial)
+    result.aborted = f"{cancel.reason()}; the checks below are what ran before"
+    try:
+        _finish(ctx, result)
+    except (OSError, GpureadyError) as e:
+        click.echo(f"gpuready: error: could not write the results: {e}", err=True)
+    click.echo(f"gpuready: error: {cancel.reason()}", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(cancel.exit_code())
 
 
 def _finish(ctx: Context, result: RunResult) -> None:

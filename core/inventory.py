@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +33,29 @@ SETTINGS_FILE = Path("group_vars/all/gpuready.yml")
 _IMPLICIT_GROUPS = {"all", "ungrouped"}
 
 
-class _InventoryYamlLoader(yaml.SafeLoader):
-    """Safe YAML that also accepts Ansible's tags (vaulted strings are kept opaque)."""
+#: An inventory file larger than this is refused before it is parsed.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+#: YAML aliases may repeat a node; a document that expands past this many nodes is an alias bomb.
+MAX_EXPANDED_NODES = 2_000_000
+
+
+class _InventoryYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml parses when present
+    """Safe YAML that also accepts Ansible's tags (vaulted strings are kept opaque), and refuses a key
+    given twice in one mapping (PyYAML would silently keep the last)."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1}; "
+                        "YAML would silently keep only the last)", key_node.start_mark)
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
 
 
 def _opaque(loader: yaml.SafeLoader, node: yaml.Node) -> object:
@@ -46,9 +67,28 @@ _InventoryYamlLoader.add_constructor("!unsafe", _opaque)
 
 
 def read_yaml(path: Path, base: Path | None = None) -> Any:
+    """Parse one inventory YAML file, refusing what would hang or mislead Ansible: bytes that are not
+    UTF-8, a file too large, aliases that expand without bound, a key given twice."""
     shown = _shown(path, base)
     try:
-        return yaml.load(path.read_text(), Loader=_InventoryYamlLoader)
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise BadInput(f"{shown}: larger than {MAX_FILE_BYTES // 2**20} MiB; refusing to read it")
+        raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = raw[: e.start].count(b"\n") + 1
+            raise BadInput(f"{shown}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save the file as "
+                           "UTF-8") from None
+        loader = _InventoryYamlLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_expansion(node, shown)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{shown}:{mark.line + 1}" if mark else shown
@@ -57,6 +97,36 @@ def read_yaml(path: Path, base: Path | None = None) -> Any:
         raise BadInput(f"{shown}: malformed YAML: {e}") from e
     except OSError as e:
         raise BadInput(f"{shown}: cannot read: {e.strerror}") from e
+    except RecursionError:
+        raise BadInput(f"{shown}: YAML nested too deeply") from None
+
+
+def _check_expansion(root: yaml.Node, shown: str) -> None:
+    """Count the nodes the document has once every alias is expanded (each node counted once per use,
+    computed without expanding), and refuse a recursive alias."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in on_path:
+            raise BadInput(f"{shown}:{node.start_mark.line + 1}: a YAML alias refers to itself")
+        on_path.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        on_path.discard(key)
+        sizes[key] = total
+        if total > MAX_EXPANDED_NODES:
+            raise BadInput(f"{shown}:{node.start_mark.line + 1}: YAML aliases expand to more than "
+                           f"{MAX_EXPANDED_NODES:,} values (an alias bomb?); refusing it")
+        return total
+
+    size(root)
 
 
 def _shown(path: Path, base: Path | None) -> str:
@@ -77,6 +147,7 @@ class Inventory:
     host_groups: dict[str, list[str]] = field(default_factory=dict)
     _manager: Any = field(default=None, repr=False)
     _merged: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _group_vars: dict[tuple[str, ...], dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def hosts(self, group: str) -> list[str]:
         return list(self.groups.get(group, []))
@@ -88,29 +159,101 @@ class Inventory:
         return self.settings.node_classes[self.node_class_name(host)]
 
     def host_vars(self, host: str) -> dict[str, Any]:
-        """The host's variables as Ansible merges them (untemplated), merged once per host."""
+        """The host's variables as Ansible merges them from the inventory (untemplated), merged once per host."""
         if host not in self._merged:
-            self._merged[host] = self._variables.get_vars(host=self._manager.get_host(host), include_hostvars=False)
+            from ansible.errors import AnsibleError
+
+            try:
+                self._merged[host] = self._inventory_vars(self._manager.get_host(host))
+            except AnsibleError as e:
+                raise BadInput(f"{self.path}: host {host}: cannot read its variables: "
+                               f"{str(e).splitlines()[0]}") from e
         return self._merged[host]
 
+    def _inventory_vars(self, host: Any) -> dict[str, Any]:
+        """Ansible's own merge (VariableManager.get_vars, in the order of its VARIABLE_PRECEDENCE setting) of the
+        inventory's variables: group vars, group_vars/, host vars, host_vars/. Without play, facts and magic
+        variables, whose ``groups`` map costs O(hosts) per host; the group part is merged once per set of groups.
+        """
+        from ansible import constants as C
+        from ansible.inventory.helpers import get_group_vars, sort_groups
+        from ansible.utils.vars import combine_vars
+        from ansible.vars.plugins import get_vars_from_inventory_sources
+
+        def plugins(entities: list[Any]) -> dict[str, Any]:
+            return get_vars_from_inventory_sources(self._manager._loader, self._manager._sources, entities,
+                                                   "task")
+
+        groups = sort_groups([g for g in host.get_groups() if g.name != "all"])
+        key = tuple(g.name for g in groups)
+        if key not in self._group_vars:
+            everyone = self._manager.groups["all"]
+            parts = {"all_inventory": lambda: everyone.get_vars(),
+                     "all_plugins_inventory": lambda: plugins([everyone]),
+                     "groups_inventory": lambda: get_group_vars(groups),
+                     "groups_plugins_inventory": lambda: plugins(groups)}
+            merged: dict[str, Any] = {}
+            for entry in C.VARIABLE_PRECEDENCE:
+                if entry in parts:
+                    merged = combine_vars(merged, parts[entry]())
+            self._group_vars[key] = merged
+        return combine_vars(combine_vars(self._group_vars[key], host.get_vars()), plugins([host]))
+
     def limit(self, pattern: str | None, group: str = "all") -> list[str]:
-        """Hosts of ``group`` matched by an Ansible ``--limit`` pattern; refuses a pattern matching none."""
+        """Hosts of ``group`` matched by an Ansible ``--limit`` pattern.
+
+        A limit never widens a run: an empty pattern, one Ansible cannot parse, or one matching no
+        host is refused, never read as "every host".
+        """
         hosts = list(self.host_groups) if group == "all" else self.hosts(group)
-        if not pattern:
+        if pattern is None:
             return hosts
-        matched = {h.name for h in self._manager.get_hosts(pattern)}
+        from ansible.errors import AnsibleError
+
+        try:
+            matched = {h.name for h in self._manager.get_hosts(check_limit(pattern))}
+        except (AnsibleError, re.error, ValueError) as e:
+            raise BadInput(f"--limit {pattern!r}: not a valid host pattern: {str(e).splitlines()[0]}") from None
         chosen = [h for h in hosts if h in matched]
         if not chosen:
             where = "" if group == "all" else f" of group {group!r}"
             raise BadInput(f"--limit {pattern!r} matches no host{where} in {self.path}")
         return chosen
 
-    @cached_property
-    def _variables(self) -> Any:
-        from ansible.parsing.dataloader import DataLoader
-        from ansible.vars.manager import VariableManager
 
-        return VariableManager(loader=DataLoader(), inventory=self._manager)
+
+_LIMIT_PART = re.compile(r"[!&]?(~.+|[^\[\]~!&@,\s]+(\[-?\d+(:-?\d*)?\])?)")
+
+
+def check_limit(pattern: str) -> str:
+    """Refuse a ``--limit`` Ansible would misread: empty, or with a regular expression that does not compile."""
+    from ansible.inventory.manager import split_host_pattern
+
+    if not pattern.strip() or not [p for p in pattern.split(",") if p.strip()]:
+        raise BadInput(f"--limit {pattern!r}: empty pattern (name hosts or groups, e.g. gpu01 or gpu_nodes)")
+    # Regular expressions are checked on the user's text: Ansible's splitter may cut '~[a' into '~' and 'a',
+    # and a bare '~' is the empty expression, which matches every host.
+    for part in (p.strip().lstrip("!&") for p in pattern.split(",")):
+        if part.startswith("~"):
+            try:
+                re.compile(part[1:])
+            except re.error as e:
+                raise BadInput(f"--limit {pattern!r}: {part!r} is not a valid regular expression: {e}") from None
+    parts = split_host_pattern(pattern)
+    if not parts:
+        raise BadInput(f"--limit {pattern!r}: cannot read this pattern (a host or group name, a wildcard, "
+                       "name[0] or name[0:9], or ~regex)")
+    for part in parts:
+        bare = part.strip().lstrip("!&")
+        if bare.startswith("@"):
+            raise BadInput(f"--limit {pattern!r}: a file of hosts (@file) is not supported; list the hosts")
+        if bare in ("", "~"):
+            raise BadInput(f"--limit {pattern!r}: an empty part in the pattern (it would match every host)")
+        # Ansible drops parts it cannot read and, left with none, selects every host: only readable parts pass.
+        if not _LIMIT_PART.fullmatch(part.strip()):
+            raise BadInput(f"--limit {pattern!r}: cannot read {part.strip()!r} (a host or group name, a wildcard, "
+                           "name[0] or name[0:9], or ~regex)")
+    return pattern
 
 
 def hosts_file(path: Path) -> Path:
@@ -132,9 +275,14 @@ def load(path: str | os.PathLike[str]) -> Inventory:
     documents = {p: read_yaml(p, base.parent) for p in _yaml_files(base)}
     if not isinstance(documents.get(hosts_path), dict):
         raise BadInput(f"{_shown(hosts_path, base.parent)}: an inventory must be a YAML mapping of groups")
+    for file, document in documents.items():
+        if file != hosts_path and document is not None and not isinstance(document, dict):
+            raise BadInput(f"{_shown(file, base.parent)}: variables must be a YAML mapping of names to values "
+                           f"(got a {type(document).__name__})")
     manager = _ansible_inventory(hosts_path)
     groups = _groups(manager, hosts_path, base)
     settings_file, settings = _settings(documents, base)
+    settings = _resolve_paths(settings, base.resolve())
     inventory = Inventory(path=path, settings=settings, settings_file=settings_file, groups=groups,
                           _manager=manager)
     inventory.host_groups = {h.name: sorted(g.name for g in h.get_groups()) for h in manager.get_hosts()}
@@ -199,6 +347,10 @@ def _groups(manager: Any, hosts_path: Path, base: Path) -> dict[str, list[str]]:
             known = ", ".join(KNOWN_GROUPS)
             raise BadInput(f"{_shown(hosts_path, base.parent)}: unknown group {group.name!r} (top-level groups: "
                            f"{known}; put your own groups under one of them)")
+    for host in manager.groups["all"].get_hosts():
+        if not {g.name for g in host.get_groups()} - _IMPLICIT_GROUPS:
+            raise BadInput(f"{_shown(hosts_path, base.parent)}: host {host.name!r} is in no gpuready group "
+                           f"(put it under one of: {', '.join(KNOWN_GROUPS)})")
     return {name: [h.name for h in manager.groups[name].get_hosts()]
             for name in KNOWN_GROUPS if name in manager.groups}
 
@@ -224,6 +376,24 @@ def _settings(documents: dict[Path, Any], base: Path) -> tuple[Path, Settings]:
         return expected, Settings.model_validate(document[SETTINGS_VAR] or {})
     except ValidationError as e:
         raise BadInput(f"{_shown(expected, base.parent)}: {describe(e, SETTINGS_VAR)}") from e
+
+
+#: Settings that name files: (section, key). Resolved once, when the inventory is loaded.
+PATH_SETTINGS = (("vsphere", "ca_file"), ("kubernetes", "kubeconfig"))
+
+
+def _resolve_paths(settings: Settings, folder: Path) -> Settings:
+    """Make every path setting absolute, a relative one relative to the inventory folder (where hosts.yml is,
+    Ansible's ``inventory_dir``), so it means the same file whatever the working directory of gpuready or of
+    the Ansible module that receives it."""
+    sections: dict[str, Any] = {}
+    for section, key in PATH_SETTINGS:
+        current = sections.get(section) or getattr(settings, section, None)
+        value = getattr(current, key, "")
+        if value:
+            path = Path(value).expanduser()
+            sections[section] = current.model_copy(update={key: str(path if path.is_absolute() else folder / path)})
+    return settings.model_copy(update=sections) if sections else settings
 
 
 def describe(error: Any, root: str) -> str:

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuready.core import redact
+from gpuready.core import cancel, redact
 from gpuready.core.artifacts import write_json
 from gpuready.core.errors import BadInput, Cancelled, Unreachable, shorten
 from gpuready.core.results import CHECK_STATUSES, Check
@@ -59,6 +57,8 @@ def collection_dir() -> Path:
     if not (root / "galaxy.yml").is_file():
         raise Unreachable(f"the gpuready.gpu collection is missing from {root}; reinstall gpuready")
     return root
+#: How a TLS verification failure reads in module messages (Python's ssl, urllib3, requests, pyVmomi).
+TLS_FAILURE = re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError", re.I)
 
 
 def playbooks_dir() -> Path:
@@ -117,6 +117,8 @@ class HostResult:
     failed_tasks: list[tuple[str, str]] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     unreachable_message: str = ""
+    #: A task failed because a TLS certificate did not verify (the failed task's message).
+    tls_failure: str = ""
 
 
 @dataclass
@@ -162,28 +164,6 @@ def check_tags(playbook: Path, tags: list[str]) -> None:
     if unknown:
         raise BadInput(f"unknown tag(s) {', '.join(unknown)}; {playbook.name} has: "
                        f"{', '.join(sorted(allowed - {'all', 'always', 'never', 'tagged', 'untagged'}))}")
-
-
-@contextmanager
-def _cancel_on_sigint() -> Iterator[threading.Event]:
-    """Turn Ctrl-C into a cancel request the runner polls, instead of an exception mid-run."""
-    cancel = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield cancel
-        return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handler(signum: int, frame: Any) -> None:
-        if cancel.is_set():  # a second Ctrl-C: stop waiting
-            signal.signal(signal.SIGINT, previous)
-            raise KeyboardInterrupt
-        cancel.set()
-
-    signal.signal(signal.SIGINT, handler)
-    try:
-        yield cancel
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def run_playbook(
@@ -241,7 +221,7 @@ def run_playbook(
     env = {**ansible_environment(private), **(envvars or {})}
     if shutil.which("ansible-playbook", path=env["PATH"]) is None:
         raise Unreachable("ansible-playbook not found next to this Python or on PATH; install gpuready with pip")
-    with _cancel_on_sigint() as cancel:
+    with cancel.polled():
         try:
             result = ansible_runner.run(
                 private_data_dir=str(private),
@@ -256,7 +236,7 @@ def run_playbook(
                 forks=forks,
                 quiet=True,
                 event_handler=on_event,
-                cancel_callback=cancel.is_set,
+                cancel_callback=cancel.stop_when_requested,
                 timeout=timeout_s,
                 suppress_env_files=True,
                 rotate_artifacts=1,
@@ -267,13 +247,13 @@ def run_playbook(
             raise Unreachable(f"could not run {playbook}: {shorten(e)}") from e
     _scrub(private)
     run = PlaybookRun(playbook=playbook, status=result.status, rc=result.rc or 0, hosts=hosts, artifacts=private,
-                      cancelled=cancel.is_set() or result.status == "canceled")
+                      cancelled=cancel.requested() or result.status == "canceled")
     _apply_stats(result, hosts)
     for host, items in findings.items():
         hosts.setdefault(host, HostResult(host)).checks = [_finding(host, item) for item in items]
     write_json(artifacts / "recap.json", {h: _recap(r) for h, r in hosts.items()} | {"status": run.status})
     if run.cancelled:
-        raise Cancelled("cancelled by Ctrl-C", run)
+        raise Cancelled(cancel.reason(), run)
     if result.status == "failed" and not hosts:
         raise Unreachable(f"{playbook} did not run: {shorten(_last_error(result))}")
     return run
@@ -299,8 +279,11 @@ def _record(event: dict[str, Any], hosts: dict[str, HostResult], findings: dict[
     if status == "changed":
         record.changed_tasks.append(task)
     elif status == "failed":
-        message = shorten(redact.text(str(res.get("msg") or res.get("stderr") or res.get("stdout") or "")))
+        full = str(res.get("msg") or res.get("stderr") or res.get("stdout") or "")
+        message = shorten(redact.text(full))
         record.failed_tasks.append((task, message))
+        if not record.tls_failure and (tls := TLS_FAILURE.search(full)):
+            record.tls_failure = shorten(redact.text(full[max(0, tls.start() - 120):]))
     elif status == "unreachable":
         message = shorten(redact.text(str(res.get("msg", "unreachable"))))
         record.unreachable = True

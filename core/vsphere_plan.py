@@ -205,20 +205,7 @@ def target(inventory: Inventory, *, insecure: bool = False) -> Target:
     address = str(inventory.host_vars(hosts[0]).get("ansible_host") or hosts[0])
     return Target(host=address, port=settings.port, user=settings.user,
                   password=password_from_env(settings.password_env), verify_tls=settings.verify_tls and not insecure,
-                  ca_file=_ca_file(inventory, settings.ca_file))
-
-
-def _ca_file(inventory: Inventory, ca_file: str) -> str:
-    """A relative ca_file is relative to the inventory folder, so a lab inventory can be used from anywhere."""
-    from pathlib import Path
-
-    if not ca_file:
-        return ""
-    path = Path(ca_file).expanduser()
-    if not path.is_absolute():
-        base = inventory.path if inventory.path.is_dir() else inventory.path.parent
-        path = base / path
-    return str(path)
+                  ca_file=settings.ca_file)
 
 
 def read_plan(si: Any, settings: Vsphere, esxi_hosts: list[str]) -> Plan:
@@ -278,4 +265,4 @@ def provision_extra_vars(inventory: Inventory, *, tags: list[str] | None, limit:
         note(f"${settings.password_env} is not set: the vSphere plan is made by Ansible (vcenter_password from Vault)")
     return {"gpuready_vsphere_insecure": insecure,
             "gpuready_vsphere_allow_power_off": allow_power_off or settings.allow_power_off,
-            "gpuready_vsphere_ca_file": _ca_file(inventory, settings.ca_file)}
+            "gpuready_vsphere_ca_file": settings.ca_file}

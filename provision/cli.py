@@ -38,7 +38,8 @@ def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: s
 
 
 def _cluster(ctx: Context) -> RunResult:
-    from gpuready.core.runner import check_tags, playbooks_dir, run_playbook
+    from gpuready.core.errors import Cancelled
+    from gpuready.core.runner import PlaybookRun, check_tags, playbooks_dir, run_playbook
     from gpuready.core.vsphere_plan import provision_extra_vars
     from gpuready.provision.playbook_results import add_playbook_run
 
@@ -46,11 +47,14 @@ def _cluster(ctx: Context) -> RunResult:
     inv = ctx.inventory
     if opts["tags"]:
         check_tags(playbooks_dir() / SITE, opts["tags"])
-    inv.limit(opts["limit"])  # refuses a pattern that matches no host, before Ansible starts
+    hosts = inv.limit(opts["limit"])  # refuses a pattern that matches no host, before Ansible starts
 
     # The vSphere plan is made and checked here, so a bad one is refused before anything changes.
     extra_vars = provision_extra_vars(inv, tags=opts["tags"], limit=opts["limit"], insecure=opts["insecure"],
                                       allow_power_off=opts["allow_power_off"], note=ctx.note)
+    if inv.settings.kubernetes.kubeconfig:
+        # Resolved when the inventory was loaded; the inventory's own value may be relative to it.
+        extra_vars = {**(extra_vars or {}), "gpuready_kubeconfig": inv.settings.kubernetes.kubeconfig}
     skip_tags = None
     if opts["remove"]:
         # The same plays undo what they added; preflight is skipped so a degraded node can still be cleaned.
@@ -60,8 +64,14 @@ def _cluster(ctx: Context) -> RunResult:
     result.metrics["check_mode"] = opts["check"]
     ctx.note(f"provision cluster: {inv.path} ({'check mode, nothing will change' if opts['check'] else 'apply'})"
              f" — artifacts in {ctx.run_dir}")
-    run = run_playbook(SITE, inv.path, ctx.run_dir, check=opts["check"], diff=opts["diff"], limit=opts["limit"],
-                       tags=opts["tags"], progress=ctx.progress, extra_vars=extra_vars, skip_tags=skip_tags)
-    add_playbook_run(result, run, check_mode=opts["check"])
+    try:
+        run = run_playbook(SITE, inv.path, ctx.run_dir, check=opts["check"], diff=opts["diff"], limit=opts["limit"],
+                           tags=opts["tags"], progress=ctx.progress, extra_vars=extra_vars, skip_tags=skip_tags)
+    except Cancelled as e:
+        if isinstance(e.partial, PlaybookRun):
+            add_playbook_run(result, e.partial, check_mode=opts["check"], hosts=hosts)
+        e.partial = result
+        raise
+    add_playbook_run(result, run, check_mode=opts["check"], hosts=hosts)
     return result
 

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from gpuready.core.results import RunResult, errored, failed, passed
 from gpuready.core.runner import PlaybookRun
 
 
-def add_playbook_run(result: RunResult, run: PlaybookRun, *, check_mode: bool) -> None:
+def add_playbook_run(result: RunResult, run: PlaybookRun, *, check_mode: bool, hosts: Sequence[str] = ()) -> None:
+    """``hosts``: the hosts the run was meant for; after a cancel, those it never reached are marked."""
     verb = "would change" if check_mode else "changed"
+    if run.cancelled:
+        for host in hosts:
+            if host not in run.hosts:
+                result.add(errored("provision.apply", host, "cancelled before the playbook reached this host"))
     for host, r in sorted(run.hosts.items()):
         result.add(*r.checks)
         if r.unreachable:
             result.add(errored("provision.reach", host, f"unreachable: {r.unreachable_message or 'no answer'}",
                                remedy="check the address, SSH access and credentials in the inventory"))
+            continue
+        if r.tls_failure:
+            # The machines were never reached: not a finding about them (exit 3, not 1).
+            result.add(errored("provision.reach", host, f"TLS certificate did not verify: {r.tls_failure}",
+                               remedy="check the CA the inventory names (gpuready.vsphere.ca_file, the kubeconfig's "
+                               "certificate-authority) and the server's certificate"))
             continue
         if r.failed_tasks:
             task, message = r.failed_tasks[0]
@@ -23,6 +36,11 @@ def add_playbook_run(result: RunResult, run: PlaybookRun, *, check_mode: bool) -
             continue
         if any(c.status == "failed" for c in r.checks):
             continue  # a role stopped this host and said why in its findings
+        if run.cancelled:
+            result.add(errored("provision.apply", host, f"cancelled before the playbook finished: {r.ok} ok, "
+                               f"{r.changed} {verb} so far", evidence="\n".join(r.changed_tasks),
+                               remedy="run provision cluster again to finish (it is idempotent)"))
+            continue
         result.add(passed("provision.apply", host, f"{r.ok} ok, {r.changed} {verb}",
                           evidence="\n".join(r.changed_tasks)))
     result.metrics.setdefault("playbooks", []).append({

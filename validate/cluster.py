@@ -18,7 +18,7 @@ import click
 
 from gpuready.core.command import Context, common_options, execute, limit_option
 from gpuready.core.errors import GpureadyError
-from gpuready.core.results import RunResult, failed, passed, skipped
+from gpuready.core.results import RunResult, errored, failed, passed, skipped
 
 if TYPE_CHECKING:
     from gpuready.core.kube import Kube
@@ -86,7 +86,14 @@ def _run_checks(ctx: Context, client: Kube, settings: Kubernetes, gpu_nodes: lis
                 result.add(_no_gpus(name, node))
     if settings.flavour == "openshift":
         result.add(_scc(client, settings))
-    result.add(*_vector_add(ctx, client, settings, runnable))
+    try:
+        result.add(*_vector_add(ctx, client, settings, runnable))
+    except KeyboardInterrupt:
+        from gpuready.core import cancel
+
+        result.add(*(errored("cluster.cuda_vector_add", host, f"{cancel.reason()} before the test pod finished "
+                             "(the pod was deleted)") for host in runnable))
+        raise
     return result
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuready.core.command import Context, common_options, execute, limit_option
+from gpuready.core.command import Context, FiniteFloatRange, common_options, execute, limit_option
 from gpuready.core.results import RunResult
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 @limit_option
 @click.option("--workers", type=click.IntRange(1, 512), default=32, show_default=True,
               help="Hosts validated at once.")
-@click.option("--host-timeout", type=click.FloatRange(1, 3600), default=120, show_default=True,
+@click.option("--host-timeout", type=FiniteFloatRange(1, 3600), default=120, show_default=True,
               help="Seconds one host may take before it is reported as an error.")
 @click.option("--only", default=None, metavar="IDS", help="Only these check ids (comma-separated).")
 def gpu_node(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, workers: int,

@@ -13,16 +13,26 @@ if TYPE_CHECKING:
     from gpuready.core.results import RunResult
 
 
+#: No sweep needs more workers than this; a larger number is a typo, refused before anything starts.
+MAX_WORKERS = 4096
+
+
 def _sizes(value: str) -> list[int]:
     from gpuready.core.errors import BadInput
 
+    example = "give worker counts like 1,2,4,8"
+    parts = [v.strip() for v in value.split(",")]
+    if not any(parts) or not all(parts):
+        raise BadInput(f"--gpus {value!r}: an empty item; {example}")
     try:
-        sizes = [int(v) for v in value.split(",") if v.strip()]
+        sizes = [int(v) for v in parts]
     except ValueError:
-        raise BadInput(f"--gpus {value!r}: give worker counts like 1,2,4,8") from None
-    if not sizes or min(sizes) < 1:
-        raise BadInput(f"--gpus {value!r}: give worker counts of 1 or more, like 1,2,4,8")
-    return sorted(set(sizes))
+        raise BadInput(f"--gpus {value!r}: {example}") from None
+    if min(sizes) < 1 or max(sizes) > MAX_WORKERS:
+        raise BadInput(f"--gpus {value!r}: give worker counts of 1 or more, at most {MAX_WORKERS}")
+    if len(set(sizes)) != len(sizes):
+        raise BadInput(f"--gpus {value!r}: a worker count given twice; {example}")
+    return sorted(sizes)
 
 
 @click.command("training")

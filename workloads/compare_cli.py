@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuready.core.command import Context, artifacts_option, execute
+from gpuready.core.command import Context, FiniteFloatRange, artifacts_option, execute
 
 if TYPE_CHECKING:
     from gpuready.core.results import RunResult
@@ -20,7 +20,7 @@ def report() -> None:
 
 @report.command("compare")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN[=LABEL]...")
-@click.option("--max-overhead", type=click.FloatRange(0), default=None, metavar="PCT",
+@click.option("--max-overhead", type=FiniteFloatRange(0), default=None, metavar="PCT",
               help="Fail when a run is more than PCT% slower than the first at any worker count "
                    "[default: record only].")
 @artifacts_option

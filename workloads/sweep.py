@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,10 @@ def check_plan(plan: Plan, sizes: list[int], target: Target) -> None:
     if target.launcher == "local" and target.gpus_per_host and max(sizes) > target.gpus_per_host:
         raise BadInput(f"--gpus {max(sizes)} on {target.where}, which has {target.gpus_per_host} GPUs: exactly one "
                        "worker per GPU (more only caps throughput, seed 004); use --launcher ssh/slurm for more")
+    cores = os.cpu_count() or 1
+    if target.launcher == "local" and not target.gpus_per_host and max(sizes) > cores:
+        raise BadInput(f"--gpus {max(sizes)} on {target.where}, which has no GPU and {cores} CPU cores: at most one "
+                       "worker per core on CPU")
 
 
 def trained_check(launch: Launch, plan: Plan, where: str) -> Check:

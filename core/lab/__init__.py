@@ -42,6 +42,8 @@ class Lab:
 
     def __init__(self, root: Path | str | None = None) -> None:
         self.root = Path(root or os.environ.get("GPUREADY_LAB_DIR") or DEFAULT_DIR).resolve()
+        #: Pids started per component by this process, so a start that fails or is cancelled is undone.
+        self.spawned: dict[str, list[int]] = {}
 
     @property
     def state_file(self) -> Path:
@@ -65,6 +67,7 @@ class Lab:
                                            env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True)
             except OSError as e:
                 raise Unreachable(f"lab {name}: cannot start {argv[0]}: {e.strerror}") from e
+        self.spawned.setdefault(name, []).append(process.pid)
         return process.pid
 
     def write_inventory(self, name: str, hosts: dict[str, Any], settings: dict[str, Any]) -> Path:
@@ -84,10 +87,16 @@ class Lab:
         return folder
 
     def load_state(self) -> dict[str, dict[str, Any]]:
+        if self.root.exists() and not self.root.is_dir():
+            raise BadInput(f"--lab-dir {self.root}: not a folder")
         try:
             return json.loads(self.state_file.read_text())
         except FileNotFoundError:
             return {}
+        except NotADirectoryError:
+            raise BadInput(f"--lab-dir {self.root}: a parent of it is a file, not a folder") from None
+        except OSError as e:
+            raise BadInput(f"{self.state_file}: cannot read: {e.strerror}") from None
         except ValueError as e:
             raise BadInput(f"{self.state_file}: unreadable lab state ({e}); remove the lab folder") from e
 
@@ -150,6 +159,9 @@ class Component:
     name = ""
     description = ""
     needs_root = False
+
+    def check(self, options: dict[str, str]) -> None:
+        """Refuse bad options before any component starts (subclasses check theirs)."""
 
     def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
         raise NotImplementedError

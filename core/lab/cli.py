@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gpuready.core.command import fail
 from gpuready.core.errors import GpureadyError
+
+if TYPE_CHECKING:
+    from gpuready.lab import Component, Lab
 
 
 def _lab_dir_option(func):  # type: ignore[no-untyped-def]
@@ -36,6 +41,10 @@ def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None
     from gpuready.lab import Lab, component
 
     names = _names(components, [])
+    if not names:
+        from gpuready.lab import COMPONENTS
+
+        fail(f"--components {components!r}: name at least one of {', '.join(COMPONENTS)}", 2)
     options: dict[str, dict[str, str]] = {n: {} for n in names}
     for item in settings:
         key, sep, value = item.partition("=")
@@ -51,6 +60,7 @@ def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None
         for name, part in parts:
             if part.needs_root and os.geteuid() != 0:
                 fail(f"lab component {name!r} needs root (network namespaces); run it as root", 2)
+            part.check(options[name])
         state = the_lab.load_state()
         for name, part in parts:
             if name in state:
@@ -58,13 +68,34 @@ def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None
                 click.echo(state[name].get("inventory", ""))
                 continue
             click.echo(f"{name}: starting ({part.description})", err=True)
-            state[name] = part.up(the_lab, options[name])
+            state[name] = _start(the_lab, name, part, options[name])
             the_lab.save_state(state)
             for line in part.usage(the_lab, state[name]):
                 click.echo(f"  {line}", err=True)
             click.echo(state[name]["inventory"])
     except GpureadyError as e:
         fail(str(e), e.exit_code)
+    except KeyboardInterrupt:
+        from gpuready.core import cancel
+
+        fail(f"{cancel.reason()}; components started before are up ('gpuready lab down' stops them)",
+             cancel.exit_code())
+
+
+def _start(the_lab: Lab, name: str, part: Component, options: dict[str, str]) -> dict[str, Any]:
+    """Start one component; if that fails or is cancelled (Ctrl-C, SIGTERM), stop what it had started,
+    so no half-started component is left that state.json does not know about."""
+    from gpuready.core import cancel
+    from gpuready.lab import stop_pids
+
+    with cancel.handling_signals():
+        try:
+            return part.up(the_lab, options)
+        except BaseException:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            stop_pids(the_lab.spawned.pop(name, []), grace=2)
+            raise
 
 
 @lab.command("build")

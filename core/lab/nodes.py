@@ -9,6 +9,7 @@ Everything is reached by real SSH, exactly as a real site would be. Needs root.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -79,6 +80,15 @@ def _free_subnet() -> int:
     raise Unreachable("no free 10.213.x.0/24 subnet for the lab nodes")
 
 
+def check_prefix(prefix: str) -> None:
+    """The prefix names the bridge, veths and namespaces: Linux interface names are short and plain."""
+    if len(prefix) > 8:
+        raise BadInput(f"nodes: prefix {prefix!r} longer than 8 characters (interface names are short)")
+    if not re.fullmatch(r"[a-z][a-z0-9]*", prefix):
+        raise BadInput(f"nodes: prefix {prefix!r}: lower-case letters and digits only, starting with a letter "
+                       "(it names network interfaces and namespaces)")
+
+
 def up_hosts(root: Path, profiles: list[str], prefix: str,
              spawn: Callable[[list[str]], int]) -> dict[str, Any]:
     """Start one namespace host per profile; returns the state (hosts, pids, bridge, namespaces, key)."""
@@ -88,8 +98,7 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
         raise BadInput("nodes: no profile given")
     if len(profiles) > MAX_HOSTS:
         raise BadInput(f"nodes: {len(profiles)} hosts asked, at most {MAX_HOSTS}")
-    if len(prefix) > 8:
-        raise BadInput(f"nodes: prefix {prefix!r} longer than 8 characters (interface names are short)")
+    check_prefix(prefix)
     if missing := missing_tools():
         raise BadInput(f"nodes: missing tools {', '.join(missing)} (run scripts/install-system-deps)")
     keys = root / "keys"
@@ -181,18 +190,26 @@ class NodesLab(Component):
     description = "simulated GPU nodes: network namespaces with sshd, nvidia-smi replaying recorded profiles"
     needs_root = True
 
+    def check(self, options: dict[str, str]) -> None:
+        from gpuready.lab import replay
+
+        unknown = set(options) - {"profiles", "prefix"}
+        if unknown:
+            raise BadInput(f"nodes: unknown option(s) {', '.join(sorted(unknown))} (known: profiles, prefix)")
+        try:
+            replay.profile_names(options.get("profiles", DEFAULT_PROFILES))
+        except ValueError as e:
+            raise BadInput(f"nodes.profiles: {e}") from e
+        if "prefix" in options:
+            check_prefix(options["prefix"])
+
     def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
         from gpuready.lab import replay
 
         if os.geteuid() != 0:
             raise BadInput("lab component 'nodes' needs root (network namespaces); run it as root")
-        unknown = set(options) - {"profiles", "prefix"}
-        if unknown:
-            raise BadInput(f"nodes: unknown option(s) {', '.join(sorted(unknown))} (known: profiles, prefix)")
-        try:
-            profiles = replay.profile_names(options.get("profiles", DEFAULT_PROFILES))
-        except ValueError as e:
-            raise BadInput(f"nodes.profiles: {e}") from e
+        self.check(options)
+        profiles = replay.profile_names(options.get("profiles", DEFAULT_PROFILES))
         prefix = options.get("prefix", f"gl{os.getpid() % 100000}")
         state = up_hosts(lab.component_dir(self.name), profiles, prefix, lambda argv: lab.spawn(self.name, argv))
         state["inventory"] = str(lab.write_inventory(self.name, inventory_hosts(state), replay.lab_settings()))

@@ -14,6 +14,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpuready.core.errors import Cancelled
 from gpuready.core.results import Check, errored
 from gpuready.validate.node import connect
 from gpuready.validate.node.checks import prefetch_commands, run_catalogue
@@ -91,6 +92,13 @@ def run(targets: list[Target], settings: Settings, *, workers: int = 32, host_ti
                                                     remedy="Look at the host: an nvidia-smi that hangs "
                                                     "usually means a GPU fell off the bus (Xid 79).")]
                     _report(progress, target, results, len(targets), begun)
+    except KeyboardInterrupt as e:
+        # Ctrl-C or SIGTERM: what finished is kept, the hosts still running are marked, the caller reports.
+        from gpuready.core import cancel
+
+        partial = [c for t in targets for c in results.get(t.name) or [
+            errored(REACH_ID, t.name, f"{cancel.reason()} before this host finished")]]
+        raise Cancelled(cancel.reason(), partial) from e
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     log.debug("validated %d hosts in %.2fs", len(targets), time.monotonic() - started)

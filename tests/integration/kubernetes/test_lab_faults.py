@@ -109,6 +109,13 @@ def test_test_pods_are_removed_on_ctrl_c(lab: LabCluster, provisioned: dict, tmp
             child.kill()
     assert child.returncode == 130, err
     assert "cancelled by Ctrl-C" in err and "Traceback" not in err
+    # What finished before the cancel is written, the test pods that did not finish are marked.
+    [summary] = [json.loads(p.read_text()) for p in tmp_path.glob("*/summary.json")]
+    assert "cancelled" in summary["aborted"]
+    statuses = {(c["id"], c["host"]): c["status"] for c in summary["checks"]}
+    assert any(i == "cluster.device_plugin.pod" and s == "passed" for (i, _), s in statuses.items()), statuses
+    cancelled = [c for c in summary["checks"] if c["id"] == "cluster.cuda_vector_add"]
+    assert cancelled and any(c["status"] == "error" and "cancelled" in c["message"] for c in cancelled)
     # kubectl sees no test pod left (deleting ones finish within the grace period of 0s).
     eventually(lambda: lab.test_pods() == [], timeout=30, what="the test pods to go")
 

@@ -94,7 +94,98 @@ CASES: dict[str, tuple[Case, int, str]] = {
     "unknown command": (lambda t: ["provison"], 2, "No such command"),
     "a value out of range": (lambda t: ["validate", "training", "--steps", "0"], 2, "--steps"),
     "a flag of the wrong type": (lambda t: ["provision", "cluster", "--limit"], 2, "--limit"),
+    "bytes that are not UTF-8 in hosts.yml": (
+        lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "hosts.yml",
+                                                           b"gpu_nodes:\n  hosts:\n    gpu\xe901:\n"))],
+        2, "hosts.yml:3: not UTF-8"),
+    "bytes that are not UTF-8 in group_vars": (
+        lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "group_vars/all/site.yml",
+                                                           b"# caf\xe9\nntp: pool\n"))],
+        2, "site.yml:1: not UTF-8"),
+    "a YAML alias bomb in group_vars": (
+        lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "group_vars/all/bomb.yml",
+                                                           ALIAS_BOMB.encode()))],
+        2, "alias bomb"),
+    "a YAML alias that refers to itself": (
+        lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "group_vars/all/loop.yml",
+                                                           b"a: &x [1, *x]\n"))],
+        2, "loop.yml"),
+    "the same host twice in hosts.yml": (
+        lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "hosts.yml", (
+            b"gpu_nodes:\n  hosts:\n    gpu01: {ansible_host: 10.0.0.1}\n    gpu01: {ansible_host: 10.0.0.2}\n"
+        )))],
+        2, "hosts.yml:4: malformed YAML: duplicate key 'gpu01' (first at line 3"),
+    "a host in no gpuready group": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t, hosts={
+            "all": {"hosts": {"stray": None}}, "gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}}}))],
+        2, "host 'stray' is in no gpuready group"),
+    "a host under ungrouped": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t, hosts={
+            "ungrouped": {"hosts": {"stray": None}}, "gpu_nodes": {"hosts": {"gpu01": None}}}))],
+        2, "host 'stray' is in no gpuready group"),
+    "--limit with a regular expression that does not compile": (
+        lambda t: ["provision", "cluster", "-i", str(make_inventory(t)), "--check", "--limit", "~[unclosed",
+                   "--artifacts", str(t / "runs")],
+        2, "not a valid regular expression"),
+    "--limit empty": (
+        lambda t: ["provision", "cluster", "-i", str(make_inventory(t)), "--check", "--limit", "",
+                   "--artifacts", str(t / "runs")],
+        2, "--limit '': empty pattern"),
+    "--limit only commas": (
+        lambda t: ["validate", "gpu-node", "-i", str(make_inventory(t)), "--limit", ",,",
+                   "--artifacts", str(t / "runs")],
+        2, "empty pattern"),
+    "--limit with a broken subscript": (
+        lambda t: ["validate", "gpu-node", "-i", str(make_inventory(t)), "--limit", "gpu_nodes[1:x]",
+                   "--artifacts", str(t / "runs")],
+        2, "--limit 'gpu_nodes[1:x]'"),
+    "--host-timeout nan": (
+        lambda t: ["validate", "gpu-node", "-i", str(make_inventory(t)), "--host-timeout", "nan"],
+        2, "--host-timeout"),
+    "--gpus absurdly large": (
+        lambda t: ["validate", "training", "-i", str(make_inventory(t)), "--gpus", "99999999999999999999999",
+                   "--artifacts", str(t / "runs")],
+        2, "--gpus '99999999999999999999999': give worker counts of 1 or more, at most"),
+    "--gpus with empty items": (
+        lambda t: ["validate", "training", "-i", str(make_inventory(t)), "--gpus", "1,,2,",
+                   "--artifacts", str(t / "runs")],
+        2, "--gpus '1,,2,': an empty item"),
+    "--gpus with a duplicate": (
+        lambda t: ["validate", "training", "-i", str(make_inventory(t)), "--gpus", "2,1,2",
+                   "--artifacts", str(t / "runs")],
+        2, "given twice"),
+    "--artifacts that is a file": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t)), "--artifacts", str(a_file(t))],
+        2, "--artifacts"),
+    "--artifacts under a file": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t)), "--artifacts", str(a_file(t) / "runs")],
+        2, "--artifacts"),
+    "lab status --lab-dir that is a file": (lambda t: ["lab", "status", "--lab-dir", str(a_file(t))], 2,
+                                            "--lab-dir"),
+    "lab down --lab-dir under a file": (lambda t: ["lab", "down", "--lab-dir", str(a_file(t) / "lab")], 2,
+                                        "--lab-dir"),
+    "lab up --components empty": (lambda t: ["lab", "up", "--components", "", "--lab-dir", str(t / "lab")], 2,
+                                  "--components ''"),
+    "lab nodes prefix an interface cannot have": (
+        lambda t: ["lab", "up", "--components", "nodes", "--set", "nodes.prefix=g/x", "--lab-dir", str(t / "lab")],
+        2, "prefix 'g/x'"),
 }
+
+#: Nine levels of ten aliases: a billion strings once expanded, a few hundred bytes on disk.
+ALIAS_BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{chr(ord('a') + i)}: &{chr(ord('a') + i)} [{', '.join(['*' + chr(ord('a') + i - 1)] * 10)}]\n"
+    for i in range(1, 9))
+
+
+def raw_file(inv: Path, name: str, content: bytes) -> Path:
+    (inv / name).write_bytes(content)
+    return inv
+
+
+def a_file(tmp: Path) -> Path:
+    path = tmp / "a-file"
+    path.write_text("not a folder\n")
+    return path
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -1,0 +1,171 @@
+"""Ctrl-C and SIGTERM: one cancel request for the whole run, and nothing left running after it.
+
+A supervisor or CI stopping gpuready with SIGTERM gets what Ctrl-C gets: the run stops, what
+finished is written, and the exit code says which signal it was (130 for SIGINT, 143 for SIGTERM,
+the shell's 128 + signal number).
+
+Code that can poll (the Ansible runner) asks for a request with :func:`requested` inside
+:func:`polled`; everywhere else the signal interrupts the main thread as ``KeyboardInterrupt``.
+After a cancel, :func:`stop_children` ends every process this one started, including those that
+made their own process group or session (ansible-playbook under a pseudo-terminal): terminate,
+a bounded wait, then kill.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGTERM = 128 + signal.SIGTERM
+#: Seconds children get between SIGTERM and SIGKILL.
+GRACE_S = 1.5
+
+_request = threading.Event()
+_signals: list[int] = []
+_polling = 0
+
+
+def requested() -> bool:
+    """True once Ctrl-C or SIGTERM arrived (a callback for code that polls)."""
+    return _request.is_set()
+
+
+def exit_code() -> int:
+    return EXIT_SIGTERM if signal.SIGTERM in _signals else EXIT_SIGINT
+
+
+def reason() -> str:
+    return "terminated by SIGTERM" if signal.SIGTERM in _signals else "cancelled by Ctrl-C"
+
+
+def _handler(signum: int, frame: Any) -> None:
+    first = not _request.is_set()
+    _signals.append(signum)
+    _request.set()
+    if first and _polling:
+        return  # the running section polls requested() and stops on its own
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def handling_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM become a cancel request for as long as the command runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _become_subreaper()
+    previous = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _become_subreaper() -> None:
+    """Processes that leave their parent (Ansible's workers call setsid; ssh masters daemonize) are re-parented
+    to us instead of init when their parent dies, so :func:`stop_children` still finds them (Linux only)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def stop_when_requested() -> bool:
+    """A cancel callback for polling code: on a request, end the whole tree of children while it is still
+    ours (before anyone kills the top of it and orphans the rest), then say so."""
+    if not requested():
+        return False
+    stop_children()
+    return True
+
+
+@contextmanager
+def polled() -> Iterator[None]:
+    """Inside: the first signal only sets the request (the code polls it); a second one interrupts."""
+    global _polling
+    _polling += 1
+    try:
+        yield
+    finally:
+        _polling -= 1
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Every live process below ``pid`` (default: this one), children before grandchildren."""
+    pid = os.getpid() if pid is None else pid
+    parents: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: fields start after the last ')'.
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if fields and fields[0] != b"Z":
+            parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    queue = [pid]
+    while queue:
+        for child in parents.get(queue.pop(0), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def stop_children(grace: float = GRACE_S) -> list[int]:
+    """Terminate this process's whole tree (process groups of children that made their own too),
+    wait up to ``grace`` seconds, then kill what is left. Returns the pids that had to be killed."""
+    if not os.path.isdir("/proc"):
+        return []
+    own_group = os.getpgrp()
+    pids = descendants()
+    for pid in pids:
+        _signal(pid, own_group, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in pids if _alive(p)]
+    # Children may have started more processes while they stopped: those go too.
+    stubborn = sorted(set(alive) | set(descendants()))
+    for pid in stubborn:
+        _signal(pid, own_group, signal.SIGKILL)
+    # Exited children are left for their owners to collect (pexpect and subprocess wait for their own);
+    # a zombie counts as stopped.
+    return stubborn
+
+
+def _signal(pid: int, own_group: int, sig: int) -> None:
+    try:
+        group = os.getpgid(pid)
+        if group == pid and group != own_group:
+            os.killpg(group, sig)  # a group leader: its whole group, including what it forked
+        else:
+            os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"Z"

@@ -1,0 +1,203 @@
+"""Ctrl-C and SIGTERM stop everything the run started and still write what finished.
+
+Each test runs the real command line in a child process, signals it mid-run, and then reads the
+process table: no process of the run may remain, not only the exit code must be right.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, gpuready, require
+from tests.processes import Child, leftovers, new_mark
+from tests.unit.core.test_bad_inputs import make_inventory, with_settings
+
+LOCAL = ROOT / "inventories" / "local"
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def _summary(runs: Path) -> dict:
+    [path] = list(runs.glob("*/summary.json"))
+    folder = path.parent
+    assert (folder / "junit.xml").is_file() and (folder / "report.md").is_file()
+    return json.loads(path.read_text())
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A TCP listener that accepts and never says a word: an SSH host that hangs."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield server.getsockname()[1]
+    server.close()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_provision_cancel_stops_ansible_playbook_and_reports(sig: int, tmp_path: Path) -> None:
+    playbooks = tmp_path / "playbooks"
+    playbooks.mkdir()
+    (playbooks / "site.yml").write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Slow | A play that waits",
+                    "hosts": "gpu_nodes",
+                    "gather_facts": False,
+                    "tags": ["slow"],
+                    "tasks": [
+                        {"name": "Slow | First task", "ansible.builtin.debug": {"msg": "first"}},
+                        {"name": "Slow | Wait", "ansible.builtin.pause": {"minutes": 30}},
+                    ],
+                }
+            ]
+        )
+    )
+    runs = tmp_path / "runs"
+    env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
+    child = Child(["provision", "cluster", "-i", str(LOCAL), "--artifacts", str(runs)], env)
+    deadline = time.monotonic() + 90
+    while not any("Slow | Wait" in p.read_text() for p in runs.glob("*/ansible/artifacts/*/job_events/*.json")):
+        assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
+        time.sleep(0.2)
+    assert any("ansible-playbook" in p for p in leftovers(env, settle=0)), "the playbook was not running"
+    child.signal_and_wait(sig, limit=15)
+    assert leftovers(env) == [], "processes of the run left behind"
+    assert child.proc.returncode == EXIT[sig], child.stderr
+    assert "Traceback" not in child.stderr
+    summary = _summary(runs)
+    assert summary["status"] == "error"
+    assert ("SIGTERM" if sig == signal.SIGTERM else "Ctrl-C") in summary["aborted"]
+    [apply] = [c for c in summary["checks"] if c["id"] == "provision.apply"]
+    assert apply["host"] == "localhost" and apply["status"] == "error" and "cancelled" in apply["message"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_validate_gpu_node_cancel_returns_at_once_with_finished_hosts(
+    sig: int, tmp_path: Path, silent_port: int
+) -> None:
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh client")
+    hosts = {
+        "gpu_nodes": {
+            "hosts": {
+                "here": {"ansible_connection": "local"},
+                "hangs": {"ansible_host": "127.0.0.1", "ansible_port": silent_port, "ansible_user": "root"},
+            }
+        }
+    }
+    inv = make_inventory(tmp_path, hosts=hosts, settings=with_settings(node_classes__v100__gpu_count=0))
+    runs = tmp_path / "runs"
+    env = new_mark()
+    child = Child(["validate", "gpu-node", "-i", str(inv), "--artifacts", str(runs), "--host-timeout", "600"], env)
+    child.wait_for("here: ")
+    assert any("ssh" in p for p in leftovers(env, settle=0)), "the hanging host's ssh was not running"
+    child.signal_and_wait(sig, limit=3)
+    assert leftovers(env) == [], "processes of the run left behind"
+    assert child.proc.returncode == EXIT[sig], child.stderr
+    assert "Traceback" not in child.stderr
+    summary = _summary(runs)
+    by_host: dict[str, list[dict]] = {}
+    for check in summary["checks"]:
+        by_host.setdefault(check["host"], []).append(check)
+    assert len(by_host["here"]) > 1, "the finished host's checks were not written"
+    [hung] = by_host["hangs"]
+    assert hung["status"] == "error" and "before this host finished" in hung["message"]
+    assert "aborted" in summary
+
+
+def test_validate_training_cancel_leaves_no_worker(tmp_path: Path) -> None:
+    require(
+        importlib.util.find_spec("tensorflow") and importlib.util.find_spec("horovod"),
+        "needs the train extra (make .venv/.stamp-train)",
+    )
+    runs = tmp_path / "runs"
+    env = new_mark()
+    child = Child(
+        [
+            "validate",
+            "training",
+            "-i",
+            str(LOCAL),
+            "--artifacts",
+            str(runs),
+            "--launcher",
+            "local",
+            "--gpus",
+            "2",
+            "--steps",
+            "100000",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "2",
+        ],
+        env,
+    )
+    deadline = time.monotonic() + 120
+    while sum("gpuready.workloads.train" in p for p in leftovers(env, settle=0)) < 2:
+        assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
+        time.sleep(0.2)
+    child.signal_and_wait(signal.SIGINT, limit=10)
+    assert leftovers(env) == [], "worker processes left behind"
+    assert child.proc.returncode == 130, child.stderr
+    assert "Traceback" not in child.stderr
+    assert "cancelled" in _summary(runs)["aborted"]
+
+
+def test_lab_up_cancelled_leaves_no_half_started_component(tmp_path: Path) -> None:
+    from gpuready.lab import nodes
+    from tests.integration.node.conftest import can_make_namespaces
+
+    require(can_make_namespaces(), "needs root and `ip netns` (network namespaces)")
+    require(not nodes.missing_tools(), f"missing tools: {nodes.missing_tools()} (scripts/install-system-deps)")
+    lab_dir = tmp_path / "lab"
+    prefix = f"gc{os.getpid() % 100000}"
+    env = new_mark()
+    child = Child(
+        ["lab", "up", "--components", "nodes", "--set", f"nodes.prefix={prefix}", "--lab-dir", str(lab_dir)], env
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any("sshd" in p for p in leftovers(env, settle=0)):
+            assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
+            time.sleep(0.05)
+        child.signal_and_wait(signal.SIGTERM, limit=20)
+        left = leftovers(env)
+        namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        bridge = subprocess.run(["ip", "link", "show", f"{prefix}br"], capture_output=True, text=True).returncode
+    finally:
+        _force_clean(env, prefix)
+    assert left == [], "processes of the half-started component left behind"
+    assert f"{prefix}-" not in namespaces, namespaces
+    assert bridge != 0, "the lab bridge was left behind"
+    assert child.proc.returncode == 143, child.stderr
+    assert "Traceback" not in child.stderr
+    state = lab_dir / "state.json"
+    assert not state.exists() or "nodes" not in json.loads(state.read_text())
+    down = gpuready("lab", "down", "--lab-dir", str(lab_dir))
+    assert down.returncode == 0, down.stderr
+
+
+def _force_clean(env: dict[str, str], prefix: str) -> None:
+    """Whatever a failing run left: its processes, namespaces and bridge (so one failure does not leak)."""
+    for line in leftovers(env, settle=0):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line.split(":")[0]), signal.SIGKILL)
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
+    for name in (line.split()[0] for line in listed if line.startswith(f"{prefix}-")):
+        subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+    subprocess.run(["ip", "link", "delete", f"{prefix}br"], capture_output=True)

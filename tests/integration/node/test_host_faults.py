@@ -1,0 +1,108 @@
+"""Hosts that go wrong in the middle of `validate gpu-node`, over real SSH to namespace hosts.
+
+A host whose sshd dies mid-run is an error for that host while the others complete; Ctrl-C with
+a host whose commands hang returns at once, writes the finished hosts, and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.node.conftest import start
+from tests.processes import Child, leftovers, new_mark
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+
+PROFILES = ["a100-x4", "h100-x8", "v100-x4"]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    yield from start(tmp_path_factory.mktemp("faults"), PROFILES)
+
+
+def _smi(lab: dict[str, Any], index: int) -> Path:
+    return Path(lab["key"]).parents[1] / "hosts" / lab["hosts"][index]["name"] / "bin" / "nvidia-smi"
+
+
+@contextmanager
+def stalled(lab: dict[str, Any], index: int) -> Iterator[dict[str, Any]]:
+    """One host's nvidia-smi hangs (as with a GPU fallen off the bus): its batch of commands never returns."""
+    path = _smi(lab, index)
+    original = path.read_text()
+    path.write_text(original.replace("\n", "\nsleep 600\n", 1))
+    try:
+        yield lab["hosts"][index]
+    finally:
+        path.write_text(original)
+
+
+def _wait_for_hung_command(env: dict[str, str], child: Child, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not any("ssh" in p for p in leftovers(env, settle=0)):
+        assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
+        time.sleep(0.1)
+
+
+def _others_done(lab: dict[str, Any], artifacts: Path) -> tuple[dict[str, str], Child]:
+    """validate gpu-node running: every host but the stalled first one finished, its command hanging."""
+    env = new_mark()
+    child = Child(["validate", "gpu-node", "-i", str(lab["inventory"]), "--artifacts", str(artifacts)], env)
+    for other in lab["hosts"][1:]:
+        child.wait_for(f"{other['name']}: ")
+    _wait_for_hung_command(env, child)
+    return env, child
+
+
+def _summary(artifacts: Path) -> dict[str, list[dict[str, Any]]]:
+    summary = json.loads(next(artifacts.glob("*/summary.json")).read_text())
+    by_host: dict[str, list[dict[str, Any]]] = {}
+    for check in summary["checks"]:
+        by_host.setdefault(check["host"], []).append(check)
+    return by_host
+
+
+def test_ctrl_c_with_a_hung_host_returns_at_once_and_writes_the_others(lab: dict[str, Any], tmp_path: Path) -> None:
+    with stalled(lab, 0) as host:
+        env, child = _others_done(lab, tmp_path)
+        child.signal_and_wait(signal.SIGINT, limit=3)
+    assert leftovers(env) == [], "processes of the run left behind"
+    assert child.proc.returncode == 130, child.stderr
+    by_host = _summary(tmp_path)
+    [hung] = by_host[host["name"]]
+    assert hung["status"] == "error" and "cancelled" in hung["message"]
+    for other in lab["hosts"][1:]:
+        assert len(by_host[other["name"]]) > 10
+
+
+def test_sshd_dying_mid_run_is_an_error_for_that_host_only(lab: dict[str, Any], tmp_path: Path) -> None:
+    # Last in this module: the host stays down.
+    with stalled(lab, 0) as host:
+        env, child = _others_done(lab, tmp_path)
+        # Everything in the host's namespace: its sshd, the session sshd forked (in its own session), the command.
+        pids = subprocess.run(
+            ["ip", "netns", "pids", host["namespace"]], capture_output=True, text=True, check=True
+        ).stdout.split()
+        assert pids
+        for pid in pids:
+            os.kill(int(pid), signal.SIGKILL)
+        child.proc.wait(timeout=60)
+        child.reader.join(5)
+    assert child.proc.returncode == 3, child.stderr
+    assert "Traceback" not in child.stderr
+    by_host = _summary(tmp_path)
+    assert [c["status"] for c in by_host[host["name"]]] == ["error"], by_host[host["name"]]
+    for other in lab["hosts"][1:]:
+        checks = by_host[other["name"]]
+        assert len(checks) > 10 and all(c["status"] != "error" for c in checks), checks
+    assert leftovers(env) == []
