@@ -474,7 +474,7 @@ def _start(
                 "--nodes",
                 str(profiles_file),
                 "--logs",
-                str(logs),
+                str(logs["plugin"].parent),
             ],
         )
     )
