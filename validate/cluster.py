@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuready.core.command import Context, common_options, execute, limit_option
+from gpuready.core.errors import GpureadyError
 from gpuready.core.results import RunResult, errored, failed, passed, skipped
 
 if TYPE_CHECKING:
@@ -49,7 +50,15 @@ def _validate(ctx: Context) -> RunResult:
     gpu_nodes = inv.limit(ctx.options["limit"], "gpu_nodes") if inv.hosts("gpu_nodes") else []
     expected = {host: inv.node_class(host).gpu_count for host in gpu_nodes}
     result = ctx.new_result()
-    client = kube.connect(settings)
+    try:
+        return _run_checks(ctx, kube.connect(settings), settings, gpu_nodes, expected, result)
+    except GpureadyError as e:
+        e.partial = result  # what finished before the API went away is still written
+        raise
+
+
+def _run_checks(ctx: Context, client: Kube, settings: Kubernetes, gpu_nodes: list[str], expected: dict[str, int],
+                result: RunResult) -> RunResult:
     ctx.note(f"validate cluster: {client.server} ({settings.flavour}), {len(gpu_nodes)} GPU node(s)"
              f" — artifacts in {ctx.run_dir}")
     nodes = {n.metadata.name: n for n in client.call(lambda: client.core.list_node().items, "list nodes")}
@@ -187,7 +196,7 @@ def _vector_add(ctx: Context, client: Kube, settings: Kubernetes, hosts: list[st
             created = client.call(lambda b=body: client.core.create_namespaced_pod(namespace, b),
                                   f"create a cuda-vector-add pod in {namespace}")
             pods[host] = created.metadata.name
-        return _wait_for(client, settings, namespace, pods)
+        return _wait_for(client, settings, namespace, run, pods)
     finally:
         _remove_test_pods(client, namespace, run, set(pods.values()))
 
@@ -226,13 +235,18 @@ def cuda_vector_add_pod(node: str, image: str, run: str) -> dict[str, Any]:
     }
 
 
-def _wait_for(client: Kube, settings: Kubernetes, namespace: str, pods: dict[str, str]) -> list[Any]:
+def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods: dict[str, str]) -> list[Any]:
+    """Poll this run's pods with one LIST per round (not one GET per pod), until each ends or time is up."""
     results = []
     deadline = time.monotonic() + settings.pod_timeout_s
     pending = dict(pods)
     while pending:
+        listed = {p.metadata.name: p for p in client.call(lambda: client.core.list_namespaced_pod(
+            namespace, label_selector=f"gpuready.io/run={run}").items, f"list the test pods in {namespace}")}
         for host, name in list(pending.items()):
-            pod = client.call(lambda n=name: client.core.read_namespaced_pod(n, namespace), f"read pod {name}")
+            pod = listed.get(name)
+            if pod is None:  # deleted by someone else: read it to report the 404 the usual way
+                pod = client.call(lambda n=name: client.core.read_namespaced_pod(n, namespace), f"read pod {name}")
             if pod.status.phase in ("Succeeded", "Failed") or time.monotonic() > deadline:
                 results.append(_verdict(client, settings, host, pod))
                 del pending[host]

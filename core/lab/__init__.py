@@ -1,6 +1,6 @@
 """The lab: local simulators standing in for a GPU site, each plainly labelled simulated.
 
-A component (the Kubernetes API emulator, vcsim, SSH hosts in network namespaces) starts
+A component (a Kubernetes control plane with kwok nodes, vcsim, SSH hosts in network namespaces) starts
 detached processes, waits until they answer, and writes an inventory of its own under
 the lab folder, so every gpuready command can be pointed at it.
 """
@@ -58,9 +58,9 @@ class Lab:
         return self.component_dir(name) / "inventory"
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None,
-              cwd: Path | str | None = None) -> int:
+              cwd: Path | str | None = None, log: Path | None = None) -> int:
         """Start a detached process (own session, so `lab down` can stop all it started)."""
-        log = self.component_dir(name) / f"{name}.log"
+        log = log or self.component_dir(name) / f"{name}.log"
         with log.open("ab") as out:
             try:
                 process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -166,8 +166,19 @@ class Component:
     def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def build(self) -> list[Path]:
+        """Build (or find cached) what the component runs; the folders it uses. Nothing to build by default."""
+        return []
+
     def down(self, lab: Lab, state: dict[str, Any]) -> None:
         stop_pids([int(p) for p in state.get("pids", [])])
+        (lab.root / self.name / "pids").unlink(missing_ok=True)
+
+    def leftovers(self, lab: Lab) -> list[int]:
+        """Processes a ``lab up`` that never finished recorded in <component>/pids and that still run."""
+        path = lab.root / self.name / "pids"
+        pids = [int(p) for p in path.read_text().split()] if path.is_file() else []
+        return [p for p in pids if pid_alive(p)]
 
     def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
         """What a user does with the running component: shell lines, printed by `lab up`."""

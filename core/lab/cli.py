@@ -98,6 +98,20 @@ def _start(the_lab: Lab, name: str, part: Component, options: dict[str, str]) ->
             raise
 
 
+@lab.command("build")
+@click.option("--components", required=True, metavar="LIST", help="Comma-separated: kubernetes, vsphere.")
+def build(components: str) -> None:
+    """Build what lab components run from their Go modules (cached by version), without starting them."""
+    from gpuready.lab import component
+
+    try:
+        for name in _names(components, []):
+            for folder in component(name).build():
+                click.echo(f"{name}: {folder}")
+    except GpureadyError as e:
+        fail(str(e), e.exit_code)
+
+
 @lab.command("down")
 @click.option("--components", default=None, metavar="LIST", help="Only these (default: all that are up).")
 @_lab_dir_option
@@ -108,9 +122,18 @@ def down(components: str | None, lab_dir: Path | None) -> None:
     the_lab = Lab(lab_dir)
     try:
         state = the_lab.load_state()
-        for name in _names(components, list(state)):
+        from gpuready.lab import COMPONENTS, stop_pids
+
+        leftover = [n for n in COMPONENTS if n not in state and component(n).leftovers(the_lab)]
+        for name in _names(components, list(state) + leftover):
             if name not in state:
-                click.echo(f"{name}: not up", err=True)
+                pids = component(name).leftovers(the_lab) if name in COMPONENTS else []
+                if pids:
+                    stop_pids(pids)
+                    (the_lab.root / name / "pids").unlink(missing_ok=True)
+                    click.echo(f"{name}: stopped {len(pids)} process(es) left by an unfinished `lab up`", err=True)
+                else:
+                    click.echo(f"{name}: not up", err=True)
                 continue
             component(name).down(the_lab, state[name])
             del state[name]

@@ -1,125 +1,601 @@
-"""Lab component ``kubernetes``: the simulated Kubernetes API (core/lab/kube_emulator) with GPU nodes.
+"""Lab component ``kubernetes``: a real Kubernetes control plane on loopback, with kwok GPU nodes.
 
-``gpuready lab up --components kubernetes [--set kubernetes.fail=...] [--set kubernetes.flavour=openshift]``
-starts it detached, writes a kubeconfig (a random token, file mode 0600) and an inventory whose
-gpu_nodes are the emulated GPU nodes and whose kube_control_plane is the emulator.
+``gpuready lab up --components kubernetes`` starts etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler of one pinned release (built from the k8s.io/kubernetes module, see gomod/kubernetes),
+with TLS and RBAC on, and kwok (sigs.k8s.io/kwok) to play the kubelets of simulated nodes and the
+lifecycle of their pods. A small controller of ours (kube_devices) stands in for the kubelet's device
+manager: it advertises ``nvidia.com/gpu`` on a node only while a device-plugin pod runs there.
+
+Options (``--set kubernetes.KEY=VALUE``):
+  flavour=kubernetes|openshift  openshift adds the SecurityContextConstraints API (openshift/api's CRD)
+  nodes=N                       N GPU nodes (1 to 1000) instead of seed 002's two, plus one CPU node
+  fail=F1,F2,...                GPU node i carries fault Fi (see FAULTS)
 """
 
 from __future__ import annotations
 
 import base64
+import importlib.resources
 import json
+import logging
 import os
-import secrets
+import shutil
+import socket
+import ssl
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 import yaml
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.lab import Component, Lab, pid_alive, wait_for_port
-from gpuready.lab.kube_emulator.tls import make_certificates
+from gpuready.lab import Component, Lab, pid_alive, stop_pids
+from gpuready.lab import kwok as kwok_config
+from gpuready.lab.gobuild import GoBuild, module_dir, module_file
+from gpuready.lab.pki import Authority, signing_key, write_private
 
-FAULTS = ("plugin-not-ready", "allocatable-zero", "vector-add-fails", "vector-add-hangs", "permission-denied",
-          "forbidden")
-#: Seed 002's layout, scaled down: two storage nodes with one T4 each, and one node without GPUs.
-NODES = [{"name": "stor1.lab.local", "gpus": 1, "gpu_product": "Tesla-T4"},
-         {"name": "stor2.lab.local", "gpus": 1, "gpu_product": "Tesla-T4"},
-         {"name": "infra1.lab.local", "gpus": 0, "gpu_product": ""}]
-OPTIONS = ("fail", "flavour", "tick")
+log = logging.getLogger(__name__)
+
+KUBERNETES_VERSION = "v1.34.4"
+ETCD_VERSION = "v3.6.4"
+KWOK_VERSION = "v0.7.0"
+TRAINING_OPERATOR = "github.com/kubeflow/training-operator"
+TRAINING_OPERATOR_VERSION = "v1.8.1"
+_MAJOR, _MINOR = KUBERNETES_VERSION[1:].split(".")[:2]
+_VERSION_VARS = {"gitVersion": KUBERNETES_VERSION, "gitMajor": _MAJOR, "gitMinor": _MINOR, "gitTreeState": "clean"}
+CONTROL_PLANE = GoBuild(
+    name="kubernetes",
+    version=f"{KUBERNETES_VERSION}-etcd-{ETCD_VERSION}",
+    wrapper="kubernetes",
+    commands={
+        "etcd": "go.etcd.io/etcd/server/v3",
+        "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+        "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+        "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+        "kubectl": "k8s.io/kubernetes/cmd/kubectl",
+    },
+    # What `make` in kubernetes sets (hack/lib/version.sh), so /version answers the release.
+    ldflags=" ".join(
+        f"-X k8s.io/{pkg}.{k}={v}"
+        for pkg in ("client-go/pkg/version", "component-base/version")
+        for k, v in _VERSION_VARS.items()
+    ),
+)
+KWOK = GoBuild(
+    name="kwok",
+    version=KWOK_VERSION,
+    module="sigs.k8s.io/kwok",
+    commands={"kwok": "sigs.k8s.io/kwok/cmd/kwok"},
+    extras=[lambda work: kwok_config.copy_upstream(module_dir("sigs.k8s.io/kwok", KWOK_VERSION), work)],
+)
+
+FAULTS = kwok_config.FAULTS
+OPTIONS = ("fail", "flavour", "nodes")
+MAX_NODES = 1000
+#: Seed 002's layout: two storage nodes with one T4 each, and one node without GPUs.
+SEED_NODES = ["stor1.lab.local", "stor2.lab.local"]
+CPU_NODE = "infra1.lab.local"
+#: GPU profiles of the lab's nodes (model as the GPU feature discovery labels it, count, memory).
+PROFILES = {"t4": {"product": "Tesla-T4", "model": "Tesla T4", "count": 1, "memory_gib": 16}}
+GPU_LABEL = "openshift.com/gpu-accelerator"
+SERVICE_RANGE = "10.96.0.0/16"
+READY_TIMEOUT_S = 60
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "users": ["gpuready"]}, {"level": "None"}],
+}
 
 
 class KubernetesLab(Component):
     name = "kubernetes"
-    description = "simulated Kubernetes API (HTTPS) with 2 GPU nodes and 1 CPU node; no containers run"
+    description = (
+        f"Kubernetes {KUBERNETES_VERSION} control plane (etcd, kube-apiserver, controller-manager, "
+        f"scheduler) with kwok {KWOK_VERSION} nodes; no containers run"
+    )
 
     def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
-        unknown = set(options) - set(OPTIONS)
-        if unknown:
-            raise BadInput(f"lab kubernetes: unknown option(s) {', '.join(sorted(unknown))} (known: "
-                           f"{', '.join(OPTIONS)})")
-        faults = [f.strip() for f in options.get("fail", "").split(",") if f.strip()]
-        bad = [f for f in faults if f not in FAULTS and not f.startswith("unavailable=")]
-        if bad:
-            raise BadInput(f"lab kubernetes: unknown fail={','.join(bad)} (known: {', '.join(FAULTS)}, unavailable=N)")
-        flavour = options.get("flavour", "kubernetes")
-        if flavour not in ("kubernetes", "openshift"):
-            raise BadInput(f"lab kubernetes: flavour must be kubernetes or openshift, not {flavour!r}")
+        plan = _plan(options)
         folder = lab.component_dir(self.name)
-        token = secrets.token_urlsafe(24)
-        token_file = _private(folder / "token", token + "\n")
-        nodes_file = folder / "nodes.json"
-        nodes_file.write_text(json.dumps(NODES, indent=2) + "\n")
-        url_file = folder / "url"
-        url_file.unlink(missing_ok=True)
-        argv = [sys.executable, "-m", "gpuready.lab.kube_emulator", "--port", "0", "--port-file", str(url_file),
-                "--token-file", str(token_file), "--nodes", str(nodes_file), "--tick", options.get("tick", "0.2")]
-        if faults:
-            argv += ["--fail", ",".join(faults)]
-        if flavour == "openshift":
-            argv.append("--openshift")
-        # HTTPS with a CA of its own, which the kubeconfig carries: TLS is verified as on a real cluster.
-        ca, cert, key = make_certificates(folder)
-        argv += ["--cert", str(cert), "--key", str(key)]
-        pid = lab.spawn(self.name, argv)
-        url = _wait_for_url(url_file, pid, folder / f"{self.name}.log")
-        address = urlparse(url)
-        wait_for_port(address.hostname or "127.0.0.1", address.port or 80)
-        kubeconfig = _private(folder / "kubeconfig", yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "gpuready-lab",
-            "clusters": [{"name": "gpuready-lab", "cluster": {
-                "server": url, "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()}}],
-            "users": [{"name": "gpuready-lab-admin", "user": {"token": token}}],
-            "contexts": [{"name": "gpuready-lab", "context": {"cluster": "gpuready-lab",
-                                                              "user": "gpuready-lab-admin"}}]}, sort_keys=False))
-        gpu_hosts = {n["name"]: {"ansible_connection": "local"} for n in NODES if n["gpus"]}
-        hosts = {"gpu_nodes": {"hosts": gpu_hosts},
-                 "kube_control_plane": {"hosts": {"lab-kube-api": {"ansible_connection": "local"}}}}
-        settings = {
-            "node_classes": {"lab-t4": {"gpu_model": "Tesla T4", "gpu_count": 1, "gpu_memory_gib": 16}},
-            "driver": {"branch": "550"},
-            "container_runtime": "none",
-            "kubernetes": {"flavour": flavour, "kubeconfig": str(kubeconfig), "context": "gpuready-lab",
-                           "device_plugin": {"rollout_timeout_s": 20}, "pod_timeout_s": 30,
-                           "poll_interval_s": 0.5},
-        }
-        inventory = lab.write_inventory(self.name, hosts, settings)
-        return {"pids": [pid], "inventory": str(inventory), "url": url, "kubeconfig": str(kubeconfig),
-                "flavour": flavour, "faults": faults}
+        shutil.rmtree(folder / "etcd-data", ignore_errors=True)
+        control_plane, kwok_home = self.build()
+        binaries = control_plane / "bin"
+        pids: list[int] = []
+        try:
+            state = _start(lab, folder, binaries, kwok_home, plan, pids)
+        except BaseException:
+            stop_pids(pids)
+            raise
+        finally:
+            (folder / "pids").write_text("".join(f"{p}\n" for p in pids))
+        return state
+
+    def build(self) -> list[Path]:
+        return [CONTROL_PLANE.ensure(), KWOK.ensure()]
 
     def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
         inventory = state.get("inventory", "?")
-        return [f"# simulated {state.get('flavour', 'kubernetes')} API at {state.get('url')}; the inventory names "
-                "its kubeconfig:",
-                f"export KUBECONFIG={state.get('kubeconfig')}   # for kubectl",
-                f"gpuready provision cluster -i {inventory} --tags kubernetes",
-                f"gpuready validate cluster -i {inventory}"]
+        return [
+            f"# Kubernetes {KUBERNETES_VERSION} at {state.get('url')}; the inventory uses gpuready's least-privilege "
+            "kubeconfig, kubectl the admin's:",
+            f"export KUBECONFIG={state.get('admin_kubeconfig')}   # for kubectl ({state.get('kubectl')})",
+            f"gpuready provision cluster -i {inventory} --tags kubernetes",
+            f"gpuready validate cluster -i {inventory}",
+        ]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
         line = super().status(lab, state)
-        faults = ",".join(state.get("faults", [])) or "none"
-        return f"{line}; simulated {state.get('flavour', 'kubernetes')} API at {state.get('url', '?')}; faults {faults}"
+        faults = ",".join(f"{n}={f}" for n, f in state.get("faults", {}).items()) or "none"
+        return (
+            f"{line}; {state.get('flavour', 'kubernetes')} {KUBERNETES_VERSION} at {state.get('url', '?')}; "
+            f"{state.get('gpu_nodes', '?')} GPU node(s); faults {faults}"
+        )
 
 
-def _private(path: Path, text: str) -> Path:
-    """A file only the owner can read (the token and the kubeconfig hold a credential)."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    return path
+def _plan(options: dict[str, str]) -> dict[str, Any]:
+    """The lab's shape from its options, checked before anything starts."""
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise BadInput(f"lab kubernetes: unknown option(s) {', '.join(sorted(unknown))} (known: {', '.join(OPTIONS)})")
+    flavour = options.get("flavour", "kubernetes")
+    if flavour not in ("kubernetes", "openshift"):
+        raise BadInput(f"lab kubernetes: flavour must be kubernetes or openshift, not {flavour!r}")
+    count_text = options.get("nodes", "")
+    if count_text and not (count_text.isdigit() and 1 <= int(count_text) <= MAX_NODES):
+        raise BadInput(f"lab kubernetes: nodes must be a number from 1 to {MAX_NODES}, not {count_text!r}")
+    names = [f"gpu-{i:04d}.lab.local" for i in range(1, int(count_text) + 1)] if count_text else SEED_NODES
+    faults = [f.strip() for f in options.get("fail", "").split(",") if f.strip()]
+    bad = [f for f in faults if f not in FAULTS]
+    if bad:
+        raise BadInput(f"lab kubernetes: unknown fail={','.join(bad)} (known: {', '.join(FAULTS)})")
+    if len(faults) > len(names):
+        raise BadInput(
+            f"lab kubernetes: {len(faults)} faults for {len(names)} GPU node(s); GPU node i carries "
+            "fault i, so add nodes=N"
+        )
+    nodes = [{"name": n, "profile": "t4", "fault": faults[i] if i < len(faults) else ""} for i, n in enumerate(names)]
+    return {"flavour": flavour, "nodes": nodes}
 
 
-def _wait_for_url(url_file: Path, pid: int, log: Path, timeout: float = 30) -> str:
+def training_crds() -> list[Path]:
+    """Kubeflow's training CRDs (MPIJob, TFJob, PyTorchJob) from the training-operator module."""
+    return [
+        module_file(TRAINING_OPERATOR, TRAINING_OPERATOR_VERSION, f"manifests/base/crds/kubeflow.org_{plural}.yaml")
+        for plural in ("mpijobs", "tfjobs", "pytorchjobs")
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, user: str) -> Path:
+    """A kubeconfig with embedded client certificate (mode 0600: it is a credential)."""
+
+    def b64(p: Path) -> str:
+        return base64.b64encode(p.read_bytes()).decode()
+
+    text = yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "gpuready-lab",
+            "clusters": [
+                {"name": "gpuready-lab", "cluster": {"server": server, "certificate-authority-data": b64(ca)}}
+            ],
+            "users": [{"name": user, "user": {"client-certificate-data": b64(cert), "client-key-data": b64(key)}}],
+            "contexts": [{"name": "gpuready-lab", "context": {"cluster": "gpuready-lab", "user": user}}],
+        },
+        sort_keys=False,
+    )
+    return write_private(path, text.encode())
+
+
+def _start(
+    lab: Lab, folder: Path, binaries: Path, kwok_home: Path, plan: dict[str, Any], pids: list[int]
+) -> dict[str, Any]:
+    pki = folder / "pki"
+    ca = Authority(pki)
+    etcd_port, etcd_peer, api_port, kwok_port = free_port(), free_port(), free_port(), free_port()
+    url = f"https://127.0.0.1:{api_port}"
+    etcd_cert, etcd_key = ca.issue("etcd", "etcd", server=True, client=True)
+    etcd_client = ca.issue("apiserver-etcd-client", "kube-apiserver-etcd-client", client=True)
+    api_cert, api_key = ca.issue(
+        "apiserver",
+        "kube-apiserver",
+        server=True,
+        hosts=("127.0.0.1", "localhost", "10.96.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+    )
+    kubelet_client = ca.issue(
+        "apiserver-kubelet-client", "kube-apiserver-kubelet-client", groups=("kubeadm:cluster-admins",), client=True
+    )
+    kwok_serving = ca.issue("kwok-serving", "kwok", server=True)
+    sa_key, sa_pub = signing_key(pki)
+    # The API server's own record of every request gpuready's user makes (the benchmark counts them).
+    audit_policy = folder / "audit-policy.yaml"
+    audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
+    configs = {}
+    for user, groups in (
+        ("admin", ("system:masters",)),
+        ("system:kube-controller-manager", ()),
+        ("system:kube-scheduler", ()),
+        ("kwok", ("system:masters",)),
+        ("gpuready-lab-device-manager", ("system:masters",)),
+        ("gpuready", ()),
+    ):
+        stem = user.removeprefix("system:")
+        cert, key = ca.issue(stem, user if user != "admin" else "gpuready-lab-admin", groups=groups, client=True)
+        configs[stem] = kubeconfig(folder / f"{stem}.kubeconfig", url, ca.ca_path, cert, key, stem)
+
+    data = folder / "etcd-data"
+    etcd_url = f"https://127.0.0.1:{etcd_port}"
+    pids.append(
+        _spawn(
+            lab,
+            folder,
+            "etcd",
+            [
+                str(binaries / "etcd"),
+                "--name",
+                "lab",
+                "--data-dir",
+                str(data),
+                "--listen-client-urls",
+                etcd_url,
+                "--advertise-client-urls",
+                etcd_url,
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{etcd_peer}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{etcd_peer}",
+                "--initial-cluster",
+                f"lab=http://127.0.0.1:{etcd_peer}",
+                "--cert-file",
+                str(etcd_cert),
+                "--key-file",
+                str(etcd_key),
+                "--client-cert-auth",
+                "--trusted-ca-file",
+                str(ca.ca_path),
+                # A throwaway lab: no fsync per write, so 1000 nodes' heartbeats do not wait on the disk.
+                "--unsafe-no-fsync",
+                "--quota-backend-bytes",
+                str(4 * 1024**3),
+            ],
+        )
+    )
+    _wait_port(etcd_port, pids[-1], lab, "etcd")
+    pids.append(
+        _spawn(
+            lab,
+            folder,
+            "kube-apiserver",
+            [
+                str(binaries / "kube-apiserver"),
+                "--bind-address",
+                "127.0.0.1",
+                "--advertise-address",
+                "127.0.0.1",
+                "--secure-port",
+                str(api_port),
+                "--etcd-servers",
+                etcd_url,
+                "--etcd-cafile",
+                str(ca.ca_path),
+                "--etcd-certfile",
+                str(etcd_client[0]),
+                "--etcd-keyfile",
+                str(etcd_client[1]),
+                "--tls-cert-file",
+                str(api_cert),
+                "--tls-private-key-file",
+                str(api_key),
+                "--client-ca-file",
+                str(ca.ca_path),
+                "--authorization-mode",
+                "Node,RBAC",
+                "--anonymous-auth=false",
+                "--service-account-issuer",
+                "https://kubernetes.default.svc.cluster.local",
+                "--service-account-key-file",
+                str(sa_pub),
+                "--service-account-signing-key-file",
+                str(sa_key),
+                "--service-cluster-ip-range",
+                SERVICE_RANGE,
+                "--allow-privileged=true",
+                "--kubelet-client-certificate",
+                str(kubelet_client[0]),
+                "--kubelet-client-key",
+                str(kubelet_client[1]),
+                "--kubelet-preferred-address-types",
+                "InternalIP",
+                "--profiling=false",
+                "--audit-policy-file",
+                str(audit_policy),
+                "--audit-log-path",
+                str(folder / "logs" / "audit.log"),
+                "--max-requests-inflight",
+                "1000",
+                "--max-mutating-requests-inflight",
+                "500",
+            ],
+        )
+    )
+    _wait_ready(url, ca.ca_path, pki / "admin.crt", pki / "admin.key", pids[-1], lab)
+    pids.append(
+        _spawn(
+            lab,
+            folder,
+            "kube-controller-manager",
+            [
+                str(binaries / "kube-controller-manager"),
+                "--kubeconfig",
+                str(configs["kube-controller-manager"]),
+                "--authentication-kubeconfig",
+                str(configs["kube-controller-manager"]),
+                "--authorization-kubeconfig",
+                str(configs["kube-controller-manager"]),
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                "0",
+                "--leader-elect=false",
+                "--use-service-account-credentials=true",
+                "--service-account-private-key-file",
+                str(sa_key),
+                "--root-ca-file",
+                str(ca.ca_path),
+                "--kube-api-qps",
+                "200",
+                "--kube-api-burst",
+                "400",
+                "--concurrent-daemonset-syncs",
+                "5",
+            ],
+        )
+    )
+    pids.append(
+        _spawn(
+            lab,
+            folder,
+            "kube-scheduler",
+            [
+                str(binaries / "kube-scheduler"),
+                "--kubeconfig",
+                str(configs["kube-scheduler"]),
+                "--authentication-kubeconfig",
+                str(configs["kube-scheduler"]),
+                "--authorization-kubeconfig",
+                str(configs["kube-scheduler"]),
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                "0",
+                "--leader-elect=false",
+            ],
+        )
+    )
+
+    kubectl = [str(binaries / "kubectl"), "--kubeconfig", str(configs["admin"])]
+    manifests = folder / "manifests"
+    manifests.mkdir(exist_ok=True)
+    crds = [kwok_home / "crds" / "kwok.x-k8s.io_logs.yaml", *training_crds()]
+    if plan["flavour"] == "openshift":
+        from gpuready.lab import openshift
+
+        crds.append(openshift.scc_crd())
+    _kubectl(lab, kubectl, ["apply", "--server-side", "--field-manager", "gpuready-lab", *_files(crds)], "install CRDs")
+    _kubectl(
+        lab,
+        kubectl,
+        ["wait", "--for", "condition=Established", "--timeout", "60s", *[f"crd/{_crd_name(c)}" for c in crds]],
+        "wait for the CRDs",
+    )
+    rbac = Path(str(importlib.resources.files("gpuready.core") / "kube_rbac.yaml"))
+    _kubectl(
+        lab,
+        kubectl,
+        ["apply", "--server-side", "--field-manager", "gpuready-lab", "-f", str(rbac)],
+        "grant gpuready's ClusterRole and Roles",
+    )
+    nodes_file = manifests / "nodes.yaml"
+    nodes_file.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [
+                    *(kwok_config.node(n, PROFILES[n["profile"]]) for n in plan["nodes"]),
+                    kwok_config.node({"name": CPU_NODE, "profile": "", "fault": ""}, None),
+                ],
+            }
+        )
+    )
+    _kubectl(lab, kubectl, ["create", "-f", str(nodes_file)], "create the kwok nodes")
+
+    logs = kwok_config.write_logs(folder / "kwok-logs")
+    config_file = folder / "kwok.yaml"
+    config_file.write_text(
+        yaml.safe_dump_all(kwok_config.configuration(plan["nodes"], logs, kwok_home), sort_keys=False)
+    )
+    pids.append(
+        _spawn(
+            lab,
+            folder,
+            "kwok",
+            [
+                str(kwok_home / "bin" / "kwok"),
+                "--kubeconfig",
+                str(configs["kwok"]),
+                "--config",
+                str(config_file),
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={kwok_config.MANAGED}",
+                "--server-address",
+                f"127.0.0.1:{kwok_port}",
+                "--node-ip",
+                "127.0.0.1",
+                "--node-port",
+                str(kwok_port),
+                "--tls-cert-file",
+                str(kwok_serving[0]),
+                "--tls-private-key-file",
+                str(kwok_serving[1]),
+                "--enable-crds",
+                "Logs",
+                "--cidr",
+                "10.128.0.0/14",
+                "--node-lease-duration-seconds",
+                "40",
+            ],
+        )
+    )
+    profiles_file = folder / "gpu-nodes.json"
+    profiles_file.write_text(
+        json.dumps({n["name"]: {**PROFILES[n["profile"]], "fault": n["fault"]} for n in plan["nodes"]}, indent=1) + "\n"
+    )
+    pids.append(
+        _spawn(
+            lab,
+            folder,
+            "devices",
+            [
+                sys.executable,
+                "-m",
+                "gpuready.lab.kube_devices",
+                "--kubeconfig",
+                str(configs["gpuready-lab-device-manager"]),
+                "--nodes",
+                str(profiles_file),
+                "--logs",
+                str(logs),
+            ],
+        )
+    )
+    _kubectl(
+        lab,
+        kubectl,
+        ["wait", "--for", "condition=Ready", "node", "--all", f"--timeout={READY_TIMEOUT_S}s"],
+        "wait for the kwok nodes to be Ready",
+    )
+    for pid, what in zip(
+        pids, ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "devices"), strict=True
+    ):
+        if not pid_alive(pid):
+            raise Unreachable(f"lab kubernetes: {what} exited: {_last_line(lab, what)}")
+
+    inventory = lab.write_inventory("kubernetes", _hosts(plan), _settings(plan, configs["gpuready"]))
+    return {
+        "pids": pids,
+        "inventory": str(inventory),
+        "url": url,
+        "kubeconfig": str(configs["gpuready"]),
+        "admin_kubeconfig": str(configs["admin"]),
+        "kubectl": str(binaries / "kubectl"),
+        "flavour": plan["flavour"],
+        "gpu_nodes": len(plan["nodes"]),
+        "faults": {n["name"]: n["fault"] for n in plan["nodes"] if n["fault"]},
+    }
+
+
+def _spawn(lab: Lab, folder: Path, name: str, argv: list[str]) -> int:
+    (folder / "logs").mkdir(exist_ok=True)
+    return lab.spawn(name, argv, log=folder / "logs" / f"{name}.log")
+
+
+def _files(paths: list[Path]) -> list[str]:
+    return [arg for p in paths for arg in ("-f", str(p))]
+
+
+def _crd_name(path: Path) -> str:
+    return str(yaml.safe_load(path.read_text())["metadata"]["name"])
+
+
+def _kubectl(lab: Lab, kubectl: list[str], args: list[str], what: str) -> None:
+    import subprocess
+
+    done = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False, timeout=300)
+    with (lab.component_dir("kubernetes") / "kubectl.log").open("a") as out:
+        out.write(f"$ kubectl {' '.join(args)}\n{done.stdout}{done.stderr}")
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise Unreachable(f"lab kubernetes: cannot {what}: {last}")
+
+
+def _wait_port(port: int, pid: int, lab: Lab, what: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if url_file.is_file() and url_file.read_text().strip():
-            return url_file.read_text().strip()
         if not pid_alive(pid):
-            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
-            raise Unreachable(f"lab kubernetes: the emulator exited: {tail[0] if tail else 'no output'} (see {log})")
-        time.sleep(0.05)
-    raise Unreachable(f"lab kubernetes: the emulator did not start within {timeout:.0f}s (see {log})")
+            raise Unreachable(f"lab kubernetes: {what} exited: {_last_line(lab, what)}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise Unreachable(f"lab kubernetes: {what} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
+
+
+def _last_line(lab: Lab, what: str) -> str:
+    path = lab.component_dir("kubernetes") / "logs" / f"{what}.log"
+    lines = path.read_text(errors="replace").strip().splitlines() if path.is_file() else []
+    return f"{lines[-1][:200] if lines else 'no output'} (see {path})"
+
+
+def _wait_ready(url: str, ca: Path, cert: Path, key: Path, pid: int, lab: Lab) -> None:
+    context = ssl.create_default_context(cafile=str(ca))
+    context.load_cert_chain(str(cert), str(key))
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    last = ""
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            raise Unreachable(f"lab kubernetes: kube-apiserver exited: {_last_line(lab, 'kube-apiserver')}")
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", context=context, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError as e:
+            last = str(e)
+        time.sleep(0.2)
+    raise Unreachable(f"lab kubernetes: kube-apiserver at {url} not ready within {READY_TIMEOUT_S}s ({last})")
+
+
+def _hosts(plan: dict[str, Any]) -> dict[str, Any]:
+    gpu_hosts = {n["name"]: {"ansible_connection": "local"} for n in plan["nodes"]}
+    return {
+        "gpu_nodes": {"hosts": gpu_hosts},
+        "kube_control_plane": {"hosts": {"lab-kube-api": {"ansible_connection": "local"}}},
+    }
+
+
+def _settings(plan: dict[str, Any], config: Path) -> dict[str, Any]:
+    profile = PROFILES["t4"]
+    return {
+        "node_classes": {
+            "lab-t4": {
+                "gpu_model": profile["model"],
+                "gpu_count": profile["count"],
+                "gpu_memory_gib": profile["memory_gib"],
+            }
+        },
+        "driver": {"branch": "550"},
+        "container_runtime": "none",
+        "kubernetes": {
+            "flavour": plan["flavour"],
+            "kubeconfig": str(config),
+            "context": "gpuready-lab",
+            "device_plugin": {"rollout_timeout_s": 60},
+            "pod_timeout_s": 60,
+            "poll_interval_s": 0.5,
+        },
+    }
+
+
+def admin_env(state: dict[str, Any]) -> dict[str, str]:
+    """Environment for kubectl as the lab's administrator (tests, the benchmark)."""
+    return {**os.environ, "KUBECONFIG": state["admin_kubeconfig"]}

@@ -1,70 +1,76 @@
-"""A real Kubernetes API emulator on loopback for each test, and a raw HTTP client for it."""
+"""The lab's real Kubernetes control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok), driven
+as a user does (`gpuready lab up`), and kubectl as the independent client that reads it back."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import pytest
-import requests
-
-from gpuready.lab.kube_emulator import Emulator
-
-TOKEN = "emulator-test-token-5f1c"
+from tests.conftest import gpuready, require
 
 
-class Http:
-    """Plain HTTP to the emulator, so a test sees exactly what a real API server would send."""
+def require_go() -> None:
+    from gpuready.lab.gobuild import GO_FALLBACK
 
-    def __init__(self, url: str, token: str, ca: str | None = None) -> None:
-        self.url = url
-        self.session = requests.Session()
-        # Per request: a session's verify loses to $REQUESTS_CA_BUNDLE, which some machines set.
-        self.verify: str | bool = ca or True
-        self.session.headers["Authorization"] = f"Bearer {token}"
-
-    def __call__(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
-                 **params: str) -> requests.Response:
-        data = None
-        if body is not None:
-            import json
-
-            import yaml
-
-            data = yaml.safe_dump(body) if content_type.endswith("yaml") else json.dumps(body)
-        return self.session.request(method, self.url + path, data=data, params=params,
-                                    headers={"Content-Type": content_type}, timeout=10, verify=self.verify)
-
-    def apply(self, path: str, body: Any, manager: str = "gpuready", **params: str) -> requests.Response:
-        return self("PATCH", path, body, "application/apply-patch+yaml", fieldManager=manager, **params)
-
-    def faults(self, *items: str, clear: bool = True) -> None:
-        self("POST", "/_emulator/faults", {"set": list(items), "clear": clear}).raise_for_status()
+    require(shutil.which("go") or GO_FALLBACK.exists(), "Go (the lab builds Kubernetes and kwok from their modules)")
 
 
-@pytest.fixture
-def emulator() -> Iterator[Emulator]:
-    emu = Emulator(token=TOKEN, tick=0.05)
-    emu.start_in_thread()
-    yield emu
-    emu.stop()
+class Kubectl:
+    """kubectl of the lab's release, as the lab's administrator (or as ``kubeconfig``'s user)."""
+
+    def __init__(self, binary: str, kubeconfig: str) -> None:
+        self.binary, self.kubeconfig = binary, kubeconfig
+
+    def run(self, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [self.binary, "--kubeconfig", self.kubeconfig, *args],
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=120,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "-o", "json").stdout)
+
+    def as_user(self, kubeconfig: str) -> Kubectl:
+        return Kubectl(self.binary, kubeconfig)
 
 
-@pytest.fixture
-def openshift_emulator() -> Iterator[Emulator]:
-    emu = Emulator(token=TOKEN, tick=0.05, openshift=True)
-    emu.start_in_thread()
-    yield emu
-    emu.stop()
+class LabCluster:
+    def __init__(self, root: Path, *settings: str) -> None:
+        require_go()
+        self.root = root
+        args = [arg for s in settings for arg in ("--set", f"kubernetes.{s}")]
+        up = gpuready("lab", "up", "--components", "kubernetes", "--lab-dir", str(root), *args, timeout=3600)
+        assert up.returncode == 0, up.stderr
+        self.inventory = up.stdout.strip().splitlines()[-1]
+        self.state = json.loads((root / "state.json").read_text())["kubernetes"]
+        self.kubectl = Kubectl(self.state["kubectl"], self.state["admin_kubeconfig"])
+
+    def run(self, *args: str, artifacts: Path, inventory: str | Path | None = None) -> tuple[int, str, str, dict]:
+        r = gpuready(*args, "-i", str(inventory or self.inventory), "--artifacts", str(artifacts), timeout=600)
+        runs = sorted(artifacts.glob("*/summary.json"))
+        summary = json.loads(runs[-1].read_text()) if runs else {}
+        return r.returncode, r.stdout, r.stderr, summary
+
+    def test_pods(self) -> list[dict]:
+        return self.kubectl.json("get", "pods", "-n", "gpuready-validation")["items"]
+
+    def down(self) -> None:
+        gpuready("lab", "down", "--lab-dir", str(self.root), timeout=120)
 
 
-@pytest.fixture
-def http(emulator: Emulator) -> Http:
-    return Http(emulator.url, TOKEN)
-
-
-def eventually(probe: Callable[[], Any], timeout: float = 10, what: str = "condition") -> Any:
+def eventually(probe: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
@@ -72,4 +78,4 @@ def eventually(probe: Callable[[], Any], timeout: float = 10, what: str = "condi
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(0.2)

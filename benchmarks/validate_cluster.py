@@ -1,0 +1,184 @@
+"""`gpuready validate cluster` at 10, 100 and 1000 kwok GPU nodes of the lab's real control plane.
+
+Usage: .venv/bin/python benchmarks/validate_cluster.py [--sizes 10,100,1000]
+
+For each size: `gpuready lab up --components kubernetes --set kubernetes.nodes=N`, the device plugin
+DaemonSet applied with kubectl (the manifest the provisioning role renders) and the GPU label put on
+every GPU node, then, once every node advertises its GPU:
+- the floor: `kubectl get nodes -o json` on the same cluster (one list of all nodes, wall time);
+- `gpuready validate cluster`: wall time, peak memory (max RSS of the process), and the API requests
+  it made per node, counted by the API server itself (its audit log records gpuready's user only),
+  with the LIST calls apart: they must not grow with the node count.
+Prints one line per size and a Markdown table for BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.unit.kubernetes.test_manifests import _render  # noqa: E402
+
+LABEL = "openshift.com/gpu-accelerator"
+
+
+def gpuready(*args: str, timeout: int = 3600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpuready.core.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, subprocess.CompletedProcess]:
+    """Wall seconds and max RSS (KiB) of one child process."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT, env=env)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.monotonic() - started
+        out.seek(0)
+        err.seek(0)
+        done = subprocess.CompletedProcess(
+            argv, os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode()
+        )
+    return wall, usage.ru_maxrss, done
+
+
+def audit_requests(log: Path, start: int) -> Counter:
+    counts: Counter = Counter()
+    with log.open() as f:
+        f.seek(start)
+        for line in f:
+            event = json.loads(line)
+            counts[event["verb"]] += 1
+    return counts
+
+
+def kubectl(state: dict, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        [state["kubectl"], "--kubeconfig", state["admin_kubeconfig"], *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    return done.stdout
+
+
+def prepare(state: dict, size: int) -> None:
+    """Label the GPU nodes and deploy the plugin as `provision cluster --tags kubernetes` would."""
+    kubectl(state, "label", "nodes", "--all", "--overwrite", f"{LABEL}=true")
+    kubectl(state, "label", "node", "infra1.lab.local", f"{LABEL}-")
+    docs = _render("nvidia_device_plugin", "serviceaccount.yml.j2") + _render(
+        "nvidia_device_plugin", "daemonset.yml.j2"
+    )
+    kubectl(
+        state,
+        "apply",
+        "--server-side",
+        "--field-manager",
+        "gpuready",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}),
+    )
+    deadline = time.monotonic() + 1200
+    while time.monotonic() < deadline:
+        nodes = json.loads(kubectl(state, "get", "nodes", "-o", "json"))["items"]
+        ready = sum(1 for n in nodes if n["status"]["allocatable"].get("nvidia.com/gpu") == "1")
+        if ready == size:
+            return
+        time.sleep(2)
+    raise SystemExit(f"only {ready}/{size} nodes advertise a GPU after 20 minutes")
+
+
+def measure(size: int, root: Path) -> dict:
+    lab_dir = root / f"lab-{size}"
+    started = time.monotonic()
+    up = gpuready(
+        "lab", "up", "--components", "kubernetes", "--lab-dir", str(lab_dir), "--set", f"kubernetes.nodes={size}"
+    )
+    if up.returncode != 0:
+        raise SystemExit(up.stderr)
+    lab_up = time.monotonic() - started
+    state = json.loads((lab_dir / "state.json").read_text())["kubernetes"]
+    try:
+        prepare(state, size)
+        floor, floor_rss, _ = timed(
+            [state["kubectl"], "--kubeconfig", state["kubeconfig"], "get", "nodes", "-o", "json"]
+        )
+        audit = lab_dir / "kubernetes" / "logs" / "audit.log"
+        mark = audit.stat().st_size
+        wall, rss, done = timed(
+            [
+                sys.executable,
+                "-m",
+                "gpuready.core.cli",
+                "validate",
+                "cluster",
+                "-i",
+                up.stdout.strip().splitlines()[-1],
+                "--artifacts",
+                str(root / "runs"),
+            ],
+            env={**os.environ, "COLUMNS": "200"},
+        )
+        time.sleep(1)  # the audit backend writes in batches
+        verbs = audit_requests(audit, mark)
+        total = sum(verbs.values())
+        return {
+            "size": size,
+            "rc": done.returncode,
+            "lab_up_s": lab_up,
+            "floor_s": floor,
+            "floor_rss_mib": floor_rss / 1024,
+            "wall_s": wall,
+            "rss_mib": rss / 1024,
+            "requests": total,
+            "per_node": total / size,
+            "lists": verbs["list"],
+            "verbs": dict(verbs),
+        }
+    finally:
+        gpuready("lab", "down", "--lab-dir", str(lab_dir))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="10,100,1000")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as root:
+        for size in (int(s) for s in args.sizes.split(",")):
+            row = measure(size, Path(root))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print(
+        "\n| GPU nodes | `kubectl get nodes -o json` (floor) | validate cluster wall | peak RSS | API requests "
+        "per node | LIST calls | exit |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['size']} | {r['floor_s']:.2f} s | {r['wall_s']:.1f} s | {r['rss_mib']:.0f} MiB | "
+            f"{r['per_node']:.1f} | {r['lists']} | {r['rc']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
