@@ -144,6 +144,22 @@ def kubeconfig_path(settings: Kubernetes) -> Path | None:
     return default if default.exists() else None
 
 
+def _timed_api_client(base: type) -> type:
+    """An ApiClient whose every request has REQUEST_TIMEOUT unless the caller set one.
+
+    The generated clients pass ``_request_timeout=None`` by default, which urllib3 reads as "wait
+    forever": an API server that stops answering would hang gpuready instead of being exit 3.
+    """
+
+    class TimedApiClient(base):  # type: ignore[misc, valid-type]
+        def call_api(self, *args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("_request_timeout") is None:
+                kwargs["_request_timeout"] = REQUEST_TIMEOUT
+            return super().call_api(*args, **kwargs)
+
+    return TimedApiClient
+
+
 def connect(settings: Kubernetes) -> Kube:
     """A configured client; a missing or broken kubeconfig is one Unreachable line (exit 3)."""
     import yaml
@@ -177,5 +193,5 @@ def connect(settings: Kubernetes) -> Kube:
         configuration.verify_ssl = False
     # Temporary failures are retried by Kube.call with backoff; urllib3 need not retry on its own as well.
     configuration.retries = 0
-    api_client = client.ApiClient(configuration)
+    api_client = _timed_api_client(client.ApiClient)(configuration)
     return Kube(api_client=api_client, server=configuration.host, retries=settings.api_retries)

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,3 +118,46 @@ def test_test_pods_are_removed_on_ctrl_c(lab: LabCluster, provisioned: dict, tmp
     assert cancelled and any(c["status"] == "error" and "cancelled" in c["message"] for c in cancelled)
     # kubectl sees no test pod left (deleting ones finish within the grace period of 0s).
     eventually(lambda: lab.test_pods() == [], timeout=30, what="the test pods to go")
+
+
+def test_apiserver_stopped_mid_run_is_exit_3_with_results_written(
+    lab: LabCluster, provisioned: dict, tmp_path: Path
+) -> None:
+    import os
+
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpuready.core.cli",
+            "validate",
+            "cluster",
+            "-i",
+            str(provisioned["inventory"]),
+            "--artifacts",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    apiserver = lab.state["pids"][1]
+    try:
+        eventually(lambda: lab.test_pods() or child.poll() is not None, timeout=120, what="a test pod")
+        # The API stops answering for longer than gpuready's read timeout (30s), then comes back so the
+        # run can still delete its pods on the way out.
+        os.kill(apiserver, signal.SIGSTOP)
+        time.sleep(40)
+        os.kill(apiserver, signal.SIGCONT)
+        _, err = child.communicate(timeout=180)
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 3, err
+    errors = [line for line in err.splitlines() if line.startswith("gpuready: error:")]
+    assert len(errors) == 1 and lab.state["url"] in errors[0] and "Traceback" not in err
+    summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+    assert any(c["id"] == "cluster.gpu.allocatable" for c in summary["checks"])
+    eventually(lambda: lab.test_pods() == [], timeout=60, what="the test pods to go")

@@ -104,3 +104,25 @@ def test_5xx_is_retried_with_backoff_then_given_up(tmp_path: Path, monkeypatch: 
             client.call(lambda: client.core.list_node(), "list nodes")
     finally:
         server.shutdown()
+
+
+def test_an_api_server_that_stops_answering_is_one_unreachable_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+    import time
+
+    # Accepts the connection (the kernel's backlog does) and never answers: a stopped API server.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    monkeypatch.setattr(kube, "REQUEST_TIMEOUT", (1, 1))
+    try:
+        client = kube.connect(Kubernetes(kubeconfig=str(_kubeconfig(tmp_path / "kc", url, "t0ken-abc"))))
+        started = time.monotonic()
+        with pytest.raises(Unreachable, match=f"cannot reach the Kubernetes API at {url} to list nodes"):
+            client.call(lambda: client.core.list_node(), "list nodes")
+        assert time.monotonic() - started < 10
+    finally:
+        silent.close()
