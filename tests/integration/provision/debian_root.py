@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from gpuready.lab import cache_dir
+from tests.integration.provision import nvidia_ctk
 
 CACHE = cache_dir() / "debian-roots"
 # python3 for Ansible; containerd is the real runtime the toolkit role configures; the SELinux
@@ -48,7 +49,8 @@ TOOLKIT_REPO_URL = f"file:///{REPO_IN_ROOT}-toolkit/"
 # The kernel the root "will boot": the stand-in repository carries its headers package.
 STANDIN_KERNEL = "6.1.0-gpuready-standin"
 DRIVER_VERSIONS = {"535": ["535.183.01"], "550": ["550.54.15", "550.90.07"]}
-TOOLKIT_VERSION = "1.17.8"
+# The toolkit package carries NVIDIA's real nvidia-ctk, built from its Go module at this release.
+TOOLKIT_VERSION = nvidia_ctk.VERSION.removeprefix("v")
 
 
 def prerequisites() -> tuple[bool, str]:
@@ -102,7 +104,7 @@ def fresh_root(dest: Path, repo: Path) -> Path:
 
 
 def _deb(
-    build: Path, out: Path, name: str, version: str, depends: str = "", files: dict[str, str] | None = None
+    build: Path, out: Path, name: str, version: str, depends: str = "", files: dict[str, str | Path] | None = None
 ) -> None:
     pkg = build / f"{name}_{version}"
     (pkg / "DEBIAN").mkdir(parents=True)
@@ -116,7 +118,10 @@ def _deb(
     for path, content in (files or {}).items():
         target = pkg / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
+        if isinstance(content, Path):
+            shutil.copyfile(content, target)
+        else:
+            target.write_text(content)
         target.chmod(0o755 if "/bin/" in path else 0o644)
     subprocess.run(
         ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(pkg), str(out / f"{name}_{version}_all.deb")],
@@ -129,33 +134,6 @@ NVIDIA_SMI = """#!/bin/sh
 # Stand-in: the real nvidia-smi talks to the kernel module; this one knows only its version.
 case "$*" in *driver_version*) echo {version};; *) echo "NVIDIA-SMI {version} (gpuready stand-in)";; esac
 """
-
-NVIDIA_CTK = r"""#!/bin/sh
-# Stand-in for `nvidia-ctk runtime configure --runtime=R --config=F`: adds the same entries the real one adds.
-set -e
-[ "$1 $2" = "runtime configure" ] || { echo "stand-in nvidia-ctk supports only: runtime configure" >&2; exit 2; }
-shift 2
-for a in "$@"; do
-  case "$a" in --runtime=*) runtime="${a#--runtime=}";; --config=*) config="${a#--config=}";; esac
-done
-mkdir -p "$(dirname "$config")"
-case "$runtime" in
-  containerd) cat >> "$config" <<'TOML'
-
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
-  privileged_without_host_devices = false
-  runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
-    BinaryName = "/usr/bin/nvidia-container-runtime"
-TOML
-  ;;
-  crio) printf '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n' >> "$config";;
-  docker) printf '{"runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}\n' > "$config";;
-  *) echo "unknown runtime $runtime" >&2; exit 2;;
-esac
-echo "INFO Wrote updated config to $config"
-"""
-
 
 MLXCONFIG = r"""#!/bin/sh
 # Stand-in for MFT's mlxconfig: ATS_ENABLED per device, kept in a state file (firmware NVRAM on a real NIC).
@@ -199,7 +177,13 @@ def build_repo(dest: Path) -> Path:
     _deb(
         build, pool, "nvidia-persistenced", "550.90.07-1", files={"/usr/bin/nvidia-persistenced": "#!/bin/sh\nexit 0\n"}
     )
-    _deb(build, pool, "nvidia-container-toolkit", f"{TOOLKIT_VERSION}-1", files={"/usr/bin/nvidia-ctk": NVIDIA_CTK})
+    _deb(
+        build,
+        pool,
+        "nvidia-container-toolkit",
+        f"{TOOLKIT_VERSION}-1",
+        files={"/usr/bin/nvidia-ctk": nvidia_ctk.build()},
+    )
     _deb(
         build,
         pool,

@@ -178,8 +178,12 @@ def test_nouveau_is_blacklisted_and_the_initramfs_rebuild_requested(first: Any, 
 
 def test_containerd_gets_the_nvidia_runtime_and_its_backup_is_kept(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
+    # NVIDIA's nvidia-ctk (1.17 and newer) writes the runtime into a drop-in that config.toml imports.
     config = (root / CONTAINERD).read_text()
-    assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in config
+    drop_in = (root / "etc/containerd/conf.d/99-nvidia.toml").read_text()
+    assert 'imports = ["/etc/containerd/conf.d/*.toml"]' in config
+    assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in drop_in
+    assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in drop_in
     assert (root / f"{CONTAINERD}.gpuready-backup").read_bytes() == _original(CONTAINERD)
     assert "nvidia-container-toolkit" in _dpkg(root)
 
@@ -280,7 +284,7 @@ def test_check_mode_on_a_fresh_root_changes_nothing(fresh: tuple[Path, Path], tm
         "would install linux-headers-6.1.0-gpuready-standin cuda-drivers-550=550.54.15-*"
         in checks["driver.packages"]["message"]
     )
-    assert checks["container_runtime.configure"]["message"].startswith("would add the nvidia runtime")
+    assert checks["container_runtime.configure"]["message"].startswith("check mode: would run nvidia-ctk for")
     assert summary["metrics"]["check_mode"] is True
 
 
