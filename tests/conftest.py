@@ -44,3 +44,19 @@ def artifacts(tmp_path: Path) -> Path:
     path = tmp_path / "runs"
     path.mkdir()
     return path
+
+
+def import_torch_stack() -> None:
+    """Import torch's compiler stack (torchvision imports it) with the interpreter's own ``sys.intern``.
+
+    ansible-core swaps ``sys.intern`` for a callable object when it is imported in a process, and
+    torch._dynamo refuses to register its polyfill for anything but the builtin. gpuready never has both
+    in one process (training runs in torchrun's workers), but a pytest session does: tests that use
+    torch in-process call this first.
+    """
+    current = sys.intern
+    sys.intern = getattr(current, "unpatched_implementation", current)
+    try:
+        import torch._dynamo  # noqa: F401
+    finally:
+        sys.intern = current

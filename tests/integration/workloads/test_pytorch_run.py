@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.workloads import tfrecord
-from tests.conftest import gpuready, require
+from tests.conftest import gpuready, import_torch_stack, require
 
 pytestmark = pytest.mark.slow
 TINY = ["--framework", "pytorch", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"]
@@ -23,6 +23,7 @@ def _need_torch() -> None:
         importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"),
         "torch and torchvision not installed (make .venv/.stamp-torch)",
     )
+    import_torch_stack()
 
 
 def _summary(artifacts: Path) -> tuple[Path, dict]:

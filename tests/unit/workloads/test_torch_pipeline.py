@@ -8,11 +8,17 @@ from pathlib import Path
 import pytest
 
 from gpuready.workloads import tfrecord
+from tests.conftest import import_torch_stack
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("torchvision") is None,
     reason="torch and torchvision not installed (make .venv/.stamp-torch)",
 )
+
+
+@pytest.fixture(autouse=True)
+def _torch_beside_ansible() -> None:
+    import_torch_stack()
 
 
 def _shards(folder: Path, count: int, per_shard: int) -> list[str]:
