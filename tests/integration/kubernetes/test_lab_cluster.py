@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuready.core.settings.kubernetes import DevicePlugin
 from gpuready.lab.kubernetes import KUBERNETES_VERSION
 from tests.conftest import ROOT, gpuready
 from tests.integration.kubernetes.conftest import LabCluster, eventually
@@ -98,7 +99,7 @@ def test_provision_applies_the_daemonset_and_waits_for_the_rollout(lab: LabClust
     spec = ds["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {LABEL: "true"}
     assert spec["priorityClassName"] == "system-node-critical"
-    assert spec["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+    assert spec["containers"][0]["image"] == f"nvcr.io/nvidia/k8s-device-plugin:{DevicePlugin().version}"
     assert ds["status"]["numberReady"] == 2 and ds["status"]["desiredNumberScheduled"] == 2
     rollout = _checks(provisioned)[("kubernetes.device_plugin.rollout", "lab-kube-api")]
     assert rollout["status"] == "passed" and "ready on 2 labelled node(s)" in rollout["message"]
