@@ -81,24 +81,19 @@ def test_plugin_log_shows_why_it_did_not_register(validated: dict) -> None:
     assert found["status"] == "failed" and "Failed to initialize NVML" in found["evidence"]
 
 
-def test_test_pods_are_removed_on_ctrl_c(lab: LabCluster, provisioned: dict, tmp_path: Path) -> None:
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpuready.core.cli",
-            "validate",
-            "cluster",
-            "-i",
-            str(provisioned["inventory"]),
-            "--artifacts",
-            str(tmp_path),
-        ],
+def _validate_in_background(provisioned: dict, artifacts: Path) -> subprocess.Popen[str]:
+    argv = ["validate", "cluster", "-i", str(provisioned["inventory"]), "--artifacts", str(artifacts)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpuready.core.cli", *argv],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_test_pods_are_removed_on_ctrl_c(lab: LabCluster, provisioned: dict, tmp_path: Path) -> None:
+    child = _validate_in_background(provisioned, tmp_path)
     try:
         eventually(lambda: lab.test_pods() or child.poll() is not None, timeout=120, what="a test pod")
         assert child.poll() is None, "validate ended before it created its pods"
@@ -125,23 +120,7 @@ def test_apiserver_stopped_mid_run_is_exit_3_with_results_written(
 ) -> None:
     import os
 
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gpuready.core.cli",
-            "validate",
-            "cluster",
-            "-i",
-            str(provisioned["inventory"]),
-            "--artifacts",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = _validate_in_background(provisioned, tmp_path)
     apiserver = lab.state["pids"][1]
     try:
         eventually(lambda: lab.test_pods() or child.poll() is not None, timeout=120, what="a test pod")
