@@ -76,7 +76,8 @@ def ansible_environment(workdir: Path) -> dict[str, str]:
     """
     import configparser
 
-    collections = workdir / "collections"
+    # Absolute: ansible-playbook runs in another directory than gpuready, and reads these paths there.
+    collections = workdir.resolve() / "collections"
     link = collections.joinpath("ansible_collections", *COLLECTION)
     link.parent.mkdir(parents=True, exist_ok=True)
     if link.is_symlink() or link.exists():
@@ -85,7 +86,7 @@ def ansible_environment(workdir: Path) -> dict[str, str]:
     config = configparser.ConfigParser(interpolation=None)
     config.read_dict(ANSIBLE_SETTINGS)
     config["defaults"]["collections_path"] = str(collections)
-    path = workdir / "ansible.cfg"
+    path = workdir.resolve() / "ansible.cfg"
     with path.open("w") as f:
         config.write(f)
     return {

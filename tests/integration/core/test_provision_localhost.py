@@ -47,6 +47,15 @@ def test_provision_check_mode_on_localhost_reports_preflight_and_changes_nothing
     assert (folder / "junit.xml").is_file() and not (folder / "FAILURE").exists()
 
 
+def test_the_default_relative_artifacts_folder_works_from_any_directory(tmp_path: Path) -> None:
+    # The README's first command: no --artifacts, so runs go to ./gpuready-runs relative to the cwd,
+    # while ansible-playbook itself runs in the run's own folder.
+    done = gpuready("provision", "cluster", "-i", str(LOCAL), "--check", "--tags", "preflight", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = _summary(tmp_path / "gpuready-runs")
+    assert summary["checks"] and summary["status"] == "passed"
+
+
 def test_run_playbook_streams_events_and_returns_per_host_results(tmp_path: Path) -> None:
     events: list[TaskEvent] = []
     run = run_playbook("site.yml", LOCAL, tmp_path, check=True, tags=["preflight"], progress=events.append)
