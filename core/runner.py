@@ -77,7 +77,8 @@ def ansible_environment(workdir: Path) -> dict[str, str]:
     import configparser
 
     # Absolute: ansible-playbook runs in another directory than gpuready, and reads these paths there.
-    collections = workdir.resolve() / "collections"
+    workdir = workdir.resolve()
+    collections = workdir / "collections"
     link = collections.joinpath("ansible_collections", *COLLECTION)
     link.parent.mkdir(parents=True, exist_ok=True)
     if link.is_symlink() or link.exists():
@@ -86,7 +87,7 @@ def ansible_environment(workdir: Path) -> dict[str, str]:
     config = configparser.ConfigParser(interpolation=None)
     config.read_dict(ANSIBLE_SETTINGS)
     config["defaults"]["collections_path"] = str(collections)
-    path = workdir.resolve() / "ansible.cfg"
+    path = workdir / "ansible.cfg"
     with path.open("w") as f:
         config.write(f)
     return {
