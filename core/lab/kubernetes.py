@@ -331,19 +331,9 @@ def _start(
             lab,
             folder,
             "kube-controller-manager",
-            [
-                str(binaries / "kube-controller-manager"),
-                "--kubeconfig",
-                str(configs["kube-controller-manager"]),
-                "--authentication-kubeconfig",
-                str(configs["kube-controller-manager"]),
-                "--authorization-kubeconfig",
-                str(configs["kube-controller-manager"]),
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                "0",
-                "--leader-elect=false",
+            _controller_argv(
+                binaries / "kube-controller-manager",
+                configs["kube-controller-manager"],
                 "--use-service-account-credentials=true",
                 "--service-account-private-key-file",
                 str(sa_key),
@@ -355,29 +345,11 @@ def _start(
                 "400",
                 "--concurrent-daemonset-syncs",
                 "5",
-            ],
+            ),
         )
     )
     pids.append(
-        _spawn(
-            lab,
-            folder,
-            "kube-scheduler",
-            [
-                str(binaries / "kube-scheduler"),
-                "--kubeconfig",
-                str(configs["kube-scheduler"]),
-                "--authentication-kubeconfig",
-                str(configs["kube-scheduler"]),
-                "--authorization-kubeconfig",
-                str(configs["kube-scheduler"]),
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                "0",
-                "--leader-elect=false",
-            ],
-        )
+        _spawn(lab, folder, "kube-scheduler", _controller_argv(binaries / "kube-scheduler", configs["kube-scheduler"]))
     )
 
     kubectl = [str(binaries / "kubectl"), "--kubeconfig", str(configs["admin"])]
@@ -500,6 +472,25 @@ def _start(
         "gpu_nodes": len(plan["nodes"]),
         "faults": {n["name"]: n["fault"] for n in plan["nodes"] if n["fault"]},
     }
+
+
+def _controller_argv(binary: Path, kubeconfig: Path, *extra: str) -> list[str]:
+    """kube-controller-manager or kube-scheduler: one identity for the API and for checking callers, no
+    serving port (nothing scrapes them here), no leader election (there is one of each)."""
+    return [
+        str(binary),
+        *(
+            arg
+            for flag in ("--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig")
+            for arg in (flag, str(kubeconfig))
+        ),
+        "--bind-address",
+        "127.0.0.1",
+        "--secure-port",
+        "0",
+        "--leader-elect=false",
+        *extra,
+    ]
 
 
 def _spawn(lab: Lab, folder: Path, name: str, argv: list[str]) -> int:
