@@ -82,6 +82,8 @@ PROFILES = {"t4": {"product": "Tesla-T4", "model": "Tesla T4", "count": 1, "memo
 GPU_LABEL = "openshift.com/gpu-accelerator"
 SERVICE_RANGE = "10.96.0.0/16"
 READY_TIMEOUT_S = 60
+#: More time for the nodes to turn Ready per node: kwok marks 1000 nodes in minutes on a busy 2-core machine.
+READY_S_PER_NODE = 0.5
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -448,11 +450,13 @@ def _start(
             ],
         )
     )
+    ready_s = READY_TIMEOUT_S + READY_S_PER_NODE * len(plan["nodes"])
     _kubectl(
         lab,
         kubectl,
-        ["wait", "--for", "condition=Ready", "node", "--all", f"--timeout={READY_TIMEOUT_S}s"],
+        ["wait", "--for", "condition=Ready", "node", "--all", f"--timeout={ready_s:.0f}s"],
         "wait for the kwok nodes to be Ready",
+        timeout=ready_s + 60,
     )
     for pid, what in zip(
         pids, ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "devices"), strict=True
@@ -506,10 +510,10 @@ def _crd_name(path: Path) -> str:
     return str(yaml.safe_load(path.read_text())["metadata"]["name"])
 
 
-def _kubectl(lab: Lab, kubectl: list[str], args: list[str], what: str) -> None:
+def _kubectl(lab: Lab, kubectl: list[str], args: list[str], what: str, timeout: float = 300) -> None:
     import subprocess
 
-    done = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False, timeout=300)
+    done = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False, timeout=timeout)
     with (lab.component_dir("kubernetes") / "kubectl.log").open("a") as out:
         out.write(f"$ kubectl {' '.join(args)}\n{done.stdout}{done.stderr}")
     if done.returncode != 0:
