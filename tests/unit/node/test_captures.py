@@ -57,6 +57,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "gtx-1660-ti.xml": {"gpu.persistence": "failed"},
     "quadro-p400.xml": {"gpu.persistence": "failed"},
     "tesla-t4.xml": {"gpu.persistence": "failed"},
+    "v100s-pcie-32gb-x8-460.73.01-v11.xml": {"gpu.persistence": "failed"},  # a Volta VM under load
     # Schema v10 without <driver_version>: the version cannot be told, so it is skipped, not failed.
     "gtx-1070-ti.xml": {"driver.version": "skipped"},
     "quadro-p2000-v12.xml": {},
@@ -166,6 +167,14 @@ def test_a_fault_on_the_second_gpu_names_that_gpu() -> None:
     assert link.message.count("x8 of x16") == 2
 
 
+def test_volta_double_bit_total_counts() -> None:
+    # A v11 Volta capture keeps the old layout, with a <total> beside the per-memory counters.
+    xml = edit(capture("v100s-pcie-32gb-x8-460.73.01-v11.xml"), "ecc_errors/volatile/double_bit/total", "1")
+    status, message = one(node_for(xml), "gpu.ecc_volatile")
+    assert (status, message) == ("failed", "GPU 0 (00000000:00:0D.0): 1 volatile uncorrectable ECC errors "
+                                 "(double_bit_total=1)")
+
+
 def test_pre_v11_double_bit_total_counts() -> None:
     xml = capture("quadro-p400.xml")  # schema before v11: <volatile><double_bit>...<total>
     assert verdicts(node_for(edit(xml, "ecc_errors/volatile/double_bit/total", "3")))["gpu.ecc_volatile"] == "failed"
@@ -188,7 +197,11 @@ def test_sram_threshold_exceeded_fails() -> None:
 UPTIME_85_MIN = {checks.UPTIME_COMMAND: "5100.00 10000.00\n"}  # 1.42 h: the volatile counters' window
 
 
-@pytest.mark.parametrize("name", ["a100-sxm4-v12.xml", "a10g.xml", "tesla-t4.xml", "a100-sxm4-80gb-535.54.03.q.xml"])
+@pytest.mark.parametrize(
+    "name",
+    ["a100-sxm4-v12.xml", "a10g.xml", "tesla-t4.xml", "a100-sxm4-80gb-535.54.03.q.xml",
+     "v100s-pcie-32gb-x8-460.73.01-v11.xml"],
+)
 def test_healthy_captures_pass_the_corrected_error_rate(name: str) -> None:
     status, message = one(node_for(capture(name), answers=UPTIME_85_MIN), "gpu.ecc_correctable_rate")
     assert (status, message) == ("passed", "at most 0.0 corrected errors/h (< 10/h)")
@@ -202,6 +215,7 @@ def test_healthy_captures_pass_the_corrected_error_rate(name: str) -> None:
         ("a100-sxm4-v12.xml", "ecc_errors/volatile/dram_correctable", "15", "failed"),
         ("tesla-t4.xml", "ecc_errors/volatile/sram_correctable", "400", "failed"),
         ("quadro-p400.xml", "ecc_errors/volatile/single_bit/device_memory", "40", "failed"),  # pre-v11 layout
+        ("v100s-pcie-32gb-x8-460.73.01-v11.xml", "ecc_errors/volatile/single_bit/total", "40", "failed"),  # Volta
         # The aggregate (lifetime) counter is not a rate since boot.
         ("a100-sxm4-v12.xml", "ecc_errors/aggregate/dram_correctable", "5000", "passed"),
     ],
