@@ -170,8 +170,9 @@ def _wait(proc: subprocess.Popen[str], job: str, env: dict[str, str], limit_s: f
 
 def launch(plan: Plan, workers: int, folder: Path, gpus_per_node: int, partition: str = "", slurm_conf: str = "",
            tasks_per_node: int = 0) -> Launch:
-    if plan.distribution != "horovod":
-        raise BadInput(f"--launcher slurm runs Horovod (srun, or mpirun with an MPI build), not {plan.distribution}")
+    if plan.framework != "pytorch" and plan.distribution != "horovod":
+        raise BadInput(f"--launcher slurm runs Horovod (srun, or mpirun with an MPI build) or PyTorch (srun torchrun), "
+                       f"not {plan.distribution}")
     path = folder / f"train-{workers}w.sbatch"
     text = script(plan, workers, gpus_per_node, folder, partition, tasks_per_node=tasks_per_node)
     path.write_text(text)
