@@ -100,7 +100,8 @@ def _assert_two_hosts_trained_together(run: Path) -> list[dict[str, Any]]:
     assert {c["id"]: c["status"] for c in summary["checks"]} == {
         "training.2w.trained": "passed", "training.2w.images_per_second": "passed"}
     per_worker = [r["batch_size"] * len(r["step_times"]) / sum(r["step_times"]) for r in ranks]
-    assert summary["metrics"]["images_per_second_2w"] == pytest.approx(sum(per_worker), rel=1e-4)
+    # summary.json keeps 3 decimals
+    assert summary["metrics"]["images_per_second_2w"] == pytest.approx(sum(per_worker), rel=1e-4, abs=5e-4)
     assert "| 2 |" in (run / "training.md").read_text()
     return ranks
 
