@@ -89,12 +89,14 @@ def lab_up_midway(lab: Path, env: dict[str, str]) -> Child:
     """`lab up --components kubernetes` in its own session, returned once the control plane runs (the
     controller-manager starts after the API server answers) but before `lab up` has finished."""
     up = Child(["lab", "up", "--components", "kubernetes", "--lab-dir", str(lab)], env)
+    started = lab / "kubernetes" / "logs" / "kube-controller-manager.log"
     try:
         eventually(
-            lambda: (lab / "kubernetes" / "logs" / "kube-controller-manager.log").exists(),
+            lambda: started.exists() or up.proc.poll() is not None,
             timeout=600,
             what="the controller-manager to start",
         )
+        assert up.proc.poll() is None, f"lab up ended before the control plane ran: {up.stderr}"
     except BaseException:  # nothing of a lab that never got there may outlive the test
         for line in [f"{up.proc.pid}:", *leftovers(env, settle=0)]:
             with contextlib.suppress(ProcessLookupError):
