@@ -152,23 +152,35 @@ def _no_gpus(name: str, node: Any) -> Any:
 
 
 def _scc(client: Kube, settings: Kubernetes) -> Any:
+    """The SCC exists and the API server's own RBAC lets the plugin's service account `use` it in its project."""
+    from kubernetes import client as k8s
+
     from gpuready.core import kube
 
     name = "gpuready-nvidia-device-plugin"
-    user = f"system:serviceaccount:{settings.device_plugin.namespace}:nvidia-device-plugin"
+    namespace = settings.device_plugin.namespace
+    user = f"system:serviceaccount:{namespace}:nvidia-device-plugin"
     dynamic = client.dynamic()
     api = client.call(lambda: dynamic.resources.get(api_version="security.openshift.io/v1",
                                                    kind="SecurityContextConstraints"), "find SCCs")
     try:
-        scc = client.call(lambda: api.get(name=name), f"read SCC {name}")
+        client.call(lambda: api.get(name=name), f"read SCC {name}")
     except kube.NotFound:
         return failed("cluster.openshift.scc", "cluster", f"SecurityContextConstraints {name} not found",
                       remedy="run `gpuready provision cluster --tags kubernetes`")
-    if user in (scc.users or []):
-        return passed("cluster.openshift.scc", "cluster", f"SCC {name} binds {user}")
-    return failed("cluster.openshift.scc", "cluster", f"SCC {name} does not list {user}",
-                  evidence=f"users: {list(scc.users or [])}",
-                  remedy="run `gpuready provision cluster --tags kubernetes`")
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
+    use = k8s.V1ResourceAttributes(group="security.openshift.io", resource="securitycontextconstraints", name=name,
+                                   verb="use", namespace=namespace)
+    review = k8s.V1SubjectAccessReview(spec=k8s.V1SubjectAccessReviewSpec(user=user, groups=groups,
+                                                                          resource_attributes=use))
+    authz = k8s.AuthorizationV1Api(client.api_client)
+    answer = client.call(lambda: authz.create_subject_access_review(review), f"ask whether {user} may use SCC {name}")
+    if answer.status.allowed:
+        return passed("cluster.openshift.scc", "cluster", f"{user} may use SCC {name} in {namespace}",
+                      evidence=answer.status.reason or "")
+    return failed("cluster.openshift.scc", "cluster", f"{user} may not use SCC {name} in {namespace}",
+                  evidence=answer.status.reason or answer.status.evaluation_error or "",
+                  remedy="run `gpuready provision cluster --tags kubernetes` (it binds the Role of the same name)")
 
 
 def _vector_add(ctx: Context, client: Kube, settings: Kubernetes, hosts: list[str]) -> list[Any]:
