@@ -28,10 +28,12 @@ GPU = "nvidia.com/gpu"
 PLUGIN_SELECTOR = "name=nvidia-device-plugin-ds"
 TEST_LABEL = "gpuready.io/test"
 REGISTERED = "Registered device plugin"
-# Seed 002: "permission denied" means wrong SELinux labels; these are the labels it requires.
+# Seed 002: "permission denied" means wrong SELinux labels; these are the labels it requires (the gpu_selinux
+# role's rules), and container-selinux's boolean that lets containers open the GPU devices.
 SELINUX_REMEDY = ("SELinux labels are wrong on the node (seed 002): /dev/nvidia* must be xserver_misc_device_t, "
-                  "/usr/bin/nvidia-* xserver_exec_t, /var/lib/kubelet/*/* container_file_t; "
-                  "run `gpuready provision cluster --tags selinux` (or semanage fcontext + restorecon)")
+                  "/usr/bin/nvidia-* xserver_exec_t, /var/lib/kubelet/device-plugins container_file_t, and "
+                  "container_use_xserver_devices on; run `gpuready provision cluster --tags selinux` "
+                  "(or semanage fcontext + restorecon, setsebool -P)")
 
 
 @click.command("cluster")

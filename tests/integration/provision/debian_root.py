@@ -295,11 +295,13 @@ def booted_like(root: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(root)], check=False, capture_output=True)
 
 
-# Debian's reference policy has no container module; RHEL's container-selinux declares this type.
-# The stand-in declares the same type so the seed's third rule can be stored and evaluated.
+# Debian's reference policy has no container module; RHEL's container-selinux declares this type and
+# the boolean that lets containers open xserver_misc_device_t devices (container-selinux pull request 306).
+# The stand-in declares the same names so the rules and the boolean can be stored and evaluated.
 CONTAINER_SELINUX_STANDIN = """(type container_file_t)
 (roletype object_r container_file_t)
 (typeattributeset file_type (container_file_t))
+(boolean container_use_xserver_devices false)
 """
 
 
@@ -308,6 +310,17 @@ def load_container_selinux_standin(root: Path) -> None:
     subprocess.run(
         ["chroot", str(root), "semodule", "-i", "/tmp/container-standin.cil"], check=True, capture_output=True
     )
+
+
+def persistent_booleans(root: Path) -> dict[str, str]:
+    """The booleans the root's policy store customises, with their persistent value (semanage's second column)."""
+    out = subprocess.run(
+        ["chroot", str(root), "semanage", "boolean", "--list", "--noheading", "--locallist"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {line.split()[0]: line.split("(")[1].split(",")[1].split(")")[0].strip() for line in out.splitlines()}
 
 
 def snapshot(root: Path, *parts: str) -> dict[str, tuple[int, int, int]]:

@@ -48,6 +48,12 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
             "nvidia-persistenced_550.90.07-1_all.deb",
         )
         dr.load_container_selinux_standin(root)
+        # An earlier gpuready added the seed's broad kubelet rule: the role must take it away.
+        subprocess.run(
+            ["chroot", str(root), "semanage", "fcontext", "-a", "-t", "container_file_t", "/var/lib/kubelet/.*/.*"],
+            check=True,
+            capture_output=True,
+        )
         dr.install_in_root(root, "mft-standin_4.30.0-1_all.deb")
         (root / "dev/mst").mkdir()
         (root / "dev/mst/mt4123_pciconf0").touch()
@@ -191,10 +197,11 @@ def test_containerd_gets_the_nvidia_runtime_and_its_backup_is_kept(first: Any, n
 def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
     _, _, run = first
+    # Seed 002's rules, the kubelet one narrowed to the device plugins' folder.
     seed = {
         "/dev/nvidia.*": "xserver_misc_device_t",
         "/usr/bin/nvidia-.*": "xserver_exec_t",
-        "/var/lib/kubelet/.*/.*": "container_file_t",
+        "/var/lib/kubelet/device-plugins(/.*)?": "container_file_t",
     }
     diffs = [
         e["event_data"]["res"]["diff"]["prepared"]
@@ -214,13 +221,28 @@ def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tu
     assert {
         line.split()[0]: line.split()[-1].split(":")[2] for line in local.splitlines() if line.startswith("/")
     } == seed
+    paths = ["/dev/nvidia0", "/usr/bin/nvidia-smi", "/var/lib/kubelet/device-plugins/nvidia-gpu.sock"]
     labels = subprocess.run(
-        ["chroot", str(root), "matchpathcon", "/dev/nvidia0", "/usr/bin/nvidia-smi", "/var/lib/kubelet/pods/x"],
+        ["chroot", str(root), "matchpathcon", *paths, "/var/lib/kubelet/pods/x"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    assert [line.split()[1].split(":")[2] for line in labels.splitlines()] == list(seed.values())
+    types = [line.split()[1].split(":")[2] for line in labels.splitlines()]
+    # The policy's own answer: the rules label the GPU paths, and pods' volumes are no longer container_file_t.
+    assert types[:3] == list(seed.values())
+    assert types[3] != "container_file_t"
+
+
+def test_containers_may_open_the_gpu_devices_persistently(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    _, summary, _ = first
+    assert dr.persistent_booleans(root)["container_use_xserver_devices"] == "on"
+    finding = _checks(summary)["selinux.device_boolean"]
+    assert (finding["status"], finding["message"]) == (
+        "passed",
+        "switched on container_use_xserver_devices (persistent)",
+    )
 
 
 def test_fabric_ats_is_enabled_with_a_reboot_required_and_the_port_map_reported(
@@ -259,6 +281,7 @@ def test_remove_restores_the_backup_and_drops_the_rules_but_keeps_the_driver(
         ["chroot", str(root), "semanage", "fcontext", "-l", "-C"], capture_output=True, text=True, check=True
     ).stdout
     assert not [line for line in local.splitlines() if line.startswith("/")]
+    assert dr.persistent_booleans(root)["container_use_xserver_devices"] == "on"  # left as it is, as documented
     checks = _checks(summary)
     assert checks["driver.remove"]["status"] == "skipped"  # gpuready.driver.remove_on_uninstall is false
     assert _dpkg(root)["nvidia-driver"] == "550.54.15-1"
