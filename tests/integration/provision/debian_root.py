@@ -154,6 +154,14 @@ case "$1 $2" in
 esac
 """
 
+MST = """#!/bin/sh
+# Stand-in for MFT's mst: "mst start" creates the /dev/mst device files mlxconfig opens (MFT manual, mst).
+case "$1" in
+  start) mkdir -p /dev/mst && : > /dev/mst/mt4123_pciconf0 && echo "Starting MST (Mellanox Software Tools) driver set";;
+  *) echo "stand-in mst: unsupported: $*" >&2; exit 2;;
+esac
+"""
+
 IBDEV2NETDEV = """#!/bin/sh
 # Stand-in for OFED's ibdev2netdev on a dual-port ConnectX-6: the second port is down.
 echo "mlx5_0 port 1 ==> ens1f0np0 (Up)"
@@ -196,7 +204,7 @@ def build_repo(dest: Path) -> Path:
         pool,
         "mft-standin",
         "4.30.0-1",
-        files={"/usr/bin/mlxconfig": MLXCONFIG, "/usr/bin/ibdev2netdev": IBDEV2NETDEV},
+        files={"/usr/bin/mlxconfig": MLXCONFIG, "/usr/bin/ibdev2netdev": IBDEV2NETDEV, "/usr/bin/mst": MST},
     )
     packages = subprocess.run(
         ["dpkg-scanpackages", "--multiversion", "pool", "/dev/null"],

@@ -55,21 +55,27 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
             capture_output=True,
         )
         dr.install_in_root(root, "mft-standin_4.30.0-1_all.deb")
-        (root / "dev/mst").mkdir()
-        (root / "dev/mst/mt4123_pciconf0").touch()
+        # No /dev/mst yet: as on a booted node before `mst start`.
         fabric = {
             "type": "roce",
             "ports": ["mlx5_0", "mlx5_1"],
             "ats": True,
             "mst_devices": ["/dev/mst/mt4123_pciconf0"],
+            "gpudirect_rdma": True,
         }
         # The root's policy is SELinux-enabled while the host kernel runs without it: say so explicitly.
-        # Its links are the host's (a chroot shares the network): fabric_manage_links is off.
+        # Its links are the host's (a chroot shares the network): fabric_manage_links is off; it has no
+        # kernel of its own to load modules into: fabric_load_modules is off.
         inventory = dr.write_inventory(
             tmp / "inventory",
             {"node1": root},
             settings={"node_classes": {"standin": {"gpu_count": 0, "fabric": fabric}}},
-            host_vars={"gpu_selinux_status": "enabled", "gpu_selinux_ignore_state": True, "fabric_manage_links": False},
+            host_vars={
+                "gpu_selinux_status": "enabled",
+                "gpu_selinux_ignore_state": True,
+                "fabric_manage_links": False,
+                "fabric_load_modules": False,
+            },
         )
         yield root, inventory
 
@@ -182,6 +188,16 @@ def test_nouveau_is_blacklisted_and_the_initramfs_rebuild_requested(first: Any, 
     assert finding["remedy"] == "run update-initramfs -u -k all on the booted node"
 
 
+def test_the_initramfs_is_rebuilt_before_the_reboot_decision_is_acted_on(first: Any) -> None:
+    """Ansible's own event stream: the initramfs handler ran (here: skipped, no kernel) before the reboot task."""
+    _, _, run = first
+    events = sorted(run.glob("ansible/artifacts/*/job_events/*.json"), key=lambda p: int(p.name.split("-")[0]))
+    tasks = [json.loads(p.read_text()).get("event_data", {}).get("task") for p in events]
+    assert tasks.index("Driver | Rebuild the initramfs") < tasks.index(
+        "Driver | Reboot the node to load the new driver"
+    )
+
+
 def test_containerd_gets_the_nvidia_runtime_and_its_backup_is_kept(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
     # NVIDIA's nvidia-ctk (1.17 and newer) writes the runtime into a drop-in that config.toml imports.
@@ -251,6 +267,7 @@ def test_fabric_ats_is_enabled_with_a_reboot_required_and_the_port_map_reported(
     root, _ = node
     _, summary, _ = first
     checks = _checks(summary)
+    assert (root / "dev/mst/mt4123_pciconf0").exists()  # mst start ran before mlxconfig needed the device
     assert (root / "var/lib/mlxconfig-standin/mt4123_pciconf0").read_text().strip() == "True(1)"
     assert checks["fabric.ats"]["status"] == "skipped"
     assert checks["fabric.ats"]["message"] == (
@@ -259,6 +276,19 @@ def test_fabric_ats_is_enabled_with_a_reboot_required_and_the_port_map_reported(
     assert "mlx5_1 port 1 ==> ens1f1np1 (Down)" in checks["fabric.ports"]["evidence"]
     assert checks["fabric.ports"]["status"] == "skipped"
     assert checks["fabric.ports"]["message"] == "down, not brought up here (fabric_manage_links is false): mlx5_1"
+
+
+def test_nvidia_peermem_loads_at_every_boot_on_a_gpudirect_node(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    _, summary, _ = first
+    # systemd-modules-load reads one module name per line (modules-load.d(5)).
+    assert (root / "etc/modules-load.d/nvidia-peermem.conf").read_text() == "nvidia_peermem\n"
+    finding = _checks(summary)["fabric.peermem"]
+    assert finding["status"] == "skipped"
+    assert finding["message"] == (
+        "nvidia_peermem not loaded here (fabric_load_modules is false), listed in "
+        "/etc/modules-load.d/nvidia-peermem.conf (added)"
+    )
 
 
 def test_the_second_run_changes_nothing(second: Any) -> None:
