@@ -1,13 +1,14 @@
 // gpuready's vcsim: VMware's vCenter simulator (govmomi/simulator) with the topology a test
 // or the lab asks for, credentials checked, TLS with a certificate of our choosing, and the
 // two things stock vcsim does not model that GPU passthrough needs:
-//   - per-host advanced options holding VMkernel.Boot.atsSupport (stock hosts share one list);
+//   - VMkernel.Boot.atsSupport among each host's advanced options (stock vcsim has no such option);
 //   - NVIDIA GPUs on each host's PCI bus (from a device list file) and a HostPciPassthruSystem
 //     that turns passthrough on and off for them (stock vcsim has none).
+//
 // Everything else (sessions, property collector, VMs, tasks, power) is stock vcsim.
 //
-// Built with Debian's Go and golang-github-vmware-govmomi-dev (GOPATH=/usr/share/gocode,
-// GO111MODULE=off). Prints "vcsim listening on URL" once it serves.
+// Built against the github.com/vmware/govmomi release that go.mod beside this folder pins
+// (core/lab/gobuild.py). Prints "vcsim listening on URL" once it serves.
 package main
 
 import (
@@ -15,7 +16,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/ioutil"
 	"log"
 	"net/url"
 	"os"
@@ -52,10 +52,10 @@ type PciPassthruSystem struct {
 	host *simulator.HostSystem
 }
 
-func (p *PciPassthruSystem) UpdatePassthruConfig(req *types.UpdatePassthruConfig) soap.HasFault {
+func (p *PciPassthruSystem) UpdatePassthruConfig(ctx *simulator.Context, req *types.UpdatePassthruConfig) soap.HasFault {
 	body := new(methods.UpdatePassthruConfigBody)
 	var fault types.BaseMethodFault
-	simulator.Map.WithLock(p.host, func() {
+	ctx.Map.WithLock(ctx, p.host, func() {
 		for _, change := range req.Config {
 			cfg := change.GetHostPciPassthruConfig()
 			found := false
@@ -96,7 +96,7 @@ func loadGpus(path string) []gpu {
 	if path == "" {
 		return nil
 	}
-	data, err := ioutil.ReadFile(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -109,13 +109,12 @@ func loadGpus(path string) []gpu {
 	return doc.Devices
 }
 
-func equipHost(h *simulator.HostSystem, gpus []gpu) {
-	// A fresh option list per host: stock vcsim hands every host the same slice.
-	opts := []types.BaseOptionValue{
-		&types.OptionValue{Key: "Config.HostAgent.log.level", Value: "info"},
-		&types.OptionValue{Key: "VMkernel.Boot.atsSupport", Value: false},
-	}
-	simulator.Map.Get(*h.ConfigManager.AdvancedOption).(*simulator.OptionManager).Setting = opts
+func equipHost(registry *simulator.Registry, h *simulator.HostSystem, gpus []gpu) {
+	// Each host has its own option list (config.option, which its OptionManager mirrors); stock
+	// vcsim's list has no VMkernel.Boot.atsSupport.
+	opts := append(h.Config.Option, &types.OptionValue{Key: "VMkernel.Boot.atsSupport", Value: false})
+	h.Config.Option = opts
+	registry.Get(*h.ConfigManager.AdvancedOption).(*simulator.OptionManager).Setting = opts
 
 	hw := *h.Hardware
 	hw.PciDevice = append([]types.HostPciDevice(nil), hw.PciDevice...)
@@ -135,7 +134,7 @@ func equipHost(h *simulator.HostSystem, gpus []gpu) {
 	pt.PciPassthruInfo = infos
 	// The reference's type is what clients see; the Go type name would be taken otherwise.
 	pt.Self = types.ManagedObjectReference{Type: "HostPciPassthruSystem", Value: "pcipassthru-" + h.Self.Value}
-	ref := simulator.Map.Put(pt).Reference()
+	ref := registry.Put(pt).Reference()
 	h.ConfigManager.PciPassthruSystem = &ref
 }
 
@@ -154,7 +153,7 @@ func main() {
 
 	password := ""
 	if *passwordFile != "" {
-		data, err := ioutil.ReadFile(*passwordFile)
+		data, err := os.ReadFile(*passwordFile)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -174,13 +173,14 @@ func main() {
 	if err := model.Create(); err != nil {
 		log.Fatal(err)
 	}
+	registry := model.Map()
 	gpus := loadGpus(*gpuFile)
-	for _, e := range simulator.Map.All("HostSystem") {
-		equipHost(e.(*simulator.HostSystem), gpus)
+	for _, e := range registry.All("HostSystem") {
+		equipHost(registry, e.(*simulator.HostSystem), gpus)
 	}
 	// VMs that take large-BAR GPUs boot with EFI (vSphere 7 creates Linux VMs that way); -firmware bios
 	// makes VMs that validation must flag.
-	for _, e := range simulator.Map.All("VirtualMachine") {
+	for _, e := range registry.All("VirtualMachine") {
 		e.(*simulator.VirtualMachine).Config.Firmware = *firmware
 	}
 
