@@ -158,6 +158,8 @@ def test_provision_fails_naming_the_gpu_node_whose_ready_plugin_advertises_no_gp
         assert allocatable["nvidia.com/gpu"] == "0"
         assert gpus["status"] == "failed"
         assert "after 6s: gpu-0001.lab.local: 0 of 1" in gpus["message"] and "gpu-0002" not in gpus["message"]
+        assert json.loads(gpus["evidence"])["advertised"]["gpu-0001.lab.local"] == 0
+        assert "logs -l name=nvidia-device-plugin-ds" in gpus["remedy"]
         assert "Traceback" not in err
     finally:
         lab.down()
