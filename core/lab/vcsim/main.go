@@ -1,7 +1,8 @@
 // gpuready's vcsim: VMware's vCenter simulator (govmomi/simulator) with the topology a test
 // or the lab asks for, credentials checked, TLS with a certificate of our choosing, and the
 // two things stock vcsim does not model that GPU passthrough needs:
-//   - per-host advanced options holding VMkernel.Boot.atsSupport (stock hosts share one list);
+//   - per-host advanced options holding VMkernel.Boot.atsSupport, described as a boolean option
+//     (stock hosts share one list and describe none);
 //   - NVIDIA GPUs on each host's PCI bus (from a device list file) and a HostPciPassthruSystem
 //     that turns passthrough on and off for them (stock vcsim has none).
 // Everything else (sessions, property collector, VMs, tasks, power) is stock vcsim.
@@ -115,7 +116,17 @@ func equipHost(h *simulator.HostSystem, gpus []gpu) {
 		&types.OptionValue{Key: "Config.HostAgent.log.level", Value: "info"},
 		&types.OptionValue{Key: "VMkernel.Boot.atsSupport", Value: false},
 	}
-	simulator.Map.Get(*h.ConfigManager.AdvancedOption).(*simulator.OptionManager).Setting = opts
+	options := simulator.Map.Get(*h.ConfigManager.AdvancedOption).(*simulator.OptionManager)
+	options.Setting = opts
+	// A real host also describes its options (supportedOption); clients such as community.vmware's
+	// vmware_host_config_manager read the type from there and refuse an option it does not list.
+	options.SupportedOption = []types.OptionDef{{
+		ElementDescription: types.ElementDescription{
+			Description: types.Description{Label: "ATS support", Summary: "Address Translation Services (PCIe ATS)"},
+			Key:         "VMkernel.Boot.atsSupport",
+		},
+		OptionType: &types.BoolOption{OptionType: types.OptionType{ValueIsReadonly: types.NewBool(false)}, Supported: true},
+	}}
 
 	hw := *h.Hardware
 	hw.PciDevice = append([]types.HostPciDevice(nil), hw.PciDevice...)
