@@ -36,7 +36,7 @@ def role_default(role: str, name: str) -> Any:
 
 
 def nvidia_vendor_id() -> int:
-    """NVIDIA's PCI vendor id (0x10de)."""
+    """NVIDIA's PCI vendor id, as the preflight role looks for it in sysfs."""
     return int(str(role_default("preflight", "preflight_nvidia_vendor_id")), 16)
 
 
