@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from gpuready.core.bulk import no_cycle_collection
 from gpuready.core.errors import BadInput
 
 if TYPE_CHECKING:
@@ -272,7 +273,11 @@ def hosts_file(path: Path) -> Path:
 
 def load(path: str | os.PathLike[str]) -> Inventory:
     """Check and load an inventory (a folder with hosts.yml and group_vars/, or a hosts file)."""
-    path = Path(path)
+    with no_cycle_collection():
+        return _load(Path(path))
+
+
+def _load(path: Path) -> Inventory:
     hosts_path = hosts_file(path)
     base = hosts_path.parent
     documents = {p: read_yaml(p, base.parent) for p in _yaml_files(base)}
@@ -282,7 +287,7 @@ def load(path: str | os.PathLike[str]) -> Inventory:
         if file != hosts_path and document is not None and not isinstance(document, dict):
             raise BadInput(f"{_shown(file, base.parent)}: variables must be a YAML mapping of names to values "
                            f"(got a {type(document).__name__})")
-    manager = _ansible_inventory(hosts_path)
+    manager = _ansible_inventory(hosts_path, {hosts_path: documents[hosts_path]})
     groups = _groups(manager, hosts_path, base)
     settings_file, settings = _settings(documents, base)
     settings = _resolve_paths(settings, base.resolve())
@@ -332,12 +337,31 @@ def _strict_inventory_manager() -> Any:
 INVENTORY_PLUGINS = ("yaml", "ini")
 
 
-def _ansible_inventory(hosts_path: Path) -> Any:
-    from ansible.errors import AnsibleError
+def _data_loader(parsed: dict[Path, Any]) -> Any:
+    """Ansible's DataLoader, given the files gpuready has already parsed (and checked: UTF-8, size, aliases,
+    duplicate keys), so Ansible's inventory plugin does not parse a 10,000-host hosts.yml a second time; and
+    without the deep copy of a file read uncached (``cache='none'``, how inventory plugins read): nothing else
+    holds that data, and the copy cost as much as the parse."""
     from ansible.parsing.dataloader import DataLoader
 
+    given = {str(path.resolve()): data for path, data in parsed.items()}
+
+    class CheckedDataLoader(DataLoader):  # type: ignore[misc]
+        def load_from_file(self, file_name: str, cache: str = "all", unsafe: bool = False, **kwargs: Any) -> Any:
+            if cache == "none":
+                known = given.pop(os.path.realpath(self.path_dwim(file_name)), None)
+                if known is not None:
+                    return known
+            return super().load_from_file(file_name, cache=cache, unsafe=unsafe or cache == "none", **kwargs)
+
+    return CheckedDataLoader()
+
+
+def _ansible_inventory(hosts_path: Path, parsed: dict[Path, Any] | None = None) -> Any:
+    from ansible.errors import AnsibleError
+
     try:
-        return _strict_inventory_manager()(loader=DataLoader(), sources=[str(hosts_path)])
+        return _strict_inventory_manager()(loader=_data_loader(parsed or {}), sources=[str(hosts_path)])
     except AnsibleError as e:
         message = str(e).split("\n")[0]
         raise BadInput(f"{hosts_path}: not a valid Ansible inventory: {message}") from e

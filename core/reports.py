@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from gpuready.core import redact
 from gpuready.core.artifacts import write_json
+from gpuready.core.bulk import no_cycle_collection
 from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, RunResult, now_iso
 
 if TYPE_CHECKING:
@@ -23,9 +24,10 @@ def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
     (summary.json and junit.xml always have them)."""
     run.finished = run.finished or now_iso()
     run.artifacts = str(folder)
-    write_json(folder / "summary.json", run.to_dict())
-    write_junit(run, folder / "junit.xml")
-    (folder / "report.md").write_text(redact.text(markdown(run, every_row=every_row)))
+    with no_cycle_collection():
+        write_json(folder / "summary.json", run.to_dict())
+        write_junit(run, folder / "junit.xml")
+        (folder / "report.md").write_text(redact.text(markdown(run, every_row=every_row)))
     marker = folder / "FAILURE"
     if run.status != PASSED:
         marker.write_text(f"{run.status}: {run.aborted or run.counts()}\n")

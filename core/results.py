@@ -7,7 +7,7 @@ Every command builds a :class:`RunResult`; :mod:`gpuready.core.reports` writes i
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.core.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNREACHABLE
@@ -105,7 +105,8 @@ class RunResult:
             "status": self.status,
             "inventory": self.inventory,
             "counts": self.counts(),
-            "checks": [asdict(c) for c in self.checks],
+            # Every field is a string: a shallow copy is asdict()'s result, without its deep copy of each value.
+            "checks": [dict(vars(c)) for c in self.checks],
             "metrics": self.metrics,
         }
         if self.aborted:

@@ -57,18 +57,54 @@ class Lab:
     def inventory_dir(self, name: str) -> Path:
         return self.component_dir(name) / "inventory"
 
-    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None,
-              cwd: Path | str | None = None, log: Path | None = None) -> int:
-        """Start a detached process (own session, so `lab down` can stop all it started)."""
+    def spawn(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        cwd: Path | str | None = None,
+        log: Path | None = None,
+        component: str | None = None,
+    ) -> int:
+        """Start a detached process (own session, so `lab down` can stop all it started), recorded at once in
+        ``<component>/pids``: a `lab up` killed before it writes state.json still leaves a record to stop."""
         log = log or self.component_dir(name) / f"{name}.log"
         with log.open("ab") as out:
             try:
-                process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           env={**os.environ, **(env or {})}, cwd=cwd, start_new_session=True)
+                process = subprocess.Popen(
+                    argv,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, **(env or {})},
+                    cwd=cwd,
+                    start_new_session=True,
+                )
             except OSError as e:
                 raise Unreachable(f"lab {name}: cannot start {argv[0]}: {e.strerror}") from e
+        with (self.component_dir(component or name) / "pids").open("a") as record:
+            record.write(f"{process.pid} {start_time(process.pid)}\n")
         self.spawned.setdefault(name, []).append(process.pid)
         return process.pid
+
+    def recorded(self, component: str) -> list[int]:
+        """The processes ``component`` started that still run, in start order. A pid the kernel has since
+        given to another process (its start time differs from the recorded one) is not ours and left alone."""
+        path = self.root / component / "pids"
+        try:
+            lines = path.read_text().split("\n")
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        pids = []
+        for line in lines:
+            fields = line.split()
+            if not fields or not fields[0].isdigit():
+                continue
+            pid = int(fields[0])
+            started = start_time(pid)
+            if started and (len(fields) < 2 or fields[1] == started) and pid not in pids:
+                pids.append(pid)
+        return pids
 
     def write_inventory(self, name: str, hosts: dict[str, Any], settings: dict[str, Any]) -> Path:
         """hosts.yml and group_vars/all/gpuready.yml. Hosts reached with the local connection run modules with
@@ -83,7 +119,8 @@ class Lab:
         header = f"# Simulated lab ({name}), written by `gpuready lab up`. Not a real site.\n"
         (folder / "hosts.yml").write_text(header + yaml.safe_dump(hosts, sort_keys=False))
         (folder / "group_vars" / "all" / "gpuready.yml").write_text(
-            header + yaml.safe_dump({"gpuready": settings}, sort_keys=False))
+            header + yaml.safe_dump({"gpuready": settings}, sort_keys=False)
+        )
         return folder
 
     def load_state(self) -> dict[str, dict[str, Any]]:
@@ -117,6 +154,16 @@ def wait_for_port(host: str, port: int, timeout: float = 30) -> None:
             time.sleep(0.1)
 
 
+def start_time(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot, /proc/PID/stat); "" when it no longer runs (or is a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return "" if fields[0] == "Z" else fields[19]
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -125,6 +172,13 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def stop_in_reverse(pids: list[int], grace: float = 10.0) -> None:
+    """Stop processes one at a time, the last started first: what depends on a process (kube-apiserver on
+    etcd) is stopped while that process still answers, so it shuts down on SIGTERM instead of retrying."""
+    for pid in reversed(pids):
+        stop_pids([pid], grace)
 
 
 def stop_pids(pids: list[int], grace: float = 5.0) -> None:
@@ -171,14 +225,14 @@ class Component:
         return []
 
     def down(self, lab: Lab, state: dict[str, Any]) -> None:
-        stop_pids([int(p) for p in state.get("pids", [])])
+        recorded = lab.recorded(self.name)
+        pids = [int(p) for p in state.get("pids", []) if int(p) in recorded or not recorded]
+        stop_in_reverse(pids + [p for p in recorded if p not in pids])
         (lab.root / self.name / "pids").unlink(missing_ok=True)
 
     def leftovers(self, lab: Lab) -> list[int]:
-        """Processes a ``lab up`` that never finished recorded in <component>/pids and that still run."""
-        path = lab.root / self.name / "pids"
-        pids = [int(p) for p in path.read_text().split()] if path.is_file() else []
-        return [p for p in pids if pid_alive(p)]
+        """Processes recorded in <component>/pids that still run (of a ``lab up`` that never finished)."""
+        return lab.recorded(self.name)
 
     def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
         """What a user does with the running component: shell lines, printed by `lab up`."""

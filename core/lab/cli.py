@@ -17,8 +17,12 @@ if TYPE_CHECKING:
 
 
 def _lab_dir_option(func):  # type: ignore[no-untyped-def]
-    return click.option("--lab-dir", type=click.Path(path_type=Path), default=None,
-                        help="Lab folder [default: ./gpuready-lab, or $GPUREADY_LAB_DIR].")(func)
+    return click.option(
+        "--lab-dir",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Lab folder [default: ./gpuready-lab, or $GPUREADY_LAB_DIR].",
+    )(func)
 
 
 def _names(components: str | None, default: list[str]) -> list[str]:
@@ -67,6 +71,14 @@ def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None
                 click.echo(f"{name}: already up — {part.status(the_lab, state[name])}", err=True)
                 click.echo(state[name].get("inventory", ""))
                 continue
+            stale = part.leftovers(the_lab)
+            if stale:
+                fail(
+                    f"{name}: {len(stale)} process(es) of an earlier `lab up` still run (pids "
+                    f"{', '.join(map(str, stale))}); stop them first: gpuready lab down --lab-dir {the_lab.root}",
+                    3,
+                )
+            (the_lab.root / name / "pids").unlink(missing_ok=True)
             click.echo(f"{name}: starting ({part.description})", err=True)
             state[name] = _start(the_lab, name, part, options[name])
             the_lab.save_state(state)
@@ -78,8 +90,9 @@ def up(components: str, settings: tuple[str, ...], lab_dir: Path | None) -> None
     except KeyboardInterrupt:
         from gpuready.core import cancel
 
-        fail(f"{cancel.reason()}; components started before are up ('gpuready lab down' stops them)",
-             cancel.exit_code())
+        fail(
+            f"{cancel.reason()}; components started before are up ('gpuready lab down' stops them)", cancel.exit_code()
+        )
 
 
 def _start(the_lab: Lab, name: str, part: Component, options: dict[str, str]) -> dict[str, Any]:
@@ -122,14 +135,14 @@ def down(components: str | None, lab_dir: Path | None) -> None:
     the_lab = Lab(lab_dir)
     try:
         state = the_lab.load_state()
-        from gpuready.lab import COMPONENTS, stop_pids
+        from gpuready.lab import COMPONENTS, stop_in_reverse
 
         leftover = [n for n in COMPONENTS if n not in state and component(n).leftovers(the_lab)]
         for name in _names(components, list(state) + leftover):
             if name not in state:
                 pids = component(name).leftovers(the_lab) if name in COMPONENTS else []
                 if pids:
-                    stop_pids(pids)
+                    stop_in_reverse(pids)
                     (the_lab.root / name / "pids").unlink(missing_ok=True)
                     click.echo(f"{name}: stopped {len(pids)} process(es) left by an unfinished `lab up`", err=True)
                 else:

@@ -142,6 +142,9 @@ class GoBuild:
         if self.wrapper:
             for name in ("go.mod", "go.sum"):
                 h.update((GOMOD / self.wrapper / name).read_bytes())
+            # Programs of our own in the wrapper (one folder per command) are part of what gets built.
+            for source in sorted((GOMOD / self.wrapper).glob("*/*.go")):
+                h.update(source.relative_to(GOMOD).as_posix().encode() + source.read_bytes())
         return h.hexdigest()[:8]
 
     def binary(self, command: str) -> Path:

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.lab import Component, Lab, pid_alive, stop_pids
+from gpuready.lab import Component, Lab, pid_alive, stop_in_reverse
 from gpuready.lab import kwok as kwok_config
 from gpuready.lab.gobuild import GoBuild, module_dir, module_file
 from gpuready.lab.pki import Authority, signing_key, write_private
@@ -105,13 +105,11 @@ class KubernetesLab(Component):
         binaries = control_plane / "bin"
         pids: list[int] = []
         try:
-            state = _start(lab, folder, binaries, kwok_home, plan, pids)
+            return _start(lab, folder, binaries, kwok_home, plan, pids)
         except BaseException:
-            stop_pids(pids)
+            stop_in_reverse(pids)
+            (folder / "pids").unlink(missing_ok=True)
             raise
-        finally:
-            (folder / "pids").write_text("".join(f"{p}\n" for p in pids))
-        return state
 
     def build(self) -> list[Path]:
         return [CONTROL_PLANE.ensure(), KWOK.ensure()]
@@ -506,7 +504,7 @@ def _start(
 
 def _spawn(lab: Lab, folder: Path, name: str, argv: list[str]) -> int:
     (folder / "logs").mkdir(exist_ok=True)
-    return lab.spawn(name, argv, log=folder / "logs" / f"{name}.log")
+    return lab.spawn(name, argv, log=folder / "logs" / f"{name}.log", component="kubernetes")
 
 
 def _files(paths: list[Path]) -> list[str]:

@@ -1,9 +1,10 @@
 """Lab component ``vsphere``: a simulated vCenter (VMware's vcsim) with GPU hosts and VMs.
 
-vcsim is built from Debian's govmomi sources with Debian's Go (vcsim/main.go beside this module),
-once per version of main.go, into the user's cache dir (:func:`gpuready.lab.cache_dir`). It serves
-HTTPS with a certificate made here and checks the password, which
-is written to ``<lab>/vsphere/password`` (mode 0600) and never to the inventory:
+vcsim (gpuready's main.go around govmomi's simulator, gomod/govmomi/vcsim/) and VMware's govc
+(the independent client the tests read back with) are built from the ``github.com/vmware/govmomi``
+module at :data:`GOVMOMI_VERSION`, once, into the user's cache dir (:mod:`gpuready.lab.gobuild`).
+vcsim serves HTTPS with a certificate made here and checks the password, which is written to
+``<lab>/vsphere/password`` (mode 0600) and never to the inventory:
 
     export GPUREADY_VCENTER_PASSWORD=$(cat gpuready-lab/vsphere/password)
 
@@ -18,60 +19,41 @@ import datetime as _dt
 import ipaddress
 import os
 import secrets
-import shutil
 import socket
-import subprocess
-import tempfile
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from gpuready.core.errors import BadInput, Unreachable, shorten
-from gpuready.lab import Component, Lab, cache_dir, stop_pids, wait_for_port
+from gpuready.core.errors import BadInput, Unreachable
+from gpuready.lab import Component, Lab, stop_pids, wait_for_port
+from gpuready.lab.gobuild import GoBuild
 
-SOURCE = Path(str(files("gpuready.lab") / "vcsim" / "main.go"))
 #: The GPUs every simulated host gets (see the file's "source" for where the values come from).
-DEVICE_LIST = SOURCE.with_name("r750xa-4xa100-pci.json")
+DEVICE_LIST = Path(str(files("gpuready.lab") / "vcsim" / "r750xa-4xa100-pci.json"))
 USER = "administrator@vsphere.local"
 PASSWORD_ENV = "GPUREADY_VCENTER_PASSWORD"
-GOPATH = "/usr/share/gocode"
+#: The govmomi release (github.com/vmware/govmomi tags); gomod/govmomi/go.mod pins the same one.
+GOVMOMI_VERSION = "v0.52.0"
+GOVMOMI = GoBuild(
+    name="govmomi",
+    version=GOVMOMI_VERSION,
+    wrapper="govmomi",
+    commands={"vcsim": "gpuready.local/lab/govmomi/vcsim", "govc": "gpuready.local/lab/govmomi/govc"},
+    # What govmomi's release build sets, so `govc version` names the release.
+    ldflags=f"-X github.com/vmware/govmomi/cli/flags.BuildVersion={GOVMOMI_VERSION}",
+)
 
 
-def build_vcsim(cache: Path | None = None) -> Path:
-    """Build gpuready's vcsim once per version of main.go; returns the binary."""
-    import hashlib
+def build_vcsim() -> Path:
+    """gpuready's vcsim, built once per govmomi release and main.go (cached); returns the binary."""
+    GOVMOMI.ensure()
+    return GOVMOMI.binary("vcsim")
 
-    cache = cache or cache_dir() / "vcsim"
-    binary = cache / f"gpuready-vcsim-{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}"
-    if binary.exists():
-        return binary
-    go = shutil.which("go")
-    if go is None or not Path(GOPATH, "src/github.com/vmware/govmomi/simulator").is_dir():
-        raise Unreachable("cannot build vcsim: install golang-go and golang-github-vmware-govmomi-dev "
-                          "(scripts/install-system-deps)")
-    cache.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "GOPATH": GOPATH, "GO111MODULE": "off", "GOFLAGS": "", "CGO_ENABLED": "0",
-           "GOCACHE": str(cache / "go-build")}
-    # Build beside the target and rename: parallel test sessions never see half a binary.
-    fd, partial = tempfile.mkstemp(prefix="gpuready-vcsim.", dir=cache)
-    os.close(fd)
-    try:
-        # Built from a copy: the installed package may be read-only, and nothing is written beside it.
-        work = Path(tempfile.mkdtemp(prefix="vcsim-src.", dir=cache))
-        shutil.copy2(SOURCE, work / "main.go")
-        try:
-            done = subprocess.run([go, "build", "-o", partial, "."], cwd=work, env=env, capture_output=True,
-                                  text=True, timeout=1200)
-        except subprocess.TimeoutExpired as e:
-            raise Unreachable(f"building vcsim took over {e.timeout:.0f}s; run it again (Go keeps its work)") from e
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        if done.returncode != 0:
-            raise Unreachable(f"building vcsim failed: {shorten(done.stderr)}")
-        os.replace(partial, binary)
-    finally:
-        Path(partial).unlink(missing_ok=True)
-    return binary
+
+def build_govc() -> Path:
+    """VMware's govc from the same govmomi release (cached); returns the binary."""
+    GOVMOMI.ensure()
+    return GOVMOMI.binary("govc")
 
 
 def make_certificate(folder: Path, names: tuple[str, ...] = ("127.0.0.1", "localhost")) -> tuple[Path, Path]:
@@ -90,18 +72,25 @@ def make_certificate(folder: Path, names: tuple[str, ...] = ("127.0.0.1", "local
         except ValueError:
             alt.append(x509.DNSName(name))
     now = _dt.datetime.now(_dt.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - _dt.timedelta(minutes=5))
-            .not_valid_after(now + _dt.timedelta(days=30))
-            .add_extension(x509.SubjectAlternativeName(alt), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=30))
+        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     folder.mkdir(parents=True, exist_ok=True)
     cert_file, key_file = folder / "vcsim-cert.pem", folder / "vcsim-key.pem"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     key_file.touch(mode=0o600)
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_file, key_file
 
 
@@ -121,11 +110,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def vcsim_argv(binary: Path, port: int, *, hosts: int = 2, vms: int = 2, password_file: Path | None = None,
-               cert: Path | None = None, key: Path | None = None, gpus: Path | None = DEVICE_LIST,
-               extra: tuple[str, ...] = ()) -> list[str]:
-    argv = [str(binary), "-listen", f"127.0.0.1:{port}", "-hosts", str(hosts), "-vms", str(vms), "-user", USER,
-            *extra]
+def vcsim_argv(
+    binary: Path,
+    port: int,
+    *,
+    hosts: int = 2,
+    vms: int = 2,
+    password_file: Path | None = None,
+    cert: Path | None = None,
+    key: Path | None = None,
+    gpus: Path | None = DEVICE_LIST,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    argv = [str(binary), "-listen", f"127.0.0.1:{port}", "-hosts", str(hosts), "-vms", str(vms), "-user", USER, *extra]
     if password_file:
         argv += ["-password-file", str(password_file)]
     if cert and key:
@@ -140,8 +137,9 @@ def host_names(hosts: int) -> list[str]:
     return [f"DC0_H{i}" for i in range(hosts)]
 
 
-def lab_inventory(port: int, hosts: int, ca_file: str = "", verify_tls: bool = True
-                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+def lab_inventory(
+    port: int, hosts: int, ca_file: str = "", verify_tls: bool = True
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(hosts.yml, gpuready settings) for the simulated site: per host, VM0 gets the first NVLink pair,
     VM1 the second pair on even hosts and one GPU on odd ones (seed 003's mix of 2- and 1-GPU VMs)."""
     import json
@@ -151,19 +149,34 @@ def lab_inventory(port: int, hosts: int, ca_file: str = "", verify_tls: bool = T
     gpu_vms = []
     for i, host in enumerate(names):
         gpu_vms.append({"name": f"{host}_VM0", "esxi_host": host, "gpus": list(pairs[0])})
-        gpu_vms.append({"name": f"{host}_VM1", "esxi_host": host,
-                        "gpus": list(pairs[1]) if i % 2 == 0 else [pairs[1][0]]})
+        gpu_vms.append(
+            {"name": f"{host}_VM1", "esxi_host": host, "gpus": list(pairs[1]) if i % 2 == 0 else [pairs[1][0]]}
+        )
     inventory = {
         "vcenter": {"hosts": {"vcsim": {"ansible_host": "127.0.0.1", "ansible_connection": "local"}}},
         "esxi_hosts": {"hosts": dict.fromkeys(names)},
     }
     settings = {
-        "node_classes": {"vm-a100-x2": {"gpu_model": "NVIDIA A100-PCIE-40GB", "gpu_count": 2, "gpu_memory_gib": 40,
-                                        "p2p_pairs": [[0, 1]]}},
+        "node_classes": {
+            "vm-a100-x2": {
+                "gpu_model": "NVIDIA A100-PCIE-40GB",
+                "gpu_count": 2,
+                "gpu_memory_gib": 40,
+                "p2p_pairs": [[0, 1]],
+            }
+        },
         "driver": {"branch": "470", "version": "470.82.01"},
-        "vsphere": {"port": port, "user": USER, "password_env": PASSWORD_ENV, "verify_tls": verify_tls,
-                    "ca_file": ca_file, "allow_power_off": False, "max_gpus_per_vm": 2,
-                    "nvlink_pairs": {h: [list(p) for p in pairs] for h in names}, "gpu_vms": gpu_vms},
+        "vsphere": {
+            "port": port,
+            "user": USER,
+            "password_env": PASSWORD_ENV,
+            "verify_tls": verify_tls,
+            "ca_file": ca_file,
+            "allow_power_off": False,
+            "max_gpus_per_vm": 2,
+            "nvlink_pairs": {h: [list(p) for p in pairs] for h in names},
+            "gpu_vms": gpu_vms,
+        },
     }
     return inventory, settings
 
@@ -192,8 +205,10 @@ class VsphereLab(Component):
     def up(self, lab: Lab, options: dict[str, str]) -> dict[str, Any]:
         known = {"port", "hosts", "vms"}
         if set(options) - known:
-            raise BadInput(f"lab vsphere: unknown option(s) {', '.join(sorted(set(options) - known))} "
-                           f"(known: {', '.join(sorted(known))})")
+            raise BadInput(
+                f"lab vsphere: unknown option(s) {', '.join(sorted(set(options) - known))} "
+                f"(known: {', '.join(sorted(known))})"
+            )
         try:
             port = int(options.get("port") or free_port())
             hosts = int(options.get("hosts", 2))
@@ -206,8 +221,9 @@ class VsphereLab(Component):
         binary = build_vcsim()
         cert, key = make_certificate(folder)
         password_file = write_password(folder)
-        pid = lab.spawn(self.name, vcsim_argv(binary, port, hosts=hosts, vms=vms, password_file=password_file,
-                                              cert=cert, key=key))
+        pid = lab.spawn(
+            self.name, vcsim_argv(binary, port, hosts=hosts, vms=vms, password_file=password_file, cert=cert, key=key)
+        )
         try:
             _wait_until_serving(pid, folder / f"{self.name}.log")
             wait_for_port("127.0.0.1", port, timeout=30)
@@ -217,16 +233,25 @@ class VsphereLab(Component):
         # The inventory trusts exactly the lab's certificate: TLS is verified in the lab as on a real site.
         inventory, settings = lab_inventory(port, hosts, ca_file=os.path.relpath(cert, lab.inventory_dir(self.name)))
         path = lab.write_inventory(self.name, inventory, settings)
-        return {"pids": [pid], "inventory": str(path), "url": f"https://127.0.0.1:{port}/sdk",
-                "password_file": str(password_file)}
+        return {
+            "pids": [pid],
+            "inventory": str(path),
+            "url": f"https://127.0.0.1:{port}/sdk",
+            "password_file": str(password_file),
+        }
+
+    def build(self) -> list[Path]:
+        return [GOVMOMI.ensure()]
 
     def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
         inventory = state.get("inventory", "?")
-        return [f"# vCenter {state.get('url')}, user {USER}; the password is in {state.get('password_file')}:",
-                f"export {PASSWORD_ENV}=\"$(cat {state.get('password_file')})\"",
-                f"gpuready provision cluster -i {inventory} --tags vsphere --check --diff   # what would change",
-                f"gpuready provision cluster -i {inventory} --tags vsphere --allow-power-off   # the lab's VMs run",
-                f"gpuready validate vsphere -i {inventory}"]
+        return [
+            f"# vCenter {state.get('url')}, user {USER}; the password is in {state.get('password_file')}:",
+            f'export {PASSWORD_ENV}="$(cat {state.get("password_file")})"',
+            f"gpuready provision cluster -i {inventory} --tags vsphere --check --diff   # what would change",
+            f"gpuready provision cluster -i {inventory} --tags vsphere --allow-power-off   # the lab's VMs run",
+            f"gpuready validate vsphere -i {inventory}",
+        ]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
         line = super().status(lab, state)

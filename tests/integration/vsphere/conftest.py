@@ -1,14 +1,17 @@
-"""vcsim for the vSphere tests: built once per version (cached in the user's cache dir), started per module.
+"""vcsim for the vSphere tests: built once per govmomi release (cached in the user's cache dir), started per module.
 
 vcsim is VMware's own simulator (govmomi), so sessions, the property collector, tasks,
 VM reconfiguration and power are the real protocol over a real socket, with TLS and a
 checked password. What stock vcsim lacks -- GPUs on the hosts' PCI bus and a PCI
-passthrough system -- our main.go adds from the device list beside it (core/lab/vcsim/);
+passthrough system -- our main.go adds from the device list (core/lab/gomod/govmomi/vcsim/);
 a real host's passthrough behaviour beyond that (reboots, IOMMU groups) is not simulated.
+What the tests read back goes through VMware's govc from the same release, not gpuready's code.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -27,11 +30,10 @@ PASSWORD = "vc-Test-pw-4711"
 @pytest.fixture(scope="session")
 def vcsim_binary() -> Path:
     from gpuready.core.errors import Unreachable
+    from gpuready.lab.gobuild import GO_FALLBACK
     from gpuready.lab.vsphere import build_vcsim
 
-    require(shutil.which("go"), "Go is not installed (scripts/install-system-deps: golang-go)")
-    require(Path("/usr/share/gocode/src/github.com/vmware/govmomi/simulator").is_dir(),
-            "govmomi sources missing (scripts/install-system-deps: golang-github-vmware-govmomi-dev)")
+    require(shutil.which("go") or GO_FALLBACK.exists(), "Go is not installed (https://go.dev/dl/)")
     try:
         return build_vcsim()
     except Unreachable as e:
@@ -43,9 +45,54 @@ class Vcsim:
     port: int
     cert: Path
     folder: Path
+    #: VMware's govc, from the same govmomi build as vcsim.
+    govc_binary: Path
 
-    def inventory(self, name: str = "inv", *, ca_file: str | None = None, port: int | None = None,
-                  extra_hosts: tuple[str, ...] = (), **vsphere: Any) -> Path:
+    def run_govc(self, *args: str) -> str:
+        """``govc ARGS`` against this vcsim, its output; no session is kept between calls."""
+        env = {
+            **os.environ,
+            "GOVC_URL": f"https://127.0.0.1:{self.port}/sdk",
+            "GOVC_USERNAME": "administrator@vsphere.local",
+            "GOVC_PASSWORD": PASSWORD,
+            "GOVC_TLS_CA_CERTS": str(self.cert),
+            "GOVC_PERSIST_SESSION": "false",
+            "GOVMOMI_HOME": str(self.folder / "govmomi-home"),
+        }
+        done = subprocess.run(
+            [str(self.govc_binary), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 0, f"govc {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def govc(self, command: str, *args: str) -> Any:
+        """``govc COMMAND -json ARGS``, parsed."""
+        return json.loads(self.run_govc(command, "-json", *args))
+
+    def collect(self, path: str, *properties: str) -> dict[str, Any]:
+        """Properties of one managed object (govc object.collect), by name."""
+        return {c["name"]: c["val"] for c in self.govc("object.collect", path, *properties)}
+
+    def find(self, kind: str) -> list[str]:
+        """Inventory paths of every host (``h``) or VM (``m``)."""
+        return self.run_govc("find", "/", "-type", kind).split()
+
+    def ats(self) -> dict[str, Any]:
+        """Each host's VMkernel.Boot.atsSupport, by host name."""
+        return {
+            path.rsplit("/", 1)[-1]: self.govc("host.option.ls", "-host", path, "VMkernel.Boot.atsSupport")[0]["value"]
+            for path in self.find("h")
+        }
+
+    def inventory(
+        self,
+        name: str = "inv",
+        *,
+        ca_file: str | None = None,
+        port: int | None = None,
+        extra_hosts: tuple[str, ...] = (),
+        **vsphere: Any,
+    ) -> Path:
         """A site inventory for this vcsim (the lab's layout); ``vsphere`` keys replace settings."""
         from gpuready.lab.vsphere import lab_inventory
 
@@ -65,8 +112,9 @@ class Vcsim:
         from pyVim.connect import SmartConnect
 
         context = ssl.create_default_context(cafile=str(self.cert))
-        return SmartConnect(host="127.0.0.1", port=self.port, user="administrator@vsphere.local", pwd=PASSWORD,
-                            sslContext=context)
+        return SmartConnect(
+            host="127.0.0.1", port=self.port, user="administrator@vsphere.local", pwd=PASSWORD, sslContext=context
+        )
 
 
 @pytest.fixture(scope="module")
@@ -77,17 +125,20 @@ def vcsim(vcsim_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 def start_vcsim(binary: Path, folder: Path, extra: tuple[str, ...] = ()) -> Iterator[Vcsim]:
     """vcsim on a free loopback port, TLS with a certificate made here, the password checked."""
     from gpuready.lab import wait_for_port
-    from gpuready.lab.vsphere import free_port, make_certificate, vcsim_argv, write_password
+    from gpuready.lab.vsphere import build_govc, free_port, make_certificate, vcsim_argv, write_password
 
     cert, key = make_certificate(folder)
     password_file = write_password(folder, PASSWORD)
     port = free_port()
     log = (folder / "vcsim.log").open("w")
-    process = subprocess.Popen(vcsim_argv(binary, port, password_file=password_file, cert=cert, key=key, extra=extra),
-                               stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        vcsim_argv(binary, port, password_file=password_file, cert=cert, key=key, extra=extra),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_for_port("127.0.0.1", port, timeout=30)
-        yield Vcsim(port=port, cert=cert, folder=folder)
+        yield Vcsim(port=port, cert=cert, folder=folder, govc_binary=build_govc())
     finally:
         process.terminate()
         try:

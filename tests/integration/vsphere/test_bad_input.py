@@ -22,52 +22,70 @@ def one_line(stderr: str) -> str:
     return lines[0]
 
 
-def ats(vcsim: Vcsim) -> list[object]:
-    from pyVim.connect import Disconnect
-    from pyVmomi import vim
-
-    si = vcsim.connect()
-    try:
-        content = si.RetrieveContent()
-        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
-        return [h.configManager.advancedOption.QueryView(name="VMkernel.Boot.atsSupport")[0].value for h in view.view]
-    finally:
-        Disconnect(si)
-
-
 def vms(*entries: tuple[str, str, list[str]]) -> list[dict[str, object]]:
     return [{"name": n, "esxi_host": h, "gpus": g} for n, h, g in entries]
 
 
-@pytest.mark.parametrize(("command", "inventory", "env_change", "code", "expected"), [
-    ("validate", {}, {"GPUREADY_VCENTER_PASSWORD": "wrong-password"}, 3, "wrong user or password"),
-    ("provision", {}, {"GPUREADY_VCENTER_PASSWORD": "wrong-password"}, 3, "wrong user or password"),
-    ("validate", {}, {"GPUREADY_VCENTER_PASSWORD": ""}, 2, "export GPUREADY_VCENTER_PASSWORD"),
-    ("validate", {"ca_file": ""}, {}, 3, "TLS certificate does not verify"),
-    ("validate", {"unreachable": True}, {}, 3, "cannot reach vCenter"),
-    ("validate", {"gpu_vms": vms(("no-such-vm", "DC0_H0", PAIR))}, {}, 2, "VM 'no-such-vm' is not known to vCenter"),
-    ("provision", {"gpu_vms": vms(("no-such-vm", "DC0_H0", PAIR))}, {}, 2, "VM 'no-such-vm' is not known"),
-    ("validate", {"extra_hosts": ("DC0_H9",), "gpu_vms": vms(("DC0_H0_VM0", "DC0_H9", PAIR[:1]))}, {}, 2,
-     "ESXi host 'DC0_H9' is not known to vCenter"),
-    ("validate", {"gpu_vms": vms(("DC0_H0_VM0", "DC0_H1", PAIR[:1]))}, {}, 2, "the VM is on ESXi host DC0_H0"),
-    ("provision", {"gpu_vms": vms(("DC0_H0_VM0", "DC0_H0", ["0000:17:00.0", "0000:b1:00.0"]))}, {}, 2,
-     "splits the NVLink pair 0000:17:00.0 + 0000:31:00.0"),
-    ("provision", {"gpu_vms": vms(("DC0_H0_VM0", "DC0_H0", PAIR), ("DC0_H0_VM1", "DC0_H0", PAIR[1:]))}, {}, 2,
-     "GPU 0000:31:00.0 on DC0_H0 is already attached to VM DC0_H0_VM0"),
-])
-def test_bad_input_is_one_line_and_changes_nothing(vcsim: Vcsim, env: dict[str, str], artifacts: Path, command: str,
-                                                    inventory: dict[str, object], env_change: dict[str, str],
-                                                    code: int, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("command", "inventory", "env_change", "code", "expected"),
+    [
+        ("validate", {}, {"GPUREADY_VCENTER_PASSWORD": "wrong-password"}, 3, "wrong user or password"),
+        ("provision", {}, {"GPUREADY_VCENTER_PASSWORD": "wrong-password"}, 3, "wrong user or password"),
+        ("validate", {}, {"GPUREADY_VCENTER_PASSWORD": ""}, 2, "export GPUREADY_VCENTER_PASSWORD"),
+        ("validate", {"ca_file": ""}, {}, 3, "TLS certificate does not verify"),
+        ("validate", {"unreachable": True}, {}, 3, "cannot reach vCenter"),
+        (
+            "validate",
+            {"gpu_vms": vms(("no-such-vm", "DC0_H0", PAIR))},
+            {},
+            2,
+            "VM 'no-such-vm' is not known to vCenter",
+        ),
+        ("provision", {"gpu_vms": vms(("no-such-vm", "DC0_H0", PAIR))}, {}, 2, "VM 'no-such-vm' is not known"),
+        (
+            "validate",
+            {"extra_hosts": ("DC0_H9",), "gpu_vms": vms(("DC0_H0_VM0", "DC0_H9", PAIR[:1]))},
+            {},
+            2,
+            "ESXi host 'DC0_H9' is not known to vCenter",
+        ),
+        ("validate", {"gpu_vms": vms(("DC0_H0_VM0", "DC0_H1", PAIR[:1]))}, {}, 2, "the VM is on ESXi host DC0_H0"),
+        (
+            "provision",
+            {"gpu_vms": vms(("DC0_H0_VM0", "DC0_H0", ["0000:17:00.0", "0000:b1:00.0"]))},
+            {},
+            2,
+            "splits the NVLink pair 0000:17:00.0 + 0000:31:00.0",
+        ),
+        (
+            "provision",
+            {"gpu_vms": vms(("DC0_H0_VM0", "DC0_H0", PAIR), ("DC0_H0_VM1", "DC0_H0", PAIR[1:]))},
+            {},
+            2,
+            "GPU 0000:31:00.0 on DC0_H0 is already attached to VM DC0_H0_VM0",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_changes_nothing(
+    vcsim: Vcsim,
+    env: dict[str, str],
+    artifacts: Path,
+    command: str,
+    inventory: dict[str, object],
+    env_change: dict[str, str],
+    code: int,
+    expected: str,
+) -> None:
     from gpuready.lab.vsphere import free_port
 
     options = dict(inventory)
     port = free_port() if options.pop("unreachable", False) else None
     path = str(vcsim.inventory(port=port, **options))  # type: ignore[arg-type]
-    args = (["validate", "vsphere"] if command == "validate" else ["provision", "cluster", "--tags", "vsphere"])
+    args = ["validate", "vsphere"] if command == "validate" else ["provision", "cluster", "--tags", "vsphere"]
     done = gpuready(*args, "-i", path, "--artifacts", str(artifacts), env={**env, **env_change})
     assert done.returncode == code, done.stdout + done.stderr
     assert expected in one_line(done.stderr)
-    assert ats(vcsim) == [False, False]
+    assert vcsim.ats() == {"DC0_H0": False, "DC0_H1": False}
 
 
 def test_insecure_skips_verification_only_when_asked(vcsim: Vcsim, env: dict[str, str], artifacts: Path) -> None:
@@ -77,13 +95,23 @@ def test_insecure_skips_verification_only_when_asked(vcsim: Vcsim, env: dict[str
     assert "ATS is off" in done.stdout
 
 
-def test_without_the_password_provision_leaves_the_plan_to_ansible(vcsim: Vcsim, env: dict[str, str],
-                                                                   artifacts: Path) -> None:
+def test_without_the_password_provision_leaves_the_plan_to_ansible(
+    vcsim: Vcsim, env: dict[str, str], artifacts: Path
+) -> None:
     # vcenter_password may come from Ansible Vault, which only Ansible opens; without either, the
     # play's first task fails saying where the password goes, and nothing changes.
     path = str(vcsim.inventory())
-    done = gpuready("provision", "cluster", "-i", path, "--tags", "vsphere", "--artifacts", str(artifacts),
-                    env={**env, "GPUREADY_VCENTER_PASSWORD": ""})
+    done = gpuready(
+        "provision",
+        "cluster",
+        "-i",
+        path,
+        "--tags",
+        "vsphere",
+        "--artifacts",
+        str(artifacts),
+        env={**env, "GPUREADY_VCENTER_PASSWORD": ""},
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Ansible Vault" in done.stdout and "Traceback" not in done.stdout + done.stderr
-    assert ats(vcsim) == [False, False]
+    assert vcsim.ats() == {"DC0_H0": False, "DC0_H1": False}

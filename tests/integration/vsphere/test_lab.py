@@ -41,3 +41,32 @@ def test_lab_up_validate_down(vcsim_binary: Path, tmp_path: Path, artifacts: Pat
     assert down.returncode == 0, down.stderr
     pids = json.loads(state).get("vsphere", {}).get("pids", [])
     assert pids and not any(pid_alive(int(p)) for p in pids)
+
+
+def test_readme_walkthrough_with_relative_paths(vcsim_binary: Path, tmp_path: Path) -> None:
+    """The README's lab walkthrough as written: a relative lab folder, so a relative ``-i``, and the lab's CA
+    file given relative to the inventory. The plan and Ansible's vSphere modules both find the CA, from the
+    folder the lab was made in and from another one."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    up = gpuready("lab", "up", "--components", "vsphere", "--lab-dir", "gpuready-lab", cwd=tmp_path)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert Path(up.stdout.strip().splitlines()[-1]) == tmp_path / "gpuready-lab/vsphere/inventory"
+        settings = (tmp_path / "gpuready-lab/vsphere/inventory/group_vars/all/gpuready.yml").read_text()
+        assert "ca_file: ../" in settings  # relative to the inventory, as a user would write it
+        env = {"GPUREADY_VCENTER_PASSWORD": (tmp_path / "gpuready-lab/vsphere/password").read_text()}
+        for cwd, inventory in ((tmp_path, "gpuready-lab/vsphere/inventory"),
+                               (elsewhere, "../gpuready-lab/vsphere/inventory")):
+            check = gpuready("provision", "cluster", "-i", inventory, "--tags", "vsphere", "--check",
+                             "--artifacts", "runs", env=env, cwd=cwd)
+            assert check.returncode == 0, f"from {cwd}: {check.stdout}{check.stderr}"
+            assert "No such file" not in check.stdout + check.stderr
+            changed = json.loads(max((cwd / "runs").glob("*/summary.json")).read_text())["metrics"]["changed"]
+            assert changed > 0  # Ansible's modules reached vcsim over verified TLS and planned the changes
+            validate = gpuready("validate", "vsphere", "-i", inventory, "--artifacts", "runs", env=env, cwd=cwd)
+            assert validate.returncode == 1, validate.stdout + validate.stderr  # findings, not "cannot reach"
+            assert "ATS is off" in validate.stdout
+    finally:
+        down = gpuready("lab", "down", "--lab-dir", "gpuready-lab", cwd=tmp_path)
+    assert down.returncode == 0, down.stderr

@@ -1,8 +1,8 @@
 """Against vcsim: validate fails, check changes nothing, apply needs --allow-power-off, apply
-changes, apply again changes nothing, validate passes. Every setting is read back with plain
-pyvmomi, not through gpuready's code. The changes are made by community.vmware's and
-vmware.vmware's modules (TLS verified against the lab's own CA through SSL_CERT_FILE), and by
-gpuready's own module only for attaching GPUs to VMs."""
+changes, apply again changes nothing, validate passes. Every setting is read back with VMware's
+govc, not through gpuready's code. The changes are made by community.vmware's and vmware.vmware's
+modules (TLS verified against the lab's own CA through SSL_CERT_FILE), and by gpuready's own module
+only for attaching GPUs to VMs."""
 
 from __future__ import annotations
 
@@ -20,29 +20,25 @@ pytestmark = pytest.mark.slow
 
 
 def read_back(vcsim: Vcsim) -> dict[str, Any]:
-    """Hosts' ATS and passthrough, VMs' GPUs, settings, reservation and power, via plain pyvmomi."""
-    from pyVim.connect import Disconnect
-    from pyVmomi import vim
-
-    si = vcsim.connect()
-    try:
-        content = si.RetrieveContent()
-        state: dict[str, Any] = {"hosts": {}, "vms": {}}
-        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.HostSystem], True)
-        for host in view.view:
-            ats = host.configManager.advancedOption.QueryView(name="VMkernel.Boot.atsSupport")[0].value
-            enabled = sorted(p.id for p in host.config.pciPassthruInfo if p.passthruEnabled)
-            state["hosts"][host.name] = {"ats": ats, "passthrough": enabled}
-        view = content.viewManager.CreateContainerView(content.rootFolder, [vim.VirtualMachine], True)
-        for vm in view.view:
-            devices = vm.config.hardware.device
-            gpus = [d.backing.id for d in devices if isinstance(d, vim.vm.device.VirtualPCIPassthrough)]
-            extra = {o.key: o.value for o in vm.config.extraConfig if o.key.startswith("pciPassthru")}
-            state["vms"][vm.name] = {"gpus": gpus, "extra": extra, "power": str(vm.runtime.powerState),
-                                     "locked": bool(vm.config.memoryReservationLockedToMax)}
-        return state
-    finally:
-        Disconnect(si)
+    """Hosts' ATS and passthrough, VMs' GPUs, settings, reservation and power, via VMware's govc."""
+    state: dict[str, Any] = {"hosts": {}, "vms": {}}
+    ats = vcsim.ats()
+    for path in vcsim.find("h"):
+        name = path.rsplit("/", 1)[-1]
+        info = vcsim.collect(path, "config.pciPassthruInfo")["config.pciPassthruInfo"]["_value"]
+        state["hosts"][name] = {"ats": ats[name], "passthrough": sorted(p["id"] for p in info if p["passthruEnabled"])}
+    for path in vcsim.find("m"):
+        devices = vcsim.govc("device.info", "-vm", path)["devices"]
+        props = vcsim.collect(path, "config.extraConfig", "runtime.powerState", "config.memoryReservationLockedToMax")
+        options = props["config.extraConfig"]["_value"]
+        extra = {o["key"]: o["value"] for o in options if o["key"].startswith("pciPassthru")}
+        state["vms"][path.rsplit("/", 1)[-1]] = {
+            "gpus": [d["backing"]["id"] for d in devices if d["type"] == "VirtualPCIPassthrough"],
+            "extra": extra,
+            "power": props["runtime.powerState"],
+            "locked": bool(props["config.memoryReservationLockedToMax"]),
+        }
+    return state
 
 
 def summary(artifacts: Path) -> dict[str, Any]:
@@ -67,8 +63,13 @@ def modules(artifacts: Path) -> Counter[tuple[str, str]]:
 
 
 #: What makes each change: the collections' modules, and gpuready's own only where none does the job.
-CHANGED_BY = {"community.vmware.vmware_host_config_manager", "community.vmware.vmware_host_passthrough",
-              "vmware.vmware.vm_advanced_settings", "vmware.vmware.vm_powerstate", "gpuready.gpu.vm_gpu_passthrough"}
+CHANGED_BY = {
+    "community.vmware.vmware_host_config_manager",
+    "community.vmware.vmware_host_passthrough",
+    "vmware.vmware.vm_advanced_settings",
+    "vmware.vmware.vm_powerstate",
+    "gpuready.gpu.vm_gpu_passthrough",
+}
 
 
 def test_check_apply_apply_again_then_validate(vcsim: Vcsim, env: dict[str, str], artifacts: Path) -> None:
@@ -82,8 +83,9 @@ def test_check_apply_apply_again_then_validate(vcsim: Vcsim, env: dict[str, str]
     failed = {(c["host"], c["id"]) for c in summary(artifacts)["checks"] if c["status"] == "failed"}
     assert ("DC0_H0", "vsphere.ats") in failed and ("DC0_H1_VM1", "vsphere.vm.mmio") in failed
 
-    check = gpuready("provision", "cluster", "-i", inventory, "--tags", "vsphere", "--check",
-                     "--artifacts", str(artifacts), env=env)
+    check = gpuready(
+        "provision", "cluster", "-i", inventory, "--tags", "vsphere", "--check", "--artifacts", str(artifacts), env=env
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     assert summary(artifacts)["metrics"]["changed"] > 0
     assert "64-bit MMIO 256 GiB" in check.stderr  # the plan is shown before Ansible runs
@@ -91,31 +93,61 @@ def test_check_apply_apply_again_then_validate(vcsim: Vcsim, env: dict[str, str]
     # The plan was made once, by gpuready before Ansible started: the play's plan module did not run.
     assert {how for (a, how) in modules(artifacts) if a == "gpuready.gpu.vsphere_plan"} == {"skipped"}
 
-    refused = gpuready("provision", "cluster", "-i", inventory, "--tags", "vsphere", "--artifacts", str(artifacts),
-                       env=env)
+    refused = gpuready(
+        "provision", "cluster", "-i", inventory, "--tags", "vsphere", "--artifacts", str(artifacts), env=env
+    )
     assert refused.returncode == 1
     assert "--allow-power-off" in refused.stdout
     assert read_back(vcsim)["vms"] == untouched["vms"]
     changed_by = {a for (a, how) in modules(artifacts) if how == "changed"}  # the hosts' ATS and passthrough
 
-    apply = gpuready("provision", "cluster", "-i", inventory, "--tags", "vsphere", "--allow-power-off",
-                     "--artifacts", str(artifacts), env=env)
+    apply = gpuready(
+        "provision",
+        "cluster",
+        "-i",
+        inventory,
+        "--tags",
+        "vsphere",
+        "--allow-power-off",
+        "--artifacts",
+        str(artifacts),
+        env=env,
+    )
     assert apply.returncode == 0, apply.stdout + apply.stderr
     changed_by |= {a for (a, how) in modules(artifacts) if how == "changed"}
     assert changed_by == CHANGED_BY
     after = read_back(vcsim)
-    assert after["hosts"]["DC0_H0"] == {"ats": True, "passthrough": ["0000:17:00.0", "0000:31:00.0", "0000:b1:00.0",
-                                                                     "0000:ca:00.0"]}
+    assert after["hosts"]["DC0_H0"] == {
+        "ats": True,
+        "passthrough": ["0000:17:00.0", "0000:31:00.0", "0000:b1:00.0", "0000:ca:00.0"],
+    }
     assert after["hosts"]["DC0_H1"]["passthrough"] == ["0000:17:00.0", "0000:31:00.0", "0000:b1:00.0"]
     assert after["vms"]["DC0_H0_VM0"] == {
-        "gpus": ["0000:17:00.0", "0000:31:00.0"], "power": "poweredOn", "locked": True,
-        "extra": {"pciPassthru.allowP2P": "true", "pciPassthru.RelaxACSforP2P": "true",
-                  "pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "256"}}
+        "gpus": ["0000:17:00.0", "0000:31:00.0"],
+        "power": "poweredOn",
+        "locked": True,
+        "extra": {
+            "pciPassthru.allowP2P": "true",
+            "pciPassthru.RelaxACSforP2P": "true",
+            "pciPassthru.use64bitMMIO": "TRUE",
+            "pciPassthru.64bitMMIOSizeGB": "256",
+        },
+    }
     assert after["vms"]["DC0_H1_VM1"]["gpus"] == ["0000:b1:00.0"]
     assert after["vms"]["DC0_H1_VM1"]["extra"]["pciPassthru.64bitMMIOSizeGB"] == "128"
 
-    again = gpuready("provision", "cluster", "-i", inventory, "--tags", "vsphere", "--allow-power-off",
-                     "--artifacts", str(artifacts), env=env)
+    again = gpuready(
+        "provision",
+        "cluster",
+        "-i",
+        inventory,
+        "--tags",
+        "vsphere",
+        "--allow-power-off",
+        "--artifacts",
+        str(artifacts),
+        env=env,
+    )
     assert again.returncode == 0, again.stdout + again.stderr
     assert summary(artifacts)["metrics"]["changed"] == 0
     assert not {a for (a, how) in modules(artifacts) if how == "changed"}
@@ -126,9 +158,18 @@ def test_check_apply_apply_again_then_validate(vcsim: Vcsim, env: dict[str, str]
     checks = summary(artifacts)["checks"]
     assert {c["status"] for c in checks} <= {"passed", "skipped"}
     ids = {c["id"] for c in checks}
-    assert {"vsphere.ats", "vsphere.passthrough.0000:17:00.0", "vsphere.vm.gpus", "vsphere.vm.nvlink_pair",
-            "vsphere.vm.p2p", "vsphere.vm.relax_acs", "vsphere.vm.mmio", "vsphere.vm.hardware_version",
-            "vsphere.vm.memory_reservation", "vsphere.vm.firmware"} <= ids
+    assert {
+        "vsphere.ats",
+        "vsphere.passthrough.0000:17:00.0",
+        "vsphere.vm.gpus",
+        "vsphere.vm.nvlink_pair",
+        "vsphere.vm.p2p",
+        "vsphere.vm.relax_acs",
+        "vsphere.vm.mmio",
+        "vsphere.vm.hardware_version",
+        "vsphere.vm.memory_reservation",
+        "vsphere.vm.firmware",
+    } <= ids
 
     # The password never reaches an artifact.
     for path in artifacts.rglob("*"):

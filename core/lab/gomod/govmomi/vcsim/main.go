@@ -1,14 +1,15 @@
 // gpuready's vcsim: VMware's vCenter simulator (govmomi/simulator) with the topology a test
 // or the lab asks for, credentials checked, TLS with a certificate of our choosing, and the
 // two things stock vcsim does not model that GPU passthrough needs:
-//   - per-host advanced options holding VMkernel.Boot.atsSupport, described as a boolean option
-//     (stock hosts share one list and describe none);
+//   - VMkernel.Boot.atsSupport among each host's advanced options, described as a boolean option
+//     (stock vcsim has no such option);
 //   - NVIDIA GPUs on each host's PCI bus (from a device list file) and a HostPciPassthruSystem
 //     that turns passthrough on and off for them (stock vcsim has none).
+//
 // Everything else (sessions, property collector, VMs, tasks, power) is stock vcsim.
 //
-// Built with Debian's Go and golang-github-vmware-govmomi-dev (GOPATH=/usr/share/gocode,
-// GO111MODULE=off). Prints "vcsim listening on URL" once it serves.
+// Built against the github.com/vmware/govmomi release that go.mod beside this folder pins
+// (core/lab/gobuild.py). Prints "vcsim listening on URL" once it serves.
 package main
 
 import (
@@ -16,7 +17,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/ioutil"
 	"log"
 	"net/url"
 	"os"
@@ -53,10 +53,10 @@ type PciPassthruSystem struct {
 	host *simulator.HostSystem
 }
 
-func (p *PciPassthruSystem) UpdatePassthruConfig(req *types.UpdatePassthruConfig) soap.HasFault {
+func (p *PciPassthruSystem) UpdatePassthruConfig(ctx *simulator.Context, req *types.UpdatePassthruConfig) soap.HasFault {
 	body := new(methods.UpdatePassthruConfigBody)
 	var fault types.BaseMethodFault
-	simulator.Map.WithLock(p.host, func() {
+	ctx.Map.WithLock(ctx, p.host, func() {
 		for _, change := range req.Config {
 			cfg := change.GetHostPciPassthruConfig()
 			found := false
@@ -97,7 +97,7 @@ func loadGpus(path string) []gpu {
 	if path == "" {
 		return nil
 	}
-	data, err := ioutil.ReadFile(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -110,23 +110,22 @@ func loadGpus(path string) []gpu {
 	return doc.Devices
 }
 
-func equipHost(h *simulator.HostSystem, gpus []gpu) {
-	// A fresh option list per host: stock vcsim hands every host the same slice.
-	opts := []types.BaseOptionValue{
-		&types.OptionValue{Key: "Config.HostAgent.log.level", Value: "info"},
-		&types.OptionValue{Key: "VMkernel.Boot.atsSupport", Value: false},
-	}
-	options := simulator.Map.Get(*h.ConfigManager.AdvancedOption).(*simulator.OptionManager)
+func equipHost(registry *simulator.Registry, h *simulator.HostSystem, gpus []gpu) {
+	// Each host has its own option list (config.option, which its OptionManager mirrors); stock
+	// vcsim's list has no VMkernel.Boot.atsSupport.
+	opts := append(h.Config.Option, &types.OptionValue{Key: "VMkernel.Boot.atsSupport", Value: false})
+	h.Config.Option = opts
+	options := registry.Get(*h.ConfigManager.AdvancedOption).(*simulator.OptionManager)
 	options.Setting = opts
 	// A real host also describes its options (supportedOption); clients such as community.vmware's
 	// vmware_host_config_manager read the type from there and refuse an option it does not list.
-	options.SupportedOption = []types.OptionDef{{
+	options.SupportedOption = append(append([]types.OptionDef(nil), options.SupportedOption...), types.OptionDef{
 		ElementDescription: types.ElementDescription{
 			Description: types.Description{Label: "ATS support", Summary: "Address Translation Services (PCIe ATS)"},
 			Key:         "VMkernel.Boot.atsSupport",
 		},
 		OptionType: &types.BoolOption{OptionType: types.OptionType{ValueIsReadonly: types.NewBool(false)}, Supported: true},
-	}}
+	})
 
 	hw := *h.Hardware
 	hw.PciDevice = append([]types.HostPciDevice(nil), hw.PciDevice...)
@@ -146,7 +145,7 @@ func equipHost(h *simulator.HostSystem, gpus []gpu) {
 	pt.PciPassthruInfo = infos
 	// The reference's type is what clients see; the Go type name would be taken otherwise.
 	pt.Self = types.ManagedObjectReference{Type: "HostPciPassthruSystem", Value: "pcipassthru-" + h.Self.Value}
-	ref := simulator.Map.Put(pt).Reference()
+	ref := registry.Put(pt).Reference()
 	h.ConfigManager.PciPassthruSystem = &ref
 }
 
@@ -165,7 +164,7 @@ func main() {
 
 	password := ""
 	if *passwordFile != "" {
-		data, err := ioutil.ReadFile(*passwordFile)
+		data, err := os.ReadFile(*passwordFile)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -185,13 +184,14 @@ func main() {
 	if err := model.Create(); err != nil {
 		log.Fatal(err)
 	}
+	registry := model.Map()
 	gpus := loadGpus(*gpuFile)
-	for _, e := range simulator.Map.All("HostSystem") {
-		equipHost(e.(*simulator.HostSystem), gpus)
+	for _, e := range registry.All("HostSystem") {
+		equipHost(registry, e.(*simulator.HostSystem), gpus)
 	}
 	// VMs that take large-BAR GPUs boot with EFI (vSphere 7 creates Linux VMs that way); -firmware bios
 	// makes VMs that validation must flag.
-	for _, e := range simulator.Map.All("VirtualMachine") {
+	for _, e := range registry.All("VirtualMachine") {
 		e.(*simulator.VirtualMachine).Config.Firmware = *firmware
 	}
 

@@ -1,0 +1,57 @@
+"""How the lab records and stops the processes it starts (real child processes, no lab component)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+# On SIGTERM the child appends its name to a file and exits; until then it sleeps.
+CHILD = """
+import signal, sys, time
+def bye(*_):
+    with open(sys.argv[1], "a") as f:
+        f.write(sys.argv[2] + "\\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+open(sys.argv[1] + "." + sys.argv[2], "w").close()
+while True:
+    time.sleep(0.05)
+"""
+
+
+def _spawn_children(lab, tmp_path: Path, names: list[str]) -> list[int]:  # type: ignore[no-untyped-def]
+    order = tmp_path / "order"
+    pids = [lab.spawn(n, [sys.executable, "-c", CHILD, str(order), n], component="part") for n in names]
+    deadline = time.monotonic() + 30
+    while not all(Path(f"{order}.{n}").exists() for n in names):  # each has its handler installed
+        assert time.monotonic() < deadline, "children did not start"
+        time.sleep(0.05)
+    return pids
+
+
+def test_stop_in_reverse_stops_the_last_started_first(tmp_path: Path) -> None:
+    from gpuready.lab import Lab, pid_alive, stop_in_reverse
+
+    lab = Lab(tmp_path / "lab")
+    pids = _spawn_children(lab, tmp_path, ["etcd", "apiserver", "scheduler"])
+    stop_in_reverse(pids)
+    assert (tmp_path / "order").read_text().split() == ["scheduler", "apiserver", "etcd"]
+    assert not any(pid_alive(p) for p in pids)
+
+
+def test_spawned_processes_are_recorded_at_once_and_a_reused_pid_is_not_ours(tmp_path: Path) -> None:
+    from gpuready.lab import Lab, stop_in_reverse
+
+    lab = Lab(tmp_path / "lab")
+    pids = _spawn_children(lab, tmp_path, ["one", "two"])
+    try:
+        assert lab.recorded("part") == pids
+        record = tmp_path / "lab" / "part" / "pids"
+        first, second = record.read_text().splitlines()
+        # The first pid now "belongs to another process": same number, another start time.
+        record.write_text(f"{first.split()[0]} 1\n{second}\n")
+        assert lab.recorded("part") == pids[1:]
+    finally:
+        stop_in_reverse(pids)
+    assert lab.recorded("part") == []
