@@ -289,6 +289,36 @@ def ecc_volatile(node: Node) -> Check:
     return _per_gpu(node, "gpu.ecc_volatile", bad, "no volatile uncorrectable ECC errors", note)
 
 
+@check("gpu.ecc_correctable_rate", "corrected (single-bit) ECC errors per hour under the limit on every GPU "
+       "(volatile counters over the uptime)",
+       "A GPU correcting this many errors is degrading: watch its retired pages / remapped rows, drain it and run "
+       "the field diagnostics (dcgmi diag -r 3) before it turns uncorrectable.", depends=GPU_VIEW)
+def ecc_correctable_rate(node: Node) -> Check:
+    limit = node.settings.node_checks.correctable_errors_per_hour
+    gpus = [g for g in node.smi.gpus if g.volatile_correctable]
+    if not limit:
+        return skipped("gpu.ecc_correctable_rate", node.name, "turned off (node_checks.correctable_errors_per_hour: 0)")
+    if not gpus:
+        return skipped("gpu.ecc_correctable_rate", node.name, "no GPU reports corrected-error counters (ECC off or "
+                       "not supported)")
+    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
+    if uptime is None:
+        return skipped("gpu.ecc_correctable_rate", node.name, f"the uptime cannot be read ({UPTIME_COMMAND})")
+    # The volatile counters start at the driver load, at most the uptime ago; below an hour, an hour, so a few
+    # errors just after boot are not a high rate.
+    hours = max(uptime / 3600, 1.0)
+    rates = {g.index: sum(g.volatile_correctable.values()) / hours for g in gpus}
+    evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x ecc_errors/volatile:\n" + "\n".join(
+        f"GPU {g.index} {g.bus_id}: {g.volatile_correctable} -> {rates[g.index]:.1f}/h" for g in gpus)
+    high = [f"GPU {g.index} ({g.bus_id}): {sum(g.volatile_correctable.values())} corrected in {hours:.1f} h = "
+            f"{rates[g.index]:.1f}/h >= {limit:g}/h" for g in gpus if rates[g.index] >= limit]
+    if high:
+        return failed("gpu.ecc_correctable_rate", node.name, "; ".join(high), evidence)
+    worst = max(rates.values())
+    return passed("gpu.ecc_correctable_rate", node.name, f"at most {worst:.1f} corrected errors/h (< {limit:g}/h)",
+                  evidence)
+
+
 @check("gpu.retired_pages", "retired pages under NVIDIA's replacement threshold, nothing pending; row "
        "remapping neither pending nor failed",
        "Pending retirement/remapping/repair: reset the GPU or reboot. Threshold reached or remapping failed: "
