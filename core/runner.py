@@ -3,7 +3,7 @@
 It passes check/diff/limit/tags/extra vars, turns runner events into progress callbacks
 and per-host results, keeps one artifact folder per run, and cancels cleanly on Ctrl-C.
 Roles report findings by appending dicts to the fact ``gpuready_checks``; they come back
-as :class:`~gpuready.core.results.Check` objects.
+as :class:`~gpuready.core.results.Check` objects (about the finding's own ``host`` when it names one).
 """
 
 from __future__ import annotations
@@ -328,7 +328,7 @@ def _finding(host: str, item: dict[str, Any]) -> Check:
     status = str(item.get("status", "error"))
     if status not in CHECK_STATUSES:
         status = "error"
-    return Check(id=str(item.get("id", "finding")), host=host, status=status,
+    return Check(id=str(item.get("id", "finding")), host=str(item.get("host") or host), status=status,
                  message=redact.text(str(item.get("message", ""))),
                  evidence=redact.text(str(item.get("evidence", ""))), remedy=str(item.get("remedy", "")))
 

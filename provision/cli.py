@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuready.core.command import Context, common_options, execute, limit_option
 from gpuready.core.results import RunResult
+
+if TYPE_CHECKING:
+    from gpuready.core.inventory import Inventory
 
 SITE = "site.yml"
 
@@ -39,6 +43,7 @@ def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: s
 
 def _cluster(ctx: Context) -> RunResult:
     from gpuready.core.errors import Cancelled
+    from gpuready.core.inventory import KUBE_ONLY_GROUP
     from gpuready.core.runner import PlaybookRun, check_tags, playbooks_dir, run_playbook
     from gpuready.core.vsphere_plan import provision_extra_vars
     from gpuready.provision.playbook_results import add_playbook_run
@@ -52,9 +57,13 @@ def _cluster(ctx: Context) -> RunResult:
     # The vSphere plan is made and checked here, so a bad one is refused before anything changes.
     extra_vars = provision_extra_vars(inv, tags=opts["tags"], limit=opts["limit"], insecure=opts["insecure"],
                                       allow_power_off=opts["allow_power_off"], note=ctx.note)
+    if any(KUBE_ONLY_GROUP in groups for groups in inv.host_groups.values()):
+        # The host layers' plays (site.yml: gpuready_os_hosts) leave out nodes reached only through the API.
+        extra_vars = {**(extra_vars or {}), "gpuready_os_hosts": f"gpu_nodes:!{KUBE_ONLY_GROUP}"}
     if inv.settings.kubernetes.kubeconfig:
         # Resolved when the inventory was loaded; the inventory's own value may be relative to it.
         extra_vars = {**(extra_vars or {}), "gpuready_kubeconfig": inv.settings.kubernetes.kubeconfig}
+    _reach_kubernetes(inv, hosts, opts["tags"])
     skip_tags = None
     if opts["remove"]:
         # The same plays undo what they added; preflight is skipped so a degraded node can still be cleaned.
@@ -75,3 +84,16 @@ def _cluster(ctx: Context) -> RunResult:
     add_playbook_run(result, run, check_mode=opts["check"], hosts=hosts)
     return result
 
+
+def _reach_kubernetes(inv: Inventory, hosts: list[str], tags: list[str] | None) -> None:
+    """The Kubernetes play reaches the API from here (``connection: local``), as validate does: reach it first,
+    so a kubeconfig, credential or TLS problem (a wrong CA) is one line and exit 3 before Ansible starts, never
+    a failed task that reads like a finding about the cluster."""
+    if (tags and "kubernetes" not in tags) or not set(inv.hosts("kube_control_plane")) & set(hosts):
+        return
+    from kubernetes.client import VersionApi
+
+    from gpuready.core import kube
+
+    api = kube.connect(inv.settings.kubernetes)
+    api.call(lambda: VersionApi(api.api_client).get_code(), "read its version")

@@ -22,11 +22,17 @@ if TYPE_CHECKING:
 @click.option("--host-timeout", type=FiniteFloatRange(1, 3600), default=120, show_default=True,
               help="Seconds one host may take before it is reported as an error.")
 @click.option("--only", default=None, metavar="IDS", help="Only these check ids (comma-separated).")
+@click.option("--mark-nodes", is_flag=True,
+              help="Kubernetes: label nodes that passed gpuready.io/validated=<date>, taint nodes that failed "
+                   "gpuready.io/validation-failed=<check>:NoSchedule (removed when they pass), through Ansible.")
+@click.option("--check", is_flag=True, help="With --mark-nodes: report what the marks would change, change nothing.")
 def gpu_node(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, workers: int,
-             host_timeout: float, only: str | None) -> None:
-    """Driver, GPUs, topology, a vector add and node settings on each GPU node (read-only)."""
-    options = {"limit": limit, "workers": workers, "host_timeout": host_timeout,
-               "only": {i.strip() for i in only.split(",") if i.strip()} if only else None}
+             host_timeout: float, only: str | None, mark_nodes: bool, check: bool) -> None:
+    """Driver, GPUs, topology, a vector add and node settings on each GPU node (read-only unless --mark-nodes)."""
+    if check and not mark_nodes:
+        raise click.UsageError("--check only applies to --mark-nodes (the checks themselves change nothing)")
+    options = {"limit": limit, "workers": workers, "host_timeout": host_timeout, "mark_nodes": mark_nodes,
+               "check": check, "only": {i.strip() for i in only.split(",") if i.strip()} if only else None}
     execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
 
 
@@ -40,7 +46,7 @@ def _gpu_node(ctx: Context) -> RunResult:
     import time
 
     from gpuready.core.errors import BadInput
-    from gpuready.validate.node import connect, fanout
+    from gpuready.validate.node import connect, fanout, marks
     from gpuready.validate.node.checks import CHECK_IDS
 
     inv = ctx.inventory
@@ -50,6 +56,8 @@ def _gpu_node(ctx: Context) -> RunResult:
     hosts = inv.limit(opts["limit"], "gpu_nodes")
     if not hosts:
         raise BadInput(f"{inv.path}: no host in group gpu_nodes")
+    if opts["mark_nodes"]:
+        marks.control_plane(inv)  # refused before any host is reached
     targets = [fanout.Target(h, connect.connection_spec(h, inv.host_vars(h)), inv.node_class(h)) for h in hosts]
     ctx.note(f"validate gpu-node: {len(targets)} host(s), {opts['workers']} at once — artifacts in {ctx.run_dir}")
 
@@ -70,4 +78,6 @@ def _gpu_node(ctx: Context) -> RunResult:
                            progress=progress, only=opts["only"]))
     result.metrics.update({"hosts": len(targets), "hosts_failing": len(failing_hosts),
                            "wall_seconds": round(time.monotonic() - started, 3)})
+    if opts["mark_nodes"]:
+        marks.mark(result, inv, ctx.run_dir, check=opts["check"], progress=ctx.progress)
     return result

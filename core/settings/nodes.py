@@ -111,3 +111,8 @@ class NodeChecks(Section):
     pcie_replay_limit: int = Field(default=1000, ge=0)
     #: NVLink error counter (nvidia-smi nvlink -e) per link above which the link fails. A gpuready default.
     nvlink_error_limit: int = Field(default=100, ge=0)
+    #: Corrected (single-bit) ECC errors per hour on one GPU at which it fails gpu.ecc_correctable_rate; 0: off.
+    #: NVIDIA's DCGM health watch flags a GPU whose volatile single-bit count grows by DCGM_LIMIT_MAX_SBE_RATE = 10
+    #: (NVIDIA/DCGM common/DcgmGPUHardwareLimits.h, which calls the value provisional); gpuready counts it per
+    #: hour, over the hours the volatile counter covers (since boot, at least one).
+    correctable_errors_per_hour: float = Field(default=10, ge=0)

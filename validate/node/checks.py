@@ -13,25 +13,26 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpuready.core import role_defaults
 from gpuready.core.results import Check, errored, failed, passed, skipped
 from gpuready.validate.node import nvsmi, references
 from gpuready.validate.node import xid as xids
 from gpuready.validate.node.node import MODULES_COMMAND, Node, NoGpuView
 
-#: Seed 002: "permission denied" means these labels are wrong (SELinux enforcing only).
-SELINUX_LABELS = {"/dev/nvidia*": "xserver_misc_device_t", "/usr/bin/nvidia-*": "xserver_exec_t"}
+#: Seed 002: "permission denied" means these labels are wrong (SELinux enforcing only). The gpu_selinux role's
+#: file contexts of NVIDIA's devices and binaries (its kubelet context is the cluster's business).
+SELINUX_LABELS = {c["path"]: c["setype"] for c in role_defaults.selinux_file_contexts() if "nvidia" in c["path"]}
 
+#: Where the container-toolkit role configured each runtime, and what the file then mentions.
 RUNTIME_CONFIG = {
-    "containerd": ("/etc/containerd/config.toml", "nvidia"),
-    "docker": ("/etc/docker/daemon.json", "nvidia"),
-    "crio": ("/etc/crio/crio.conf.d/99-nvidia.conf", "nvidia"),
+    **{runtime: (path, "nvidia") for runtime, path in role_defaults.runtime_configs().items()},
     "crio-oci-hook": ("/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json", "nvidia-container"),
 }
 # One listing each, whatever the number of GPUs: the file type per path, the label per path.
 DEVICES_COMMAND = "for f in /dev/nvidia*; do [ -c \"$f\" ] && echo \"$f character\" || echo \"$f other\"; done"
 LABELS_COMMAND = ("for f in " + " ".join(SELINUX_LABELS) + "; do [ -e \"$f\" ] && printf '%s %s\\n' \"$f\" "
                   "\"$(getfattr --only-values -n security.selinux \"$f\" 2>/dev/null)\"; done; true")
-LSPCI_COMMAND = "lspci -n -d 10de:"
+LSPCI_COMMAND = f"lspci -n -d {role_defaults.nvidia_vendor_id():04x}:"
 UPTIME_COMMAND = "cat /proc/uptime"
 FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
 DCGM_COMMAND = "if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1 -j; else echo '== no dcgmi'; fi"
@@ -177,7 +178,7 @@ def driver_version(node: Node) -> Check:
 
 
 # ---------------------------------------------------------------- GPUs
-@check("gpu.pci_bus", "every NVIDIA GPU on the PCI bus is seen by nvidia-smi (lspci -n -d 10de:)",
+@check("gpu.pci_bus", f"every NVIDIA GPU on the PCI bus is seen by nvidia-smi ({LSPCI_COMMAND})",
        "A GPU on the bus that nvidia-smi does not list has fallen off or failed to initialise: check dmesg for "
        "Xid 79/NVRM errors, reseat it, run the field diagnostics.", depends=GPU_VIEW)
 def pci_bus(node: Node) -> Check:
@@ -286,6 +287,36 @@ def ecc_volatile(node: Node) -> Check:
         return f"{lifetime} uncorrectable in its lifetime (aggregate)" if lifetime else ""
 
     return _per_gpu(node, "gpu.ecc_volatile", bad, "no volatile uncorrectable ECC errors", note)
+
+
+@check("gpu.ecc_correctable_rate", "corrected (single-bit) ECC errors per hour under the limit on every GPU "
+       "(volatile counters over the uptime)",
+       "A GPU correcting this many errors is degrading: watch its retired pages / remapped rows, drain it and run "
+       "the field diagnostics (dcgmi diag -r 3) before it turns uncorrectable.", depends=GPU_VIEW)
+def ecc_correctable_rate(node: Node) -> Check:
+    limit = node.settings.node_checks.correctable_errors_per_hour
+    gpus = [g for g in node.smi.gpus if g.volatile_correctable]
+    if not limit:
+        return skipped("gpu.ecc_correctable_rate", node.name, "turned off (node_checks.correctable_errors_per_hour: 0)")
+    if not gpus:
+        return skipped("gpu.ecc_correctable_rate", node.name, "no GPU reports corrected-error counters (ECC off or "
+                       "not supported)")
+    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
+    if uptime is None:
+        return skipped("gpu.ecc_correctable_rate", node.name, f"the uptime cannot be read ({UPTIME_COMMAND})")
+    # The volatile counters start at the driver load, at most the uptime ago; below an hour, an hour, so a few
+    # errors just after boot are not a high rate.
+    hours = max(uptime / 3600, 1.0)
+    rates = {g.index: sum(g.volatile_correctable.values()) / hours for g in gpus}
+    evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x ecc_errors/volatile:\n" + "\n".join(
+        f"GPU {g.index} {g.bus_id}: {g.volatile_correctable} -> {rates[g.index]:.1f}/h" for g in gpus)
+    high = [f"GPU {g.index} ({g.bus_id}): {sum(g.volatile_correctable.values())} corrected in {hours:.1f} h = "
+            f"{rates[g.index]:.1f}/h >= {limit:g}/h" for g in gpus if rates[g.index] >= limit]
+    if high:
+        return failed("gpu.ecc_correctable_rate", node.name, "; ".join(high), evidence)
+    worst = max(rates.values())
+    return passed("gpu.ecc_correctable_rate", node.name, f"at most {worst:.1f} corrected errors/h (< {limit:g}/h)",
+                  evidence)
 
 
 @check("gpu.retired_pages", "retired pages under NVIDIA's replacement threshold, nothing pending; row "
@@ -549,8 +580,10 @@ def devices(node: Node) -> Check:
 
 
 @check("node.selinux_labels", "with SELinux enforcing, NVIDIA files carry the seed's labels",
-       "Relabel: semanage fcontext -a -t xserver_misc_device_t '/dev/nvidia.*' && restorecon -Rv /dev "
-       "(gpuready provision cluster does this when selinux.manage_file_contexts is on).")
+       "Relabel: " + " && ".join(f"semanage fcontext -a -t {c['setype']} '{c['target']}'"
+                                 for c in role_defaults.selinux_file_contexts() if "nvidia" in c["path"])
+       + " && restorecon -Rv /dev /usr/bin (gpuready provision cluster does this when "
+       "selinux.manage_file_contexts is on).")
 def selinux_labels(node: Node) -> Check:
     mode = node.run("getenforce")
     if not mode.ok:

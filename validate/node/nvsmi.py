@@ -11,7 +11,7 @@ import csv
 import io
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 #: Clock-event reasons that mean the hardware is slowing the GPU down: a node fault (cooling, power).
@@ -37,6 +37,8 @@ class Gpu:
     #: Volatile (since the last driver load) uncorrectable counters by name; empty when ECC is off or N/A.
     volatile_uncorrectable: dict[str, int] = field(default_factory=dict)
     aggregate_uncorrectable: dict[str, int] = field(default_factory=dict)
+    #: Volatile corrected (single-bit) counters by name; empty when ECC is off or N/A.
+    volatile_correctable: dict[str, int] = field(default_factory=dict)
     ecc_mode: str = ""
     sram_threshold_exceeded: bool = False
     retired_sbe: int | None = None
@@ -121,6 +123,7 @@ def _gpu(index: int, g: ET.Element) -> Gpu:
         persistence=_text(g, "persistence_mode"),
         volatile_uncorrectable=uncorrectable_counts(g.find("ecc_errors/volatile")),
         aggregate_uncorrectable=uncorrectable_counts(g.find("ecc_errors/aggregate")),
+        volatile_correctable=correctable_counts(g.find("ecc_errors/volatile")),
         ecc_mode=_text(g, "ecc_mode/current_ecc"),
         sram_threshold_exceeded=_text(g, "ecc_errors/aggregate/sram_threshold_exceeded") == "Yes",
         retired_sbe=_int(_text(g, "retired_pages/multiple_single_bit_retirement/retired_count")),
@@ -157,24 +160,35 @@ def uncorrectable_counts(section: ET.Element | None) -> dict[str, int]:
     under ``<double_bit>`` per memory (``device_memory``, ``l2_cache``...) with a ``<total>``.
     Counters reading N/A (ECC off, or not on this GPU) are left out.
     """
+    return _ecc_counts(section, lambda tag: "uncorrectable" in tag, "double_bit")
+
+
+def correctable_counts(section: ET.Element | None) -> dict[str, int]:
+    """Every corrected-error counter of one ECC section: ``dram_correctable``, ``sram_correctable`` (v11+),
+    ``<single_bit>`` per memory with a ``<total>`` before v11. N/A counters are left out."""
+    return _ecc_counts(section, lambda tag: tag.endswith("correctable") and "uncorrectable" not in tag,
+                       "single_bit")
+
+
+def _ecc_counts(section: ET.Element | None, wanted: Callable[[str], bool], pre_v11: str) -> dict[str, int]:
     if section is None:
         return {}
     counts: dict[str, int] = {}
     for element in section:
-        if "uncorrectable" in element.tag and len(element) == 0:
+        if wanted(element.tag) and len(element) == 0:
             value = _int(element.text or "")
             if value is not None:
                 counts[element.tag] = value
-    double_bit = section.find("double_bit")
-    if double_bit is not None:
-        total = _int(_text(double_bit, "total"))
+    block = section.find(pre_v11)
+    if block is not None:
+        total = _int(_text(block, "total"))
         if total is not None:
-            counts["double_bit_total"] = total
+            counts[f"{pre_v11}_total"] = total
         else:
-            for part in double_bit:
+            for part in block:
                 value = _int(part.text or "")
                 if value is not None:
-                    counts[f"double_bit_{part.tag}"] = value
+                    counts[f"{pre_v11}_{part.tag}"] = value
     return counts
 
 
@@ -239,7 +253,8 @@ def parse_lsmod(text: str) -> set[str]:
 
 
 def parse_lspci_gpus(text: str) -> list[str]:
-    """``lspci -n -d 10de:``: bus ids (``1a:00.0``) of NVIDIA display controllers (class 0300 VGA, 0302 3D).
+    """``lspci -n -d <NVIDIA's vendor id>:``: bus ids (``1a:00.0``) of NVIDIA display controllers
+    (class 0300 VGA, 0302 3D).
 
     NVSwitches and bridges (class 0680, 0604) and audio functions (0403) are not GPUs.
     """

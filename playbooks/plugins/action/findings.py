@@ -13,7 +13,7 @@ from ansible.plugins.action import ActionBase
 
 FACT = "gpuready_checks"
 STATUSES = ("passed", "failed", "skipped", "error")
-FIELDS = ("id", "status", "message", "evidence", "remedy")
+FIELDS = ("id", "status", "message", "evidence", "remedy", "host")
 
 
 def checked(findings):
@@ -29,7 +29,7 @@ def checked(findings):
         unknown = sorted(set(item) - set(FIELDS))
         if unknown:
             raise AnsibleActionFail("findings[%d] (%s): unknown key(s) %s" % (n, item["id"], ", ".join(unknown)))
-        out.append(dict((k, item.get(k, "")) for k in FIELDS))
+        out.append(dict((k, item.get(k, "")) for k in FIELDS if k != "host" or item.get("host")))
     return out
 
 

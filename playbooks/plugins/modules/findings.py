@@ -18,7 +18,8 @@ description:
 options:
   findings:
     description: The findings, each with C(id), C(status) (passed, failed, skipped, error), C(message),
-      C(evidence) and C(remedy).
+      C(evidence) and C(remedy); optionally C(host), the machine the finding is about when it is not the
+      inventory host the task ran for (a Kubernetes node marked from the control plane host).
     type: list
     elements: dict
     required: true

@@ -22,6 +22,16 @@ SHARED = {
     "device_plugin": {"time_slicing_replicas": 4, "mig_strategy": "single", "device_list_strategy": "cdi-cri"},
 }
 OPENSHIFT = {"flavour": "openshift"}
+# validate gpu-node --mark-nodes: one node passed, one failed, one the cluster does not know.
+NODE_MARKS = {
+    "node_validation_marks_verdicts": {
+        "stor1.r5a.local": {"result": "passed", "date": "2026-11-23", "failed_checks": []},
+        "stor2.r5a.local": {"result": "failed", "date": "2026-11-23", "failed_checks": ["gpu.ecc_volatile", "gpu.xid"],
+                            "taint_value": "gpu.ecc_volatile"},
+        "gone.r5a.local": {"result": "passed", "date": "2026-11-23", "failed_checks": []},
+    },
+    "node_validation_marks_known": ["stor1.r5a.local", "stor2.r5a.local", "infra1.r5a.local"],
+}
 SCC_SCHEMA = ROOT / "tests" / "fixtures" / "kubernetes" / "securitycontextconstraints-v1.openapi.yaml"
 
 
@@ -78,6 +88,7 @@ def manifests() -> list[tuple[str, dict[str, Any]]]:
         ("node-labels-absent", d)
         for d in _render("gpu_node_labels", "node-labels.yml.j2", {"gpu_node_labels_state": "absent"})
     ]
+    docs += [("node-marks", d) for d in _render("node_validation_marks", "node-marks.yml.j2", NODE_MARKS)]
     docs += [("namespace", d) for d in _render("openshift_gpu_scc", "namespace.yml.j2")]
     docs += [
         ("daemonset-openshift", d) for d in _render("nvidia_device_plugin", "daemonset.yml.j2", kubernetes=OPENSHIFT)

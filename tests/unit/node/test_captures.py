@@ -57,6 +57,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "gtx-1660-ti.xml": {"gpu.persistence": "failed"},
     "quadro-p400.xml": {"gpu.persistence": "failed"},
     "tesla-t4.xml": {"gpu.persistence": "failed"},
+    "v100s-pcie-32gb-x8-460.73.01-v11.xml": {"gpu.persistence": "failed"},  # a Volta VM under load
     # Schema v10 without <driver_version>: the version cannot be told, so it is skipped, not failed.
     "gtx-1070-ti.xml": {"driver.version": "skipped"},
     "quadro-p2000-v12.xml": {},
@@ -166,6 +167,14 @@ def test_a_fault_on_the_second_gpu_names_that_gpu() -> None:
     assert link.message.count("x8 of x16") == 2
 
 
+def test_volta_double_bit_total_counts() -> None:
+    # A v11 Volta capture keeps the old layout, with a <total> beside the per-memory counters.
+    xml = edit(capture("v100s-pcie-32gb-x8-460.73.01-v11.xml"), "ecc_errors/volatile/double_bit/total", "1")
+    status, message = one(node_for(xml), "gpu.ecc_volatile")
+    assert (status, message) == ("failed", "GPU 0 (00000000:00:0D.0): 1 volatile uncorrectable ECC errors "
+                                 "(double_bit_total=1)")
+
+
 def test_pre_v11_double_bit_total_counts() -> None:
     xml = capture("quadro-p400.xml")  # schema before v11: <volatile><double_bit>...<total>
     assert verdicts(node_for(edit(xml, "ecc_errors/volatile/double_bit/total", "3")))["gpu.ecc_volatile"] == "failed"
@@ -182,6 +191,56 @@ def test_sram_threshold_exceeded_fails() -> None:
         capture("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml"), "ecc_errors/aggregate/sram_threshold_exceeded", "Yes"
     )
     assert verdicts(node_for(xml))["gpu.ecc_volatile"] == "failed"
+
+
+# ---------------------------------------------------------------- corrected-error rate
+UPTIME_85_MIN = {checks.UPTIME_COMMAND: "5100.00 10000.00\n"}  # 1.42 h: the volatile counters' window
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["a100-sxm4-v12.xml", "a10g.xml", "tesla-t4.xml", "a100-sxm4-80gb-535.54.03.q.xml",
+     "v100s-pcie-32gb-x8-460.73.01-v11.xml"],
+)
+def test_healthy_captures_pass_the_corrected_error_rate(name: str) -> None:
+    status, message = one(node_for(capture(name), answers=UPTIME_85_MIN), "gpu.ecc_correctable_rate")
+    assert (status, message) == ("passed", "at most 0.0 corrected errors/h (< 10/h)")
+
+
+@pytest.mark.parametrize(
+    ("name", "path", "value", "status"),
+    [
+        # DCGM's limit, 10 per hour: 14 in 1.42 h is 9.9/h, 15 is 10.6/h.
+        ("a100-sxm4-v12.xml", "ecc_errors/volatile/dram_correctable", "14", "passed"),
+        ("a100-sxm4-v12.xml", "ecc_errors/volatile/dram_correctable", "15", "failed"),
+        ("tesla-t4.xml", "ecc_errors/volatile/sram_correctable", "400", "failed"),
+        ("quadro-p400.xml", "ecc_errors/volatile/single_bit/device_memory", "40", "failed"),  # pre-v11 layout
+        ("v100s-pcie-32gb-x8-460.73.01-v11.xml", "ecc_errors/volatile/single_bit/total", "40", "failed"),  # Volta
+        # The aggregate (lifetime) counter is not a rate since boot.
+        ("a100-sxm4-v12.xml", "ecc_errors/aggregate/dram_correctable", "5000", "passed"),
+    ],
+)
+def test_one_corrected_error_counter_edit(name: str, path: str, value: str, status: str) -> None:
+    got, message = one(node_for(edit(capture(name), path, value), answers=UPTIME_85_MIN), "gpu.ecc_correctable_rate")
+    assert got == status, message
+    if status == "failed":
+        assert message.startswith("GPU 0 (") and f"{value} corrected in 1.4 h" in message
+
+
+def test_corrected_errors_just_after_boot_count_over_one_hour() -> None:
+    xml = edit(capture("a100-sxm4-v12.xml"), "ecc_errors/volatile/dram_correctable", "9")
+    answers = {checks.UPTIME_COMMAND: "600.00 1000.00\n"}  # 9 in 10 minutes: 9 in the first hour, not 54/h
+    assert one(node_for(xml, answers=answers), "gpu.ecc_correctable_rate")[0] == "passed"
+
+
+def test_corrected_error_rate_off_and_not_applicable() -> None:
+    xml = edit(capture("a100-sxm4-v12.xml"), "ecc_errors/volatile/dram_correctable", "900")
+    node = node_for(xml, answers=UPTIME_85_MIN)
+    node.settings = node.settings.model_copy(update={"node_checks": NodeChecks(correctable_errors_per_hour=0)})
+    assert one(node, "gpu.ecc_correctable_rate")[0] == "skipped"
+    # GeForce without ECC: every counter N/A.
+    status, message = one(node_for(capture("rtx-3090-v12.xml"), answers=UPTIME_85_MIN), "gpu.ecc_correctable_rate")
+    assert status == "skipped" and "no GPU reports corrected-error counters" in message
 
 
 # ---------------------------------------------------------------- retired pages, row remapping
