@@ -58,6 +58,8 @@ def _sizes(value: str) -> list[int]:
 @click.option("--mixed-precision/--no-mixed-precision", default=None,
               help="TensorFlow: float16 with loss scaling; PyTorch: bf16 autocast.")
 @click.option("--xla/--no-xla", default=None)
+@click.option("--cpu-threads", type=click.IntRange(0), default=None,
+              help="CPU threads per worker when training on CPU (0: its share of the host's cores).")
 @click.option("--timeout", "timeout_s", type=click.IntRange(10), default=None, help="Seconds per run.")
 def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None,
              **overrides: Any) -> None:
@@ -100,7 +102,7 @@ def _body(ctx: Context) -> RunResult:
                           pipeline=settings.pipeline, distribution=settings.distribution,
                           mixed_precision=settings.mixed_precision, xla=settings.xla,
                           eval_batches=settings.eval_batches, timeout_s=settings.timeout_s,
-                          framework=settings.framework)
+                          framework=settings.framework, cpu_threads=settings.cpu_threads)
     target = target_for(ctx.inventory, settings, ctx.options.get("limit"))
     sweep.check_plan(plan, settings.gpus, target)  # before the run folder exists: bad input leaves nothing behind
     result = ctx.new_result()

@@ -67,4 +67,5 @@ def launcher_for(inventory: Inventory, settings: Training, target: Target,
     k8s = inventory.settings.kubernetes
     kind = "pytorchjob" if settings.framework == "pytorch" else settings.kubernetes_job
     return partial(kubernetes.launch, kind=kind, gpus_per_node=target.gpus_per_host,
-                   image=settings.image, namespace=settings.namespace, kubeconfig=k8s.kubeconfig, context=k8s.context)
+                   image=settings.image, namespace=settings.namespace, kubeconfig=k8s.kubeconfig, context=k8s.context,
+                   operator_wait_s=settings.operator_wait_s)

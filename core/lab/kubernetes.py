@@ -43,6 +43,8 @@ ETCD_VERSION = "v3.6.4"
 KWOK_VERSION = "v0.7.0"
 TRAINING_OPERATOR = "github.com/kubeflow/training-operator"
 TRAINING_OPERATOR_VERSION = "v1.8.1"
+MPI_OPERATOR = "github.com/kubeflow/mpi-operator"
+MPI_OPERATOR_VERSION = "v0.6.0"
 _MAJOR, _MINOR = KUBERNETES_VERSION[1:].split(".")[:2]
 _VERSION_VARS = {"gitVersion": KUBERNETES_VERSION, "gitMajor": _MAJOR, "gitMinor": _MINOR, "gitTreeState": "clean"}
 CONTROL_PLANE = GoBuild(
@@ -159,10 +161,16 @@ def _plan(options: dict[str, str]) -> dict[str, Any]:
 
 
 def training_crds() -> list[Path]:
-    """Kubeflow's training CRDs (MPIJob, TFJob, PyTorchJob) from the training-operator module."""
+    """Kubeflow's job CRDs from their owners' modules: MPIJob v2beta1 from the mpi-operator, TFJob and
+    PyTorchJob v1 from the training-operator. The training-operator's own MPIJob (v1) has the same name
+    (mpijobs.kubeflow.org); Kubeflow pairs the mpi-operator with the training-operator's other kinds
+    (training-operator's --enable-scheme), which is what the Kubernetes launcher submits."""
     return [
-        module_file(TRAINING_OPERATOR, TRAINING_OPERATOR_VERSION, f"manifests/base/crds/kubeflow.org_{plural}.yaml")
-        for plural in ("mpijobs", "tfjobs", "pytorchjobs")
+        module_file(MPI_OPERATOR, MPI_OPERATOR_VERSION, "manifests/base/kubeflow.org_mpijobs.yaml"),
+        *(
+            module_file(TRAINING_OPERATOR, TRAINING_OPERATOR_VERSION, f"manifests/base/crds/kubeflow.org_{plural}.yaml")
+            for plural in ("tfjobs", "pytorchjobs")
+        ),
     ]
 
 
@@ -583,6 +591,8 @@ def _settings(plan: dict[str, Any], config: Path) -> dict[str, Any]:
         },
         "driver": {"branch": "550"},
         "container_runtime": "none",
+        # validate training submits Kubeflow jobs where gpuready's Role allows it (core/kube_rbac.yaml)
+        "training": {"launcher": "kubernetes", "namespace": "gpuready-training"},
         "kubernetes": {
             "flavour": plan["flavour"],
             "kubeconfig": str(config),

@@ -74,6 +74,11 @@ class Training(Section):
     namespace: str = "default"
     #: kubernetes launcher: a container image with TensorFlow, Horovod and gpuready installed
     image: str = "nvcr.io/nvidia/tensorflow:24.01-tf2-py3"
+    #: kubernetes launcher: seconds a submitted job may wait for its operator's first status; with none it is
+    #: deleted again and the run skipped (a cluster without the mpi-operator or training-operator)
+    operator_wait_s: int = Field(default=60, ge=1)
+    #: CPU threads per worker when a worker trains on CPU (0: the worker's share of its host's cores)
+    cpu_threads: int = Field(default=0, ge=0)
     #: seconds one run (one size of the sweep) may take before it is stopped
     timeout_s: int = Field(default=1800, ge=10)
     #: references checked before the published ones shipped with gpuready

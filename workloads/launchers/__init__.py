@@ -41,6 +41,8 @@ class Plan:
     timeout_s: int = 1800
     #: tensorflow (Horovod or MultiWorkerMirroredStrategy) or pytorch (DDP under torchrun)
     framework: str = "tensorflow"
+    #: CPU threads per worker when training on CPU (0: the worker's share of this host's cores)
+    cpu_threads: int = 0
 
     @property
     def module(self) -> list[str]:
@@ -59,6 +61,8 @@ class Plan:
             args.append("--xla")
         if self.eval_batches:
             args += ["--eval-batches", str(self.eval_batches)]
+        if self.cpu_threads:
+            args += ["--threads", str(self.cpu_threads)]
         return args
 
 

@@ -1,15 +1,19 @@
 """Kubernetes launcher: an MPIJob (kubeflow.org/v2beta1, Horovod over MPI), a TFJob (kubeflow.org/v1,
 MultiWorkerMirroredStrategy via TF_CONFIG) or, for PyTorch, a PyTorchJob (kubeflow.org/v1, torchrun in
-every pod), validated offline, launched when the cluster has the CRD.
+every pod), validated offline, then admitted by the cluster and submitted when one is configured.
 
-Offline validation: the job's own fields against the CRD's schema (transcribed below from the
-mpi-operator and training-operator CRDs) and every pod template against Kubernetes' own
-PodTemplate schema (kubernetes-validate). When the cluster is reachable, the served CRD's
-openAPIV3Schema is checked too.
+Offline validation: the whole job against the openAPIV3Schema of the CRD its owner publishes (crds/:
+the mpi-operator's MPIJob, the training-operator's TFJob and PyTorchJob, verbatim), with unknown fields
+refused as the API server's strict field validation does; the replica rules the operators check in
+their controllers and webhooks (OPERATOR_RULES); every pod template against Kubernetes' own
+PodTemplate schema (kubernetes-validate). With a cluster: a server-side dry run (strict field
+validation) first, then the job; when no operator acts on it, it is deleted and the run is skipped.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 import logging
 import math
 import time
@@ -24,81 +28,65 @@ from gpuready.workloads.launchers import TRAIN_MODULE, Launch, Plan, parse_resul
 
 log = logging.getLogger(__name__)
 
-KINDS = {"mpijob": ("MPIJob", "kubeflow.org", "v2beta1", "mpijobs"), "tfjob": ("TFJob", "kubeflow.org", "v1", "tfjobs"),
-         "pytorchjob": ("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs")}
+KINDS = {
+    "mpijob": ("MPIJob", "kubeflow.org", "v2beta1", "mpijobs"),
+    "tfjob": ("TFJob", "kubeflow.org", "v1", "tfjobs"),
+    "pytorchjob": ("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs"),
+}
 #: the training-operator injects MASTER_ADDR, MASTER_PORT and RANK into the container of this name only
 PYTORCH_CONTAINER = "pytorch"
 PYTORCH_PORT = 23456  # the training-operator's default pytorchjob-port
 KUBERNETES_VERSION = "1.29.0"  # schema the pod templates are checked against (kubernetes-validate)
 JOB_LABEL = "training.kubeflow.org/job-name"
-
-_REPLICA = {
-    "type": "object",
-    "required": ["template"],
-    "properties": {
-        "replicas": {"type": "integer", "minimum": 0},
-        "restartPolicy": {"type": "string", "enum": ["Always", "OnFailure", "Never", "ExitCode"]},
-        "template": {"type": "object"},
-    },
-    "additionalProperties": False,
-}
-_RUN_POLICY = {
-    "type": "object",
-    "properties": {
-        "cleanPodPolicy": {"type": "string", "enum": ["None", "Running", "All"]},
-        "ttlSecondsAfterFinished": {"type": "integer"},
-        "activeDeadlineSeconds": {"type": "integer"},
-        "backoffLimit": {"type": "integer"},
-        "suspend": {"type": "boolean"},
-    },
-}
-SPEC_SCHEMAS = {
+#: how long a submitted job may wait for an operator to report on it (its first status condition)
+OPERATOR_WAIT_S = 60
+#: What the operators refuse beyond their CRD's schema (the CRDs allow any replica name and restart policy):
+#: mpi-operator v0.6.0 pkg/apis/kubeflow/validation/validation.go; training-operator v1.8.1
+#: pkg/webhooks/pytorch/pytorchjob_webhook.go, pkg/webhooks/tensorflow/tfjob_webhook.go and the replica
+#: types of pkg/apis/kubeflow.org/v1/tensorflow_types.go.
+OPERATOR_RULES: dict[str, dict[str, Any]] = {
     "MPIJob": {
-        "type": "object",
-        "required": ["mpiReplicaSpecs"],
-        "properties": {
-            "slotsPerWorker": {"type": "integer", "minimum": 1},
-            "runPolicy": _RUN_POLICY,
-            "mpiImplementation": {"type": "string", "enum": ["OpenMPI", "Intel", "MPICH"]},
-            "launcherCreationPolicy": {"type": "string", "enum": ["AtStartup", "WaitForWorkersReady"]},
-            "sshAuthMountPath": {"type": "string"},
-            "mpiReplicaSpecs": {"type": "object", "required": ["Launcher"],
-                                "properties": {"Launcher": _REPLICA, "Worker": _REPLICA},
-                                "additionalProperties": False},
-        },
-        "additionalProperties": False,
+        "replicas": "mpiReplicaSpecs",
+        "types": ("Launcher", "Worker"),
+        "required": ("Launcher",),
+        "restart": ("Never", "OnFailure"),
     },
     "TFJob": {
-        "type": "object",
-        "required": ["tfReplicaSpecs"],
-        "properties": {
-            "runPolicy": _RUN_POLICY,
-            "enableDynamicWorker": {"type": "boolean"},
-            "successPolicy": {"type": "string"},
-            "tfReplicaSpecs": {"type": "object", "propertyNames": {"enum": ["Chief", "PS", "Worker", "Evaluator",
-                                                                            "Master"]},
-                               "additionalProperties": _REPLICA},
-        },
-        "additionalProperties": False,
+        "replicas": "tfReplicaSpecs",
+        "types": ("Chief", "PS", "Worker", "Evaluator", "Master"),
+        "container": "tensorflow",
     },
     "PyTorchJob": {
-        "type": "object",
-        "required": ["pytorchReplicaSpecs"],
-        "properties": {
-            "runPolicy": _RUN_POLICY,
-            "elasticPolicy": {"type": "object"},
-            "nprocPerNode": {"type": "string"},
-            "pytorchReplicaSpecs": {"type": "object", "propertyNames": {"enum": ["Master", "Worker"]},
-                                    "additionalProperties": _REPLICA},
-        },
-        "additionalProperties": False,
+        "replicas": "pytorchReplicaSpecs",
+        "types": ("Master", "Worker"),
+        "container": PYTORCH_CONTAINER,
+        "single": ("Master",),
     },
 }
+
+
+@functools.cache
+def crd(kind: str) -> dict[str, Any]:
+    """The CRD of ``kind`` (MPIJob, TFJob, PyTorchJob) as its owner publishes it (crds/SOURCES.md)."""
+    plural = next(v[3] for v in KINDS.values() if v[0] == kind)
+    text = importlib.resources.files("gpuready.workloads.launchers") / "crds" / f"kubeflow.org_{plural}.yaml"
+    return yaml.safe_load(text.read_text())
+
+
+def crd_schema(kind: str, version: str) -> dict[str, Any] | None:
+    for served in crd(kind)["spec"]["versions"]:
+        if served["name"] == version:
+            return served["schema"]["openAPIV3Schema"]
+    return None
 
 
 def _container(name: str, image: str, command: list[str], gpus: int, port: int | None = None) -> dict[str, Any]:
-    c: dict[str, Any] = {"name": name, "image": image, "command": command,
-                         "env": [{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "1"}]}
+    c: dict[str, Any] = {
+        "name": name,
+        "image": image,
+        "command": command,
+        "env": [{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "1"}],
+    }
     if gpus:
         c["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
     if port:
@@ -112,25 +100,69 @@ def manifest(kind: str, plan: Plan, workers: int, gpus_per_node: int, image: str
     train = ["python", *TRAIN_MODULE, *plan.train_args()]
     if kind == "mpijob":
         slots = min(workers, max(1, gpus_per_node))
-        mpirun = ["mpirun", "--map-by", "socket", "-np", str(workers), "-bind-to", "none",
-                  "-x", "NCCL_DEBUG=WARN", *train]
-        return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": meta, "spec": {
-            "slotsPerWorker": slots, "mpiImplementation": "OpenMPI", "runPolicy": {"cleanPodPolicy": "Running"},
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
-                             "template": {"spec": {"containers": [_container("launcher", image, mpirun, 0)]}}},
-                "Worker": {"replicas": math.ceil(workers / slots), "restartPolicy": "OnFailure",
-                           "template": {"spec": {"containers": [_container("worker", image, ["sleep", "infinity"],
-                                                                           slots if gpus_per_node else 0)]}}},
-            }}}
+        mpirun = [
+            "mpirun",
+            "--map-by",
+            "socket",
+            "-np",
+            str(workers),
+            "-bind-to",
+            "none",
+            "-x",
+            "NCCL_DEBUG=WARN",
+            *train,
+        ]
+        return {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": meta,
+            "spec": {
+                "slotsPerWorker": slots,
+                "mpiImplementation": "OpenMPI",
+                "runPolicy": {"cleanPodPolicy": "Running"},
+                "mpiReplicaSpecs": {
+                    "Launcher": {
+                        "replicas": 1,
+                        "restartPolicy": "OnFailure",
+                        "template": {"spec": {"containers": [_container("launcher", image, mpirun, 0)]}},
+                    },
+                    "Worker": {
+                        "replicas": math.ceil(workers / slots),
+                        "restartPolicy": "OnFailure",
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    _container("worker", image, ["sleep", "infinity"], slots if gpus_per_node else 0)
+                                ]
+                            }
+                        },
+                    },
+                },
+            },
+        }
     if kind == "pytorchjob" or plan.framework == "pytorch":
         return _pytorchjob(plan, workers, gpus_per_node, image, meta)
     # a TFJob hands each worker TF_CONFIG: that is MultiWorkerMirroredStrategy's cluster description
     train = ["python", *TRAIN_MODULE, *replace(plan, distribution="mwms").train_args()]
-    return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": meta, "spec": {
-        "runPolicy": {"cleanPodPolicy": "Running"},
-        "tfReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "OnFailure", "template": {"spec": {
-            "containers": [_container("tensorflow", image, train, 1 if gpus_per_node else 0, port=2222)]}}}}}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": meta,
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": workers,
+                    "restartPolicy": "OnFailure",
+                    "template": {
+                        "spec": {
+                            "containers": [_container("tensorflow", image, train, 1 if gpus_per_node else 0, port=2222)]
+                        }
+                    },
+                }
+            },
+        },
+    }
 
 
 def _pytorchjob(plan: Plan, workers: int, gpus_per_node: int, image: str, meta: dict[str, Any]) -> dict[str, Any]:
@@ -142,11 +174,23 @@ def _pytorchjob(plan: Plan, workers: int, gpus_per_node: int, image: str, meta: 
     per_node = min(workers, max(1, gpus_per_node))
     pods = math.ceil(workers / per_node)
     if pods * per_node != workers:
-        raise BadInput(f"{workers} workers do not fill pods of {per_node} GPUs: torchrun wants the same number "
-                       "of workers in every pod (choose a multiple of the GPUs per node)")
+        raise BadInput(
+            f"{workers} workers do not fill pods of {per_node} GPUs: torchrun wants the same number "
+            "of workers in every pod (choose a multiple of the GPUs per node)"
+        )
     # $(VAR): Kubernetes expands the container's environment in command arguments
-    options = ["--nnodes", str(pods), "--nproc-per-node", str(per_node), "--node-rank", "$(RANK)",
-               "--master-addr", "$(MASTER_ADDR)", "--master-port", "$(MASTER_PORT)"]
+    options = [
+        "--nnodes",
+        str(pods),
+        "--nproc-per-node",
+        str(per_node),
+        "--node-rank",
+        "$(RANK)",
+        "--master-addr",
+        "$(MASTER_ADDR)",
+        "--master-port",
+        "$(MASTER_PORT)",
+    ]
     command = ["python", "-m", "torch.distributed.run", *options, *plan.module, *plan.train_args()]
 
     def replica(count: int) -> dict[str, Any]:
@@ -157,30 +201,62 @@ def _pytorchjob(plan: Plan, workers: int, gpus_per_node: int, image: str, meta: 
     specs = {"Master": replica(1)}
     if pods > 1:
         specs["Worker"] = replica(pods - 1)
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta, "spec": {
-        "nprocPerNode": str(per_node), "runPolicy": {"cleanPodPolicy": "Running"}, "pytorchReplicaSpecs": specs}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": meta,
+        "spec": {
+            "nprocPerNode": str(per_node),
+            "runPolicy": {"cleanPodPolicy": "Running"},
+            "pytorchReplicaSpecs": specs,
+        },
+    }
 
 
-def validate(doc: dict[str, Any], crd_schema: dict[str, Any] | None = None) -> list[str]:
-    """Problems with a job manifest: its spec against the CRD schema, its pod templates against Kubernetes'."""
+def validate(doc: dict[str, Any]) -> list[str]:
+    """Problems with a job manifest: against its owner's CRD, the operator's rules, and Kubernetes' pod schema."""
     import jsonschema
     import kubernetes_validate
 
-    problems = []
-    spec_schema = SPEC_SCHEMAS.get(doc.get("kind", ""))
-    if spec_schema is None:
-        return [f"unknown kind {doc.get('kind')!r}"]
-    for schema, where in ((spec_schema, "spec"), (crd_schema, "served CRD")):
-        if schema is None:
-            continue
-        target = doc["spec"] if where == "spec" else doc
-        for error in jsonschema.Draft7Validator(_plain(schema)).iter_errors(target):
-            problems.append(f"{where}: {'.'.join(map(str, error.absolute_path)) or '(root)'}: {error.message}")
-    replicas = doc["spec"].get("mpiReplicaSpecs") or doc["spec"].get("tfReplicaSpecs") or \
-        doc["spec"].get("pytorchReplicaSpecs") or {}
+    kind = doc.get("kind", "")
+    if kind not in OPERATOR_RULES:
+        return [f"unknown kind {kind!r}"]
+    version = str(doc.get("apiVersion", "")).rpartition("/")[2]
+    schema = crd_schema(kind, version)
+    if schema is None:
+        return [f"the {kind} CRD does not serve {doc.get('apiVersion')}"]
+    problems = [
+        f"{kind} CRD: {'.'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+        for e in jsonschema.Draft7Validator(strict_schema(schema)).iter_errors(doc)
+    ]
+    rules = OPERATOR_RULES[kind]
+    replicas = doc.get("spec", {}).get(rules["replicas"]) or {}
+    where = f"{kind} operator: spec.{rules['replicas']}"
+    problems += [
+        f"{where}: {role!r} is not one of {', '.join(rules['types'])}"
+        for role in replicas
+        if role not in rules["types"]
+    ]
+    problems += [f"{where}: {role} is required" for role in rules.get("required", ()) if role not in replicas]
     for role, replica in replicas.items():
-        pod_template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"{role.lower()}"},
-                        "template": replica.get("template", {})}
+        if not isinstance(replica, dict):
+            continue
+        if "restart" in rules and replica.get("restartPolicy") not in rules["restart"]:
+            problems.append(
+                f"{where}.{role}.restartPolicy: {replica.get('restartPolicy')!r} is not one of "
+                f"{', '.join(rules['restart'])}"
+            )
+        if role in rules.get("single", ()) and replica.get("replicas") != 1:
+            problems.append(f"{where}.{role}.replicas: must be 1")
+        names = [c.get("name") for c in replica.get("template", {}).get("spec", {}).get("containers", [])]
+        if "container" in rules and rules["container"] not in names:
+            problems.append(f"{where}.{role}: needs a container named {rules['container']}")
+        pod_template = {
+            "apiVersion": "v1",
+            "kind": "PodTemplate",
+            "metadata": {"name": f"{role.lower()}"},
+            "template": replica.get("template", {}),
+        }
         try:
             kubernetes_validate.validate(pod_template, KUBERNETES_VERSION, strict=True)
         except kubernetes_validate.ValidationError as e:
@@ -188,17 +264,38 @@ def validate(doc: dict[str, Any], crd_schema: dict[str, Any] | None = None) -> l
     return problems
 
 
-def _plain(schema: Any) -> Any:
-    """A CRD's openAPIV3Schema as plain JSON Schema: Kubernetes' x- extensions dropped."""
-    if isinstance(schema, dict):
-        return {k: _plain(v) for k, v in schema.items() if not k.startswith("x-kubernetes")}
+def strict_schema(schema: Any) -> Any:
+    """A CRD's openAPIV3Schema as JSON Schema that, like the API server's strict field validation, refuses
+    fields the schema does not name (unless it says x-kubernetes-preserve-unknown-fields)."""
     if isinstance(schema, list):
-        return [_plain(v) for v in schema]
-    return schema
+        return [strict_schema(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    plain = {
+        k: strict_schema(v)
+        for k, v in schema.items()
+        if not k.startswith("x-kubernetes") and k not in ("description", "default", "properties")
+    }
+    if isinstance(schema.get("properties"), dict):
+        plain["properties"] = {name: strict_schema(v) for name, v in schema["properties"].items()}
+        if "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            plain["additionalProperties"] = False
+    return plain
 
 
-def launch(plan: Plan, workers: int, folder: Path, *, kind: str, gpus_per_node: int, image: str, namespace: str,
-           kubeconfig: str = "", context: str = "") -> Launch:
+def launch(
+    plan: Plan,
+    workers: int,
+    folder: Path,
+    *,
+    kind: str,
+    gpus_per_node: int,
+    image: str,
+    namespace: str,
+    kubeconfig: str = "",
+    context: str = "",
+    operator_wait_s: float = OPERATOR_WAIT_S,
+) -> Launch:
     doc = manifest(kind, plan, workers, gpus_per_node, image, namespace)
     path = folder / f"{kind}-{workers}w.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -208,13 +305,13 @@ def launch(plan: Plan, workers: int, folder: Path, *, kind: str, gpus_per_node: 
     api = _connect(kubeconfig, context)
     if isinstance(api, str):
         return Launch(workers, written_only=f"{path.name} written and validated, not launched: {api}")
-    crd_schema = _served_schema(api, kind)
-    if isinstance(crd_schema, str):
-        return Launch(workers, written_only=f"{path.name} written and validated, not launched: {crd_schema}")
-    problems = validate(doc, crd_schema)
-    if problems:
-        raise BadInput(f"{path} against the cluster's CRD: " + "; ".join(problems[:3]))
-    return _run(api, doc, plan, workers, folder)
+    served = _served(api, kind)
+    if served:
+        return Launch(workers, written_only=f"{path.name} written and validated, not launched: {served}")
+    refused = admit(api, doc)
+    if refused:
+        return Launch(workers, problem=f"the cluster refused {path.name}: {refused}")
+    return _run(api, doc, plan, workers, folder, path, operator_wait_s)
 
 
 def _connect(kubeconfig: str, context: str) -> Any:
@@ -222,8 +319,9 @@ def _connect(kubeconfig: str, context: str) -> Any:
 
     try:
         if kubeconfig or context:
-            config.load_kube_config(config_file=str(Path(kubeconfig).expanduser()) if kubeconfig else None,
-                                    context=context or None)
+            config.load_kube_config(
+                config_file=str(Path(kubeconfig).expanduser()) if kubeconfig else None, context=context or None
+            )
         else:
             try:
                 config.load_kube_config()
@@ -234,53 +332,110 @@ def _connect(kubeconfig: str, context: str) -> Any:
     return client.ApiClient()
 
 
-def _served_schema(api: Any, kind: str) -> dict[str, Any] | str:
+def _served(api: Any, kind: str) -> str:
+    """Why the cluster cannot take ``kind`` (its CRD missing, or not at our version); "" when it can."""
     from kubernetes import client
     from urllib3.exceptions import HTTPError
 
     kind_name, group, version, plural = KINDS[kind]
     try:
-        crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(f"{plural}.{group}")
+        found = client.ApiextensionsV1Api(api).read_custom_resource_definition(f"{plural}.{group}")
     except client.ApiException as e:
         if e.status == 404:
             return f"the {kind_name} CRD ({plural}.{group}) is not installed"
         return f"reading the {kind_name} CRD failed: {e.status} {shorten(e.body, 120)}"
     except HTTPError as e:
         return f"cluster unreachable ({shorten(e, 120)})"
-    for served in crd.spec.versions:
-        if served.name == version and served.schema and served.schema.open_api_v3_schema:
-            return api.sanitize_for_serialization(served.schema.open_api_v3_schema)
-    return f"the {kind_name} CRD does not serve {version}"
+    if not any(v.name == version and v.served for v in found.spec.versions):
+        return f"the {kind_name} CRD does not serve {group}/{version}"
+    return ""
 
 
-def _run(api: Any, doc: dict[str, Any], plan: Plan, workers: int, folder: Path) -> Launch:
+def _api_error(e: Any) -> str:
+    import json
+
+    try:
+        body = json.loads(e.body)
+    except (TypeError, ValueError):
+        return f"{e.status} {shorten(e.body, 300)}"
+    return f"{e.status} {shorten(body.get('message', e.body), 300)}"
+
+
+def admit(api: Any, doc: dict[str, Any]) -> str:
+    """The API server's verdict on ``doc`` (a server-side dry run with strict field validation): "" if admitted."""
+    from kubernetes import client
+
+    _, group, version, plural = next(v for v in KINDS.values() if v[0] == doc["kind"])
+    try:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            group, version, doc["metadata"]["namespace"], plural, doc, dry_run="All", field_validation="Strict"
+        )
+    except client.ApiException as e:
+        return _api_error(e)
+    return ""
+
+
+def _run(
+    api: Any, doc: dict[str, Any], plan: Plan, workers: int, folder: Path, path: Path, operator_wait_s: float
+) -> Launch:
     from kubernetes import client
 
     kind_name, group, version, plural = next(v for v in KINDS.values() if v[0] == doc["kind"])
     name, namespace = doc["metadata"]["name"], doc["metadata"]["namespace"]
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    try:  # a finished job of the same name from an earlier run would block the new one
-        custom.delete_namespaced_custom_object(group, version, namespace, plural, name)
-        time.sleep(5)
-    except client.ApiException as e:
-        if e.status != 404:
-            raise
-    custom.create_namespaced_custom_object(group, version, namespace, plural, doc)
-    deadline, state = time.monotonic() + plan.timeout_s + 600, ""
+
+    def delete() -> None:
+        try:
+            custom.delete_namespaced_custom_object(group, version, namespace, plural, name)
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+
+    delete()  # a finished job of the same name from an earlier run would block the new one
+    for _ in range(30):
+        try:
+            custom.create_namespaced_custom_object(group, version, namespace, plural, doc)
+            break
+        except client.ApiException as e:
+            if e.status != 409:  # 409: the old one is still being deleted
+                return Launch(workers, problem=f"the cluster refused {path.name}: {_api_error(e)}")
+            time.sleep(1)
+    started = time.monotonic()
+    deadline, state, acted = started + plan.timeout_s + 600, "", False
     while time.monotonic() < deadline:
-        conditions = (custom.get_namespaced_custom_object(group, version, namespace, plural, name)
-                      .get("status", {}).get("conditions") or [])
+        conditions = (
+            custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+            .get("status", {})
+            .get("conditions")
+            or []
+        )
+        acted = acted or bool(conditions)
         done = [c["type"] for c in conditions if c.get("status") == "True" and c["type"] in ("Succeeded", "Failed")]
         if done:
             state = done[0]
             break
-        time.sleep(5)
+        if not acted and time.monotonic() - started > operator_wait_s:
+            delete()
+            return Launch(
+                workers,
+                written_only=(
+                    f"{path.name} admitted by the cluster ({kind_name} {namespace}/{name} created), not run: "
+                    f"no operator reported on it within {operator_wait_s:.0f}s (is the {_operator(kind_name)} "
+                    "running?); deleted again"
+                ),
+            )
+        time.sleep(2)
     pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}={name}").items
     text = "".join(core.read_namespaced_pod_log(p.metadata.name, namespace) for p in pods)
     log_path = folder / f"workers-{workers}.log"
     log_path.write_text(text)
     result = Launch(workers, parse_results(text), log_path)
     if state != "Succeeded" or len(result.results) != workers:
-        result.problem = f"{kind_name} {name}: {state or 'not finished'}, {len(result.results)}/{workers} " \
-                         f"reported: {tail(text)}"
+        result.problem = (
+            f"{kind_name} {name}: {state or 'not finished'}, {len(result.results)}/{workers} reported: {tail(text)}"
+        )
     return result
+
+
+def _operator(kind_name: str) -> str:
+    return "mpi-operator" if kind_name == "MPIJob" else "training-operator"

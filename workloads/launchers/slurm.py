@@ -40,6 +40,9 @@ HOPELESS = ("ReqNodeNotAvail", "PartitionNodeLimit", "PartitionDown", "Partition
 #: how long a job may stay pending for one of those reasons before it is cancelled (a drained node
 #: may be resumed by its admin meanwhile)
 HOPELESS_GRACE_S = 15
+#: what sbatch says when this machine knows no Slurm cluster: no slurm.conf, no SLURM_CONF and no
+#: configless DNS SRV record (slurm's src/common/read_config.c); the client is installed, the cluster elsewhere
+NO_CLUSTER = "Could not establish a configuration source"
 
 
 def script(plan: Plan, workers: int, gpus_per_node: int, folder: Path, partition: str = "",
@@ -167,8 +170,9 @@ def _wait(proc: subprocess.Popen[str], job: str, env: dict[str, str], limit_s: f
 
 def launch(plan: Plan, workers: int, folder: Path, gpus_per_node: int, partition: str = "", slurm_conf: str = "",
            tasks_per_node: int = 0) -> Launch:
-    if plan.distribution != "horovod":
-        raise BadInput(f"--launcher slurm runs Horovod (srun, or mpirun with an MPI build), not {plan.distribution}")
+    if plan.framework != "pytorch" and plan.distribution != "horovod":
+        raise BadInput(f"--launcher slurm runs Horovod (srun, or mpirun with an MPI build) or PyTorch (srun torchrun), "
+                       f"not {plan.distribution}")
     path = folder / f"train-{workers}w.sbatch"
     text = script(plan, workers, gpus_per_node, folder, partition, tasks_per_node=tasks_per_node)
     path.write_text(text)
@@ -187,6 +191,10 @@ def launch(plan: Plan, workers: int, folder: Path, gpus_per_node: int, partition
     job = proc.stdout.readline().strip().split(";")[0]  # --parsable prints the id at submission
     stopped = _wait(proc, job, env, plan.timeout_s + 600)  # queueing time on top of the run
     errors = " ".join(proc.stderr.read().split())
+    if not job and NO_CLUSTER in errors:
+        return Launch(workers, written_only=f"{path.name} written, not submitted (sbatch is here but no Slurm cluster "
+                                            f"is configured: {NO_CLUSTER.lower()}; set training.slurm_conf, or run "
+                                            "`sbatch` on it on the cluster, then `gpuready report collect`)")
     if not job:
         return Launch(workers, problem=f"sbatch refused {path.name}: {errors or f'exit {proc.returncode}'}")
     log_path = folder / f"slurm-{workers}w-{job}.out"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,36 @@ def test_manifest_validator_catches_broken_jobs() -> None:
     bad_tf = kubernetes.manifest("tfjob", PLAN, 2, 1, "img", "ns")
     bad_tf["spec"]["tfReplicaSpecs"]["Workers"] = bad_tf["spec"]["tfReplicaSpecs"].pop("Worker")
     assert kubernetes.validate(bad_tf)
+
+
+@pytest.mark.parametrize(
+    ("kind", "edit", "expected"),
+    [
+        # a misspelled field: the CRD does not name it (the API server's strict field validation refuses it)
+        ("mpijob", lambda s: s.update(slotsPerWorkers=s.pop("slotsPerWorker")), "MPIJob CRD: spec: Additional"),
+        # a field of the wrong type, deep in the pod template the CRD embeds
+        ("tfjob", lambda s: s["tfReplicaSpecs"]["Worker"].update(replicas="two"), "TFJob CRD: spec.tfReplicaSpecs"),
+        ("pytorchjob", lambda s: s.update(nprocPerNode=4), "PyTorchJob CRD: spec.nprocPerNode: 4 is not of type"),
+    ],
+)
+def test_the_owners_crd_schema_refuses_one_wrong_field(kind: str, edit, expected: str) -> None:
+    doc = kubernetes.manifest(kind, PLAN, 8, 4, "img", "ns")
+    assert kubernetes.validate(doc) == []
+    edit(doc["spec"])
+    assert any(p.startswith(expected) for p in kubernetes.validate(doc)), kubernetes.validate(doc)
+
+
+def test_crds_are_the_owners_files_unchanged() -> None:
+    folder = Path(kubernetes.__file__).parent / "crds"
+    sources = (folder / "SOURCES.md").read_text()
+    for plural, owner in (("mpijobs", "mpi-operator@v0.6.0"), ("tfjobs", "training-operator@v1.8.1"),
+                          ("pytorchjobs", "training-operator@v1.8.1")):
+        name = f"kubeflow.org_{plural}.yaml"
+        row = next(line for line in sources.splitlines() if line.startswith(f"| `{name}`"))
+        digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+        assert owner in row and f"sha256 {digest[:8]}...{digest[-5:]}" in row
+    served = {kubernetes.crd(k)["spec"]["versions"][0]["name"] for k in ("MPIJob", "TFJob", "PyTorchJob")}
+    assert served == {"v2beta1", "v1"}
 
 
 def test_ssh_fills_whole_hosts_one_worker_per_gpu(tmp_path: Path) -> None:
