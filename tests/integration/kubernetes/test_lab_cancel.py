@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import gpuready
-from tests.integration.kubernetes.conftest import eventually, require_go
-from tests.processes import Child, leftovers, new_mark
+from tests.integration.kubernetes.conftest import lab_up_midway, require_go
+from tests.processes import leftovers, new_mark
 
 pytestmark = pytest.mark.slow
 
@@ -22,14 +22,8 @@ def test_ctrl_c_during_start_up_leaves_nothing_running(tmp_path: Path) -> None:
     require_go()
     lab = tmp_path / "lab"
     env = new_mark()  # every process the lab starts inherits it, also in their own sessions
-    up = Child(["lab", "up", "--components", "kubernetes", "--lab-dir", str(lab)], env)
+    up = lab_up_midway(lab, env)
     try:
-        # Mid start-up: etcd and the API server run, the controller-manager is starting, `lab up` is not done.
-        eventually(
-            lambda: (lab / "kubernetes" / "logs" / "kube-controller-manager.log").exists(),
-            timeout=600,
-            what="the controller-manager to start",
-        )
         assert any("kube-apiserver" in p for p in leftovers(env, settle=0))
         assert up.proc.poll() is None, up.stderr
         # What a terminal does on Ctrl-C: SIGINT to the foreground process group.
