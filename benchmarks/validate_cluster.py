@@ -43,8 +43,8 @@ def gpuready(*args: str, timeout: int = 3600) -> subprocess.CompletedProcess[str
     )
 
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, subprocess.CompletedProcess]:
-    """Wall seconds and max RSS (KiB) of one child process."""
+def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, int, subprocess.CompletedProcess, float]:
+    """Wall seconds, max RSS (KiB) and CPU seconds (user + system) of one child process."""
     started = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         child = subprocess.Popen(argv, stdout=out, stderr=err, cwd=ROOT, env=env)
@@ -55,16 +55,21 @@ def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, in
         done = subprocess.CompletedProcess(
             argv, os.waitstatus_to_exitcode(status), out.read().decode(), err.read().decode()
         )
-    return wall, usage.ru_maxrss, done
+    return wall, usage.ru_maxrss, done, usage.ru_utime + usage.ru_stime
 
 
 def audit_requests(log: Path, start: int) -> Counter:
+    """Requests by verb. A streamed response (a pod's log) has two events, ResponseStarted and
+    ResponseComplete, with one auditID: each request is counted once."""
     counts: Counter = Counter()
+    seen: set[str] = set()
     with log.open() as f:
         f.seek(start)
         for line in f:
             event = json.loads(line)
-            counts[event["verb"]] += 1
+            if event["auditID"] not in seen:
+                seen.add(event["auditID"])
+                counts[event["verb"]] += 1
     return counts
 
 
@@ -119,12 +124,12 @@ def measure(size: int, root: Path) -> dict:
     state = json.loads((lab_dir / "state.json").read_text())["kubernetes"]
     try:
         prepare(state, size)
-        floor, floor_rss, _ = timed(
+        floor, floor_rss, _, floor_cpu = timed(
             [state["kubectl"], "--kubeconfig", state["kubeconfig"], "get", "nodes", "-o", "json"]
         )
         audit = lab_dir / "kubernetes" / "logs" / "audit.log"
         mark = audit.stat().st_size
-        wall, rss, done = timed(
+        wall, rss, done, cpu = timed(
             [
                 sys.executable,
                 "-m",
@@ -147,7 +152,10 @@ def measure(size: int, root: Path) -> dict:
             "lab_up_s": lab_up,
             "floor_s": floor,
             "floor_rss_mib": floor_rss / 1024,
+            "floor_cpu_s": floor_cpu,
             "wall_s": wall,
+            "cpu_s": cpu,
+            "load_1min": os.getloadavg()[0],
             "rss_mib": rss / 1024,
             "requests": total,
             "per_node": total / size,
@@ -169,14 +177,15 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(
-        "\n| GPU nodes | `kubectl get nodes -o json` (floor) | validate cluster wall | peak RSS | API requests "
-        "per node | LIST calls | exit |"
+        "\n| GPU nodes | floor wall (CPU) | validate cluster wall | CPU | peak RSS | API requests "
+        "per node | LIST calls | load | exit |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['size']} | {r['floor_s']:.2f} s | {r['wall_s']:.1f} s | {r['rss_mib']:.0f} MiB | "
-            f"{r['per_node']:.1f} | {r['lists']} | {r['rc']} |"
+            f"| {r['size']} | {r['floor_s']:.2f} s ({r['floor_cpu_s']:.2f} s) | {r['wall_s']:.1f} s | "
+            f"{r['cpu_s']:.1f} s | {r['rss_mib']:.0f} MiB | {r['per_node']:.1f} | {r['lists']} | "
+            f"{r['load_1min']:.0f} | {r['rc']} |"
         )
 
 

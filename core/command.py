@@ -47,8 +47,18 @@ def inventory_option(func: Callable[..., Any]) -> Callable[..., Any]:
         help="Ansible inventory folder (hosts.yml + group_vars/) or hosts file.")(func)
 
 
+def folder_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """A folder option as a Path; '' (a variable that expanded to nothing) is refused, since click and pathlib
+    would read it as the current folder and scatter the run's files there."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise click.BadParameter("empty; name a folder (or leave the option out for the default)")
+    return Path(value)
+
+
 def artifacts_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--artifacts", type=click.Path(path_type=Path), default=None,
+    return click.option("--artifacts", type=click.Path(), default=None, callback=folder_path,
                         help="Folder for run artifacts [default: ./gpuready-runs, or $GPUREADY_ARTIFACTS].")(func)
 
 

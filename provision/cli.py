@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuready.core.command import Context, common_options, execute, limit_option
 from gpuready.core.results import RunResult
+
+if TYPE_CHECKING:
+    from gpuready.core.inventory import Inventory
 
 SITE = "site.yml"
 
@@ -55,6 +59,7 @@ def _cluster(ctx: Context) -> RunResult:
     if inv.settings.kubernetes.kubeconfig:
         # Resolved when the inventory was loaded; the inventory's own value may be relative to it.
         extra_vars = {**(extra_vars or {}), "gpuready_kubeconfig": inv.settings.kubernetes.kubeconfig}
+    _reach_kubernetes(inv, hosts, opts["tags"])
     skip_tags = None
     if opts["remove"]:
         # The same plays undo what they added; preflight is skipped so a degraded node can still be cleaned.
@@ -75,3 +80,16 @@ def _cluster(ctx: Context) -> RunResult:
     add_playbook_run(result, run, check_mode=opts["check"], hosts=hosts)
     return result
 
+
+def _reach_kubernetes(inv: Inventory, hosts: list[str], tags: list[str] | None) -> None:
+    """The Kubernetes play reaches the API from here (``connection: local``), as validate does: reach it first,
+    so a kubeconfig, credential or TLS problem (a wrong CA) is one line and exit 3 before Ansible starts, never
+    a failed task that reads like a finding about the cluster."""
+    if (tags and "kubernetes" not in tags) or not set(inv.hosts("kube_control_plane")) & set(hosts):
+        return
+    from kubernetes.client import VersionApi
+
+    from gpuready.core import kube
+
+    api = kube.connect(inv.settings.kubernetes)
+    api.call(lambda: VersionApi(api.api_client).get_code(), "read its version")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gpuready.core.command import fail
+from gpuready.core.command import fail, folder_path
 from gpuready.core.errors import GpureadyError
 
 if TYPE_CHECKING:
@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 def _lab_dir_option(func):  # type: ignore[no-untyped-def]
     return click.option(
         "--lab-dir",
-        type=click.Path(path_type=Path),
+        type=click.Path(),
         default=None,
+        callback=folder_path,
         help="Lab folder [default: ./gpuready-lab, or $GPUREADY_LAB_DIR].",
     )(func)
 

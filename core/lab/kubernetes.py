@@ -84,6 +84,8 @@ PROFILES = {"t4": {"product": "Tesla-T4", "model": "Tesla T4", "count": 1, "memo
 GPU_LABEL = "openshift.com/gpu-accelerator"
 SERVICE_RANGE = "10.96.0.0/16"
 READY_TIMEOUT_S = 60
+#: More time for the nodes to turn Ready per node: kwok marks 1000 nodes in minutes on a busy 2-core machine.
+READY_S_PER_NODE = 0.5
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -339,19 +341,9 @@ def _start(
             lab,
             folder,
             "kube-controller-manager",
-            [
-                str(binaries / "kube-controller-manager"),
-                "--kubeconfig",
-                str(configs["kube-controller-manager"]),
-                "--authentication-kubeconfig",
-                str(configs["kube-controller-manager"]),
-                "--authorization-kubeconfig",
-                str(configs["kube-controller-manager"]),
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                "0",
-                "--leader-elect=false",
+            _controller_argv(
+                binaries / "kube-controller-manager",
+                configs["kube-controller-manager"],
                 "--use-service-account-credentials=true",
                 "--service-account-private-key-file",
                 str(sa_key),
@@ -363,29 +355,11 @@ def _start(
                 "400",
                 "--concurrent-daemonset-syncs",
                 "5",
-            ],
+            ),
         )
     )
     pids.append(
-        _spawn(
-            lab,
-            folder,
-            "kube-scheduler",
-            [
-                str(binaries / "kube-scheduler"),
-                "--kubeconfig",
-                str(configs["kube-scheduler"]),
-                "--authentication-kubeconfig",
-                str(configs["kube-scheduler"]),
-                "--authorization-kubeconfig",
-                str(configs["kube-scheduler"]),
-                "--bind-address",
-                "127.0.0.1",
-                "--secure-port",
-                "0",
-                "--leader-elect=false",
-            ],
-        )
+        _spawn(lab, folder, "kube-scheduler", _controller_argv(binaries / "kube-scheduler", configs["kube-scheduler"]))
     )
 
     kubectl = [str(binaries / "kubectl"), "--kubeconfig", str(configs["admin"])]
@@ -484,11 +458,13 @@ def _start(
             ],
         )
     )
+    ready_s = READY_TIMEOUT_S + READY_S_PER_NODE * len(plan["nodes"])
     _kubectl(
         lab,
         kubectl,
-        ["wait", "--for", "condition=Ready", "node", "--all", f"--timeout={READY_TIMEOUT_S}s"],
+        ["wait", "--for", "condition=Ready", "node", "--all", f"--timeout={ready_s:.0f}s"],
         "wait for the kwok nodes to be Ready",
+        timeout=ready_s + 60,
     )
     for pid, what in zip(
         pids, ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "devices"), strict=True
@@ -510,6 +486,25 @@ def _start(
     }
 
 
+def _controller_argv(binary: Path, kubeconfig: Path, *extra: str) -> list[str]:
+    """kube-controller-manager or kube-scheduler: one identity for the API and for checking callers, no
+    serving port (nothing scrapes them here), no leader election (there is one of each)."""
+    return [
+        str(binary),
+        *(
+            arg
+            for flag in ("--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig")
+            for arg in (flag, str(kubeconfig))
+        ),
+        "--bind-address",
+        "127.0.0.1",
+        "--secure-port",
+        "0",
+        "--leader-elect=false",
+        *extra,
+    ]
+
+
 def _spawn(lab: Lab, folder: Path, name: str, argv: list[str]) -> int:
     (folder / "logs").mkdir(exist_ok=True)
     return lab.spawn(name, argv, log=folder / "logs" / f"{name}.log", component="kubernetes")
@@ -523,10 +518,10 @@ def _crd_name(path: Path) -> str:
     return str(yaml.safe_load(path.read_text())["metadata"]["name"])
 
 
-def _kubectl(lab: Lab, kubectl: list[str], args: list[str], what: str) -> None:
+def _kubectl(lab: Lab, kubectl: list[str], args: list[str], what: str, timeout: float = 300) -> None:
     import subprocess
 
-    done = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False, timeout=300)
+    done = subprocess.run([*kubectl, *args], capture_output=True, text=True, check=False, timeout=timeout)
     with (lab.component_dir("kubernetes") / "kubectl.log").open("a") as out:
         out.write(f"$ kubectl {' '.join(args)}\n{done.stdout}{done.stderr}")
     if done.returncode != 0:

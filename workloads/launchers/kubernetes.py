@@ -12,6 +12,7 @@ validation) first, then the job; when no operator acts on it, it is deleted and 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.resources
 import logging
@@ -400,31 +401,38 @@ def _run(
             if e.status != 409:  # 409: the old one is still being deleted
                 return Launch(workers, problem=f"the cluster refused {path.name}: {_api_error(e)}")
             time.sleep(1)
-    started = time.monotonic()
-    deadline, state, acted = started + plan.timeout_s + 600, "", False
-    while time.monotonic() < deadline:
-        conditions = (
-            custom.get_namespaced_custom_object(group, version, namespace, plural, name)
-            .get("status", {})
-            .get("conditions")
-            or []
-        )
-        acted = acted or bool(conditions)
-        done = [c["type"] for c in conditions if c.get("status") == "True" and c["type"] in ("Succeeded", "Failed")]
-        if done:
-            state = done[0]
-            break
-        if not acted and time.monotonic() - started > operator_wait_s:
-            delete()
-            return Launch(
-                workers,
-                written_only=(
-                    f"{path.name} admitted by the cluster ({kind_name} {namespace}/{name} created), not run: "
-                    f"no operator reported on it within {operator_wait_s:.0f}s (is the {_operator(kind_name)} "
-                    "running?); deleted again"
-                ),
+    try:
+        started = time.monotonic()
+        deadline, state, acted = started + plan.timeout_s + 600, "", False
+        while time.monotonic() < deadline:
+            conditions = (
+                custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+                .get("status", {})
+                .get("conditions")
+                or []
             )
-        time.sleep(2)
+            acted = acted or bool(conditions)
+            done = [c["type"] for c in conditions if c.get("status") == "True" and c["type"] in ("Succeeded", "Failed")]
+            if done:
+                state = done[0]
+                break
+            if not acted and time.monotonic() - started > operator_wait_s:
+                delete()
+                return Launch(
+                    workers,
+                    written_only=(
+                        f"{path.name} admitted by the cluster ({kind_name} {namespace}/{name} created), not run: "
+                        f"no operator reported on it within {operator_wait_s:.0f}s (is the {_operator(kind_name)} "
+                        "running?); deleted again"
+                    ),
+                )
+            time.sleep(2)
+    except BaseException:
+        # Ctrl-C, SIGTERM or a lost API while waiting: the job must not outlive the run (an operator would go on
+        # running its workers); the pods are the job's and the garbage collector takes them with it.
+        with contextlib.suppress(Exception):
+            delete()
+        raise
     pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}={name}").items
     text = "".join(core.read_namespaced_pod_log(p.metadata.name, namespace) for p in pods)
     log_path = folder / f"workers-{workers}.log"

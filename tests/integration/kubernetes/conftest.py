@@ -3,8 +3,11 @@ as a user does (`gpuready lab up`), and kubectl as the independent client that r
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -12,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import gpuready, require
+from tests.processes import Child, leftovers
 
 
 def require_go() -> None:
@@ -79,3 +83,23 @@ def eventually(probe: Callable[[], Any], timeout: float = 30, what: str = "condi
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
+
+
+def lab_up_midway(lab: Path, env: dict[str, str]) -> Child:
+    """`lab up --components kubernetes` in its own session, returned once the control plane runs (the
+    controller-manager starts after the API server answers) but before `lab up` has finished."""
+    up = Child(["lab", "up", "--components", "kubernetes", "--lab-dir", str(lab)], env)
+    started = lab / "kubernetes" / "logs" / "kube-controller-manager.log"
+    try:
+        eventually(
+            lambda: started.exists() or up.proc.poll() is not None,
+            timeout=600,
+            what="the controller-manager to start",
+        )
+        assert up.proc.poll() is None, f"lab up ended before the control plane ran: {up.stderr}"
+    except BaseException:  # nothing of a lab that never got there may outlive the test
+        for line in [f"{up.proc.pid}:", *leftovers(env, settle=0)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(line.split(":")[0]), signal.SIGKILL)
+        raise
+    return up

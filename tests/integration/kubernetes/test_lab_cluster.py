@@ -251,6 +251,26 @@ def test_tls_is_verified_unless_the_inventory_says_otherwise(
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_a_wrong_ca_is_exit_3_with_one_line_for_provision_check_and_validate(lab: LabCluster, tmp_path: Path) -> None:
+    """A kubeconfig that trusts another CA than the API server's: TLS fails, which says nothing about the
+    machines, so it is "could not reach" (exit 3), one line, never a finding (exit 1) or a traceback."""
+    from gpuready.lab.pki import Authority
+
+    config = yaml.safe_load(Path(lab.state["kubeconfig"]).read_text())
+    other = Authority(tmp_path / "other-ca").ca_path.read_bytes()
+    config["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(other).decode()
+    wrong = tmp_path / "kubeconfig"
+    wrong.write_text(yaml.safe_dump(config))
+    inventory = _copy_inventory(lab, tmp_path, kubeconfig=str(wrong))
+    for command in (("provision", "cluster", "--tags", "kubernetes", "--check"), ("validate", "cluster")):
+        rc, out, err, summary = lab.run(*command, artifacts=tmp_path / command[0], inventory=inventory)
+        errors = [line for line in err.splitlines() if line.startswith("gpuready: error:")]
+        assert rc == 3, f"{command}: {out}{err}"
+        assert len(errors) == 1 and "certificate verify failed" in errors[0].lower(), err
+        assert "Traceback" not in out + err
+        assert not [c for c in summary.get("checks", []) if c["status"] == "failed"], summary
+
+
 def test_remove_takes_away_the_daemonset_and_only_gpureadys_labels(
     lab: LabCluster, provisioned: dict, tmp_path: Path
 ) -> None:

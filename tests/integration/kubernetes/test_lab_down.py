@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import gpuready
-from tests.integration.kubernetes.conftest import eventually, require_go
-from tests.processes import Child, leftovers, new_mark
+from tests.integration.kubernetes.conftest import lab_up_midway, require_go
+from tests.processes import leftovers, new_mark
 
 pytestmark = pytest.mark.slow
 
@@ -20,15 +20,9 @@ def test_down_after_a_killed_up_stops_everything_it_started(tmp_path: Path) -> N
     require_go()
     lab = tmp_path / "lab"
     env = new_mark()  # every process the lab starts inherits it
-    up = Child(["lab", "up", "--components", "kubernetes", "--lab-dir", str(lab)], env)
+    up = lab_up_midway(lab, env)
     try:
-        # The control plane runs (the controller-manager starts after the API server answers), but
-        # `lab up` has not finished: killed now, it writes no state.
-        eventually(
-            lambda: (lab / "kubernetes" / "logs" / "kube-controller-manager.log").exists(),
-            timeout=120,
-            what="the controller-manager to start",
-        )
+        # Killed now, `lab up` writes no state.
         running = leftovers(env, settle=0)
         assert any("kube-apiserver" in p for p in running), running
     finally:

@@ -10,7 +10,9 @@ and the garbage collector. kubectl is the independent client.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
@@ -23,6 +25,7 @@ import yaml
 from gpuready.lab import kubernetes as lab_kubernetes
 from gpuready.workloads.launchers import Plan, kubernetes
 from tests.integration.kubernetes.conftest import LabCluster, eventually
+from tests.processes import Child, leftovers, new_mark
 
 pytestmark = pytest.mark.slow
 NAMESPACE = "gpuready-training"
@@ -209,3 +212,42 @@ def test_pods_from_the_jobs_templates_are_scheduled_run_by_kwok_and_collected_wi
         timeout=60,
         what="the garbage collector to delete the job's pods",
     )
+
+
+def test_ctrl_c_while_the_job_runs_deletes_it_and_writes_what_finished(lab: LabCluster, tmp_path: Path) -> None:
+    """Ctrl-C while validate training waits on its job: the job (and so its pods) does not outlive the run."""
+    inventory = _inventory(lab, tmp_path / "inv", operator_wait_s=600)
+    runs = tmp_path / "runs"
+    env = new_mark()
+    child = Child(
+        [
+            "validate",
+            "training",
+            "--framework",
+            "pytorch",
+            "--gpus",
+            "2",
+            *TINY,
+            "-i",
+            str(inventory),
+            "--artifacts",
+            str(runs),
+        ],
+        env,
+    )
+    try:
+        eventually(
+            lambda: lab.kubectl.json("get", "pytorchjobs", "-n", NAMESPACE)["items"], timeout=120, what="the job"
+        )
+        os.killpg(child.proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+        child.proc.wait(timeout=60)
+        child.reader.join(5)
+    finally:
+        if child.proc.poll() is None:
+            os.killpg(child.proc.pid, signal.SIGKILL)
+    assert child.proc.returncode == 130, child.stderr
+    assert "Traceback" not in child.stderr
+    assert lab.kubectl.json("get", "pytorchjobs", "-n", NAMESPACE)["items"] == []
+    assert leftovers(env) == []
+    (summary,) = runs.glob("*/summary.json")
+    assert "Ctrl-C" in json.loads(summary.read_text())["aborted"]

@@ -153,3 +153,11 @@ def start_vcsim(binary: Path, folder: Path, extra: tuple[str, ...] = ()) -> Iter
 def env() -> dict[str, str]:
     """The environment a user of the simulated site has: the vCenter password exported."""
     return {"GPUREADY_VCENTER_PASSWORD": PASSWORD}
+
+
+def provision(inventory: str | Path, artifacts: Path, env: dict[str, str], *flags: str) -> Any:
+    """`gpuready provision cluster --tags vsphere FLAGS` against an inventory of the simulated site."""
+    from tests.conftest import gpuready
+
+    args = ["provision", "cluster", "-i", str(inventory), "--tags", "vsphere", *flags]
+    return gpuready(*args, "--artifacts", str(artifacts), env=env)

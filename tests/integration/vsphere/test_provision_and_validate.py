@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import gpuready
-from tests.integration.vsphere.conftest import PASSWORD, Vcsim
+from tests.integration.vsphere.conftest import PASSWORD, Vcsim, provision
 
 pytestmark = pytest.mark.slow
 
@@ -55,33 +55,18 @@ def test_check_apply_apply_again_then_validate(vcsim: Vcsim, env: dict[str, str]
     failed = {(c["host"], c["id"]) for c in summary(artifacts)["checks"] if c["status"] == "failed"}
     assert ("DC0_H0", "vsphere.ats") in failed and ("DC0_H1_VM1", "vsphere.vm.mmio") in failed
 
-    check = gpuready(
-        "provision", "cluster", "-i", inventory, "--tags", "vsphere", "--check", "--artifacts", str(artifacts), env=env
-    )
+    check = provision(inventory, artifacts, env, "--check")
     assert check.returncode == 0, check.stdout + check.stderr
     assert summary(artifacts)["metrics"]["changed"] > 0
     assert "64-bit MMIO 256 GiB" in check.stderr  # the plan is shown before Ansible runs
     assert read_back(vcsim) == untouched
 
-    refused = gpuready(
-        "provision", "cluster", "-i", inventory, "--tags", "vsphere", "--artifacts", str(artifacts), env=env
-    )
+    refused = provision(inventory, artifacts, env)
     assert refused.returncode == 1
     assert "--allow-power-off" in refused.stdout
     assert read_back(vcsim)["vms"] == untouched["vms"]
 
-    apply = gpuready(
-        "provision",
-        "cluster",
-        "-i",
-        inventory,
-        "--tags",
-        "vsphere",
-        "--allow-power-off",
-        "--artifacts",
-        str(artifacts),
-        env=env,
-    )
+    apply = provision(inventory, artifacts, env, "--allow-power-off")
     assert apply.returncode == 0, apply.stdout + apply.stderr
     after = read_back(vcsim)
     assert after["hosts"]["DC0_H0"] == {
@@ -103,18 +88,7 @@ def test_check_apply_apply_again_then_validate(vcsim: Vcsim, env: dict[str, str]
     assert after["vms"]["DC0_H1_VM1"]["gpus"] == ["0000:b1:00.0"]
     assert after["vms"]["DC0_H1_VM1"]["extra"]["pciPassthru.64bitMMIOSizeGB"] == "128"
 
-    again = gpuready(
-        "provision",
-        "cluster",
-        "-i",
-        inventory,
-        "--tags",
-        "vsphere",
-        "--allow-power-off",
-        "--artifacts",
-        str(artifacts),
-        env=env,
-    )
+    again = provision(inventory, artifacts, env, "--allow-power-off")
     assert again.returncode == 0, again.stdout + again.stderr
     assert summary(artifacts)["metrics"]["changed"] == 0
     assert read_back(vcsim) == after

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import gpuready
-from tests.integration.vsphere.conftest import PASSWORD, Vcsim
+from tests.integration.vsphere.conftest import PASSWORD, Vcsim, provision
 
 pytestmark = pytest.mark.slow
 
@@ -38,18 +37,7 @@ def test_provision_with_the_password_in_ansible_vault(vcsim: Vcsim, tmp_path: Pa
     (inventory / "group_vars" / "vcenter" / "vault.yml").write_text(encrypted)
 
     env = {"GPUREADY_VCENTER_PASSWORD": "", "ANSIBLE_VAULT_PASSWORD_FILE": str(vault_password)}
-    done = gpuready(
-        "provision",
-        "cluster",
-        "-i",
-        str(inventory),
-        "--tags",
-        "vsphere",
-        "--allow-power-off",
-        "--artifacts",
-        str(artifacts),
-        env=env,
-    )
+    done = provision(str(inventory), artifacts, env, "--allow-power-off")
     assert done.returncode == 0, done.stdout + done.stderr
 
     assert vcsim.ats() == {"DC0_H0": True, "DC0_H1": True}

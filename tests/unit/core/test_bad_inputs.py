@@ -160,6 +160,9 @@ CASES: dict[str, tuple[Case, int, str]] = {
     "--artifacts under a file": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t)), "--artifacts", str(a_file(t) / "runs")],
         2, "--artifacts"),
+    "--artifacts empty": (
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t)), "--artifacts", ""], 2, "--artifacts"),
+    "lab status --lab-dir empty": (lambda t: ["lab", "status", "--lab-dir", ""], 2, "--lab-dir"),
     "lab status --lab-dir that is a file": (lambda t: ["lab", "status", "--lab-dir", str(a_file(t))], 2,
                                             "--lab-dir"),
     "lab down --lab-dir under a file": (lambda t: ["lab", "down", "--lab-dir", str(a_file(t) / "lab")], 2,

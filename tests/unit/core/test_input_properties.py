@@ -104,7 +104,9 @@ raw = st.one_of(
     ),
 )
 flags = st.lists(
-    st.sampled_from([["-v"], ["-vv"], ["--artifacts", "runs"], ["--artifacts", "hosts.yml"], ["-i", "missing"]]),
+    st.sampled_from(
+        [["-v"], ["-vv"], ["--artifacts", "runs"], ["--artifacts", "hosts.yml"], ["--artifacts", ""], ["-i", "missing"]]
+    ),
     max_size=2,
 )
 
