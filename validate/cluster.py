@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gpuready.core import role_defaults
 from gpuready.core.command import Context, common_options, execute, limit_option
 from gpuready.core.errors import GpureadyError
 from gpuready.core.results import RunResult, errored, failed, passed, skipped
@@ -25,13 +26,13 @@ if TYPE_CHECKING:
     from gpuready.core.settings import Kubernetes
 
 GPU = "nvidia.com/gpu"
-PLUGIN_SELECTOR = "name=nvidia-device-plugin-ds"
+PLUGIN_SELECTOR = role_defaults.device_plugin_pod_selector()
 TEST_LABEL = "gpuready.io/test"
 REGISTERED = "Registered device plugin"
 # Seed 002: "permission denied" means wrong SELinux labels; these are the labels it requires.
-SELINUX_REMEDY = ("SELinux labels are wrong on the node (seed 002): /dev/nvidia* must be xserver_misc_device_t, "
-                  "/usr/bin/nvidia-* xserver_exec_t, /var/lib/kubelet/*/* container_file_t; "
-                  "run `gpuready provision cluster --tags selinux` (or semanage fcontext + restorecon)")
+SELINUX_REMEDY = ("SELinux labels are wrong on the node (seed 002): "
+                  + ", ".join(f"{c['path']} must be {c['setype']}" for c in role_defaults.selinux_file_contexts())
+                  + "; run `gpuready provision cluster --tags selinux` (or semanage fcontext + restorecon)")
 
 
 @click.command("cluster")

@@ -6,12 +6,13 @@ from typing import Literal
 
 from pydantic import Field
 
+from gpuready.core import role_defaults
 from gpuready.core.settings.base import Section
 
 
 class DevicePlugin(Section):
-    #: A pinned NVIDIA k8s-device-plugin release (NVIDIA's deployments/static/nvidia-device-plugin.yml: v0.17.1).
-    version: str = Field(default="v0.17.1", pattern=r"^v\d+\.\d+\.\d+$")
+    #: A pinned NVIDIA k8s-device-plugin release; the default is the nvidia_device_plugin role's.
+    version: str = Field(default_factory=role_defaults.device_plugin_release, pattern=r"^v\d+\.\d+\.\d+$")
     #: Override for private registries; empty means nvcr.io/nvidia/k8s-device-plugin:<version>.
     image: str = ""
     #: Namespace (OpenShift project) of the DaemonSet; seed 002 used kube-system.
@@ -41,8 +42,8 @@ class Kubernetes(Section):
     context: str = ""
     #: Verify the API server's TLS certificate (set false only for labs).
     verify_tls: bool = True
-    #: The label put on GPU nodes (seed 002: openshift.com/gpu-accelerator=true).
-    gpu_label: str = Field(default="openshift.com/gpu-accelerator=true", pattern=r"^[^=\s]+=[^=\s]*$")
+    #: The label put on GPU nodes; the default is the gpu_node_labels role's.
+    gpu_label: str = Field(default_factory=role_defaults.gpu_label, pattern=r"^[^=\s]+=[^=\s]*$")
     device_plugin: DevicePlugin = DevicePlugin()
     #: The validation pod's image (seed 002's cuda-vector-add); mirror it for private registries.
     cuda_vector_add_image: str = "registry.k8s.io/cuda-vector-add:v0.1"
@@ -51,7 +52,7 @@ class Kubernetes(Section):
     #: How long a cuda-vector-add pod may take to finish.
     pod_timeout_s: int = Field(default=300, ge=1)
     #: Labels put on GPU nodes beside ``gpu_label`` (never on nodes without GPUs).
-    extra_gpu_labels: dict[str, str] = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    extra_gpu_labels: dict[str, str] = Field(default_factory=role_defaults.gpu_extra_labels)
     #: Server-side apply field manager: gpuready owns exactly the fields it applied, so --remove
     #: takes away only what gpuready added.
     field_manager: str = Field(default="gpuready", pattern=r"^[a-z0-9][a-z0-9.-]{0,100}$")
