@@ -6,7 +6,10 @@ run and stopped after it; the ssh launchers use the same two hosts. Every launch
 2-worker plan. The floor is the local launcher (horovodrun on this machine): what is above it is
 the launcher's own cost (ssh sessions, sbatch, slurmctld scheduling, srun, the rendezvous).
 
-Usage (root): .venv/bin/python benchmarks/launcher_overhead.py [--repeat 1]
+With ``--framework pytorch`` the same for the PyTorch path: torchrun here (local, the floor), one
+torchrun per host over ssh, and ``srun torchrun`` under Slurm.
+
+Usage (root): .venv/bin/python benchmarks/launcher_overhead.py [--repeat 1] [--framework tensorflow|pytorch]
 """
 
 from __future__ import annotations
@@ -30,11 +33,14 @@ def gpuready(*args: str) -> subprocess.CompletedProcess[str]:
                           check=False)
 
 
-def overhead(label: str, args: list[str], artifacts: Path) -> dict[str, float]:
+def overhead(label: str, args: list[str], artifacts: Path, framework: str) -> dict[str, float]:
     folder = artifacts / label
     folder.mkdir()
     start = time.time()
-    proc = gpuready("validate", "training", *args, *TINY, "--artifacts", str(folder))
+    # PyTorch: one thread per worker everywhere (local puts both workers on this host, ssh and slurm one per host)
+    threads = ["--cpu-threads", "1"] if framework == "pytorch" else []
+    proc = gpuready("validate", "training", *args, *TINY, *threads, "--framework", framework, "--artifacts",
+                    str(folder))
     if proc.returncode:
         sys.exit(f"{label}: run failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
     (run,) = list(folder.iterdir())
@@ -48,6 +54,7 @@ def overhead(label: str, args: list[str], artifacts: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--framework", choices=["tensorflow", "pytorch"], default="tensorflow")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (the lab's network namespaces)")
@@ -61,15 +68,20 @@ def main() -> None:
                  "ssh horovodrun": ["-i", inventory, "--launcher", "ssh", "--ssh-runner", "horovodrun"],
                  "ssh mpirun": ["-i", inventory, "--launcher", "ssh", "--ssh-runner", "mpirun"],
                  "slurm": ["-i", inventory, "--launcher", "slurm"]}
+    if args.framework == "pytorch":  # torchrun is the runner of every launcher
+        launchers = {"local": ["--launcher", "local"], "ssh torchrun": ["-i", inventory, "--launcher", "ssh"],
+                     "slurm (srun torchrun)": ["-i", inventory, "--launcher", "slurm"]}
     results: dict[str, list[dict[str, float]]] = {k: [] for k in launchers}
     try:
         for i in range(args.repeat):
             for label, extra in launchers.items():
-                results[label].append(overhead(f"{label.replace(' ', '-')}-{i}", extra, artifacts))
+                name = "".join(c if c.isalnum() else "-" for c in label)
+                results[label].append(overhead(f"{name}-{i}", extra, artifacts, args.framework))
     finally:
         gpuready("lab", "down", "--lab-dir", str(lab_dir))
     floor = statistics.median(r["first_step_s"] for r in results["local"])
-    print(f"2 workers, resnet50 32px batch 4, {args.repeat} run(s) each (median); {os.cpu_count()} CPUs")
+    print(f"{args.framework}, 2 workers, resnet50 32px batch 4, {args.repeat} run(s) each (median); "
+          f"{os.cpu_count()} CPUs")
     print("| launcher | workers' interpreters up (s) | first training step (s) | above local (s) | whole command (s) |")
     print("|---|---:|---:|---:|---:|")
     for label, runs in results.items():

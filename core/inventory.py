@@ -29,6 +29,9 @@ KNOWN_GROUPS = {
     "esxi_hosts": "ESXi hosts whose GPUs are passed through to VMs",
     "vcenter": "the vCenter (or standalone ESXi) gpuready talks to",
 }
+#: A group under gpu_nodes: GPU nodes gpuready reaches only through the Kubernetes API (their operating system
+#: is provisioned elsewhere, or simulated, as the lab's kwok nodes are). The host layers of site.yml skip them.
+KUBE_ONLY_GROUP = "kube_only_nodes"
 SETTINGS_VAR = "gpuready"
 SETTINGS_FILE = Path("group_vars/all/gpuready.yml")
 _IMPLICIT_GROUPS = {"all", "ungrouped"}

@@ -24,12 +24,12 @@ from typing import Any
 
 from gpuready.core import redact
 from gpuready.core.errors import BadInput, GpureadyError, Unreachable, shorten
+from gpuready.core.role_defaults import nvidia_vendor_id
 
 log = logging.getLogger(__name__)
 
 #: The ESXi advanced option behind Address Translation Services (a kernel boot option).
 ATS_OPTION = "VMkernel.Boot.atsSupport"
-NVIDIA_VENDOR_ID = 0x10DE
 
 
 @dataclass(frozen=True)
@@ -243,6 +243,6 @@ def vm_gpu_ids(vm: Any) -> list[str]:
             backing = device.backing
             # Other passthrough devices (NICs) are not GPUs and not gpuready's business.
             if (isinstance(backing, vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo)
-                    and (backing.vendorId & 0xFFFF) == NVIDIA_VENDOR_ID):
+                    and (backing.vendorId & 0xFFFF) == nvidia_vendor_id()):
                 ids.append(backing.id)
     return ids

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from gpuready.core.settings import Vsphere
     from gpuready.core.vsphere import PciDevice, Target
 
-NVIDIA_VENDOR_ID = 0x10DE
 
 
 def mmio_size_gib(total_gpu_memory_gib: int) -> int:
@@ -175,12 +174,15 @@ def make_plan(settings: Vsphere, esxi_hosts: list[str], devices: dict[str, dict[
 
 
 def _planned_gpu(settings: Vsphere, vm: str, host: str, devices: dict[str, PciDevice], address: str) -> PlannedGpu:
+    from gpuready.core.role_defaults import nvidia_vendor_id
+
     where = f"gpuready.vsphere.gpu_vms[{vm}]"
+    nvidia = nvidia_vendor_id()
     device = devices.get(address)
     if device is None:
-        gpus = sorted(d.id for d in devices.values() if d.vendor_id == NVIDIA_VENDOR_ID)
+        gpus = sorted(d.id for d in devices.values() if d.vendor_id == nvidia)
         raise BadInput(f"{where}: no PCI device {address} on {host} (its NVIDIA devices: {', '.join(gpus) or 'none'})")
-    if device.vendor_id != NVIDIA_VENDOR_ID:
+    if device.vendor_id != nvidia:
         raise BadInput(f"{where}: {address} on {host} is {device.name or device.pci_id}, not an NVIDIA GPU")
     model = settings.gpu_models.get(device.pci_id)
     if model is None:
@@ -254,15 +256,18 @@ def provision_extra_vars(inventory: Inventory, *, tags: list[str] | None, limit:
     import os
 
     settings = inventory.settings.vsphere
+    extra_vars = {"gpuready_vsphere_insecure": insecure,
+                  "gpuready_vsphere_allow_power_off": allow_power_off or settings.allow_power_off,
+                  "gpuready_vsphere_ca_file": settings.ca_file}
     if os.environ.get(settings.password_env):
         plan = plan_for_inventory(inventory, insecure=insecure)
         for line in plan.lines():
             note(f"plan: {line}")
+        # Made once: the vsphere_plan role uses this one instead of reading vCenter again.
+        extra_vars["gpuready_vsphere_plan"] = {"plan": plan.to_dict(), "lines": plan.lines()}
     else:
         # The password may be vcenter_password in Ansible Vault, which only Ansible opens:
-        # then the play's first task makes and checks the same plan.
+        # then the play's first task makes and checks the plan.
         check_static(settings, inventory.hosts("esxi_hosts"))
         note(f"${settings.password_env} is not set: the vSphere plan is made by Ansible (vcenter_password from Vault)")
-    return {"gpuready_vsphere_insecure": insecure,
-            "gpuready_vsphere_allow_power_off": allow_power_off or settings.allow_power_off,
-            "gpuready_vsphere_ca_file": settings.ca_file}
+    return extra_vars

@@ -43,6 +43,7 @@ def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: s
 
 def _cluster(ctx: Context) -> RunResult:
     from gpuready.core.errors import Cancelled
+    from gpuready.core.inventory import KUBE_ONLY_GROUP
     from gpuready.core.runner import PlaybookRun, check_tags, playbooks_dir, run_playbook
     from gpuready.core.vsphere_plan import provision_extra_vars
     from gpuready.provision.playbook_results import add_playbook_run
@@ -56,6 +57,9 @@ def _cluster(ctx: Context) -> RunResult:
     # The vSphere plan is made and checked here, so a bad one is refused before anything changes.
     extra_vars = provision_extra_vars(inv, tags=opts["tags"], limit=opts["limit"], insecure=opts["insecure"],
                                       allow_power_off=opts["allow_power_off"], note=ctx.note)
+    if any(KUBE_ONLY_GROUP in groups for groups in inv.host_groups.values()):
+        # The host layers' plays (site.yml: gpuready_os_hosts) leave out nodes reached only through the API.
+        extra_vars = {**(extra_vars or {}), "gpuready_os_hosts": f"gpu_nodes:!{KUBE_ONLY_GROUP}"}
     if inv.settings.kubernetes.kubeconfig:
         # Resolved when the inventory was loaded; the inventory's own value may be relative to it.
         extra_vars = {**(extra_vars or {}), "gpuready_kubeconfig": inv.settings.kubernetes.kubeconfig}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from gpuready.core import role_defaults
 from gpuready.core.command import Context, common_options, execute, limit_option
 from gpuready.core.errors import GpureadyError
 from gpuready.core.results import RunResult, errored, failed, passed, skipped
@@ -25,13 +26,15 @@ if TYPE_CHECKING:
     from gpuready.core.settings import Kubernetes
 
 GPU = "nvidia.com/gpu"
-PLUGIN_SELECTOR = "name=nvidia-device-plugin-ds"
+PLUGIN_SELECTOR = role_defaults.device_plugin_pod_selector()
 TEST_LABEL = "gpuready.io/test"
 REGISTERED = "Registered device plugin"
-# Seed 002: "permission denied" means wrong SELinux labels; these are the labels it requires.
-SELINUX_REMEDY = ("SELinux labels are wrong on the node (seed 002): /dev/nvidia* must be xserver_misc_device_t, "
-                  "/usr/bin/nvidia-* xserver_exec_t, /var/lib/kubelet/*/* container_file_t; "
-                  "run `gpuready provision cluster --tags selinux` (or semanage fcontext + restorecon)")
+# Seed 002: "permission denied" means wrong SELinux labels; these are the labels it requires (the gpu_selinux role's
+# rules), and container-selinux's boolean that lets containers open the GPU devices.
+SELINUX_REMEDY = ("SELinux labels are wrong on the node (seed 002): "
+                  + ", ".join(f"{c['path']} must be {c['setype']}" for c in role_defaults.selinux_file_contexts())
+                  + ", and container_use_xserver_devices on; run `gpuready provision cluster --tags selinux` "
+                  "(or semanage fcontext + restorecon, setsebool -P)")
 
 
 @click.command("cluster")
@@ -161,23 +164,35 @@ def _no_gpus(name: str, node: Any) -> Any:
 
 
 def _scc(client: Kube, settings: Kubernetes) -> Any:
+    """The SCC exists and the API server's own RBAC lets the plugin's service account `use` it in its project."""
+    from kubernetes import client as k8s
+
     from gpuready.core import kube
 
     name = "gpuready-nvidia-device-plugin"
-    user = f"system:serviceaccount:{settings.device_plugin.namespace}:nvidia-device-plugin"
+    namespace = settings.device_plugin.namespace
+    user = f"system:serviceaccount:{namespace}:nvidia-device-plugin"
     dynamic = client.dynamic()
     api = client.call(lambda: dynamic.resources.get(api_version="security.openshift.io/v1",
                                                    kind="SecurityContextConstraints"), "find SCCs")
     try:
-        scc = client.call(lambda: api.get(name=name), f"read SCC {name}")
+        client.call(lambda: api.get(name=name), f"read SCC {name}")
     except kube.NotFound:
         return failed("cluster.openshift.scc", "cluster", f"SecurityContextConstraints {name} not found",
                       remedy="run `gpuready provision cluster --tags kubernetes`")
-    if user in (scc.users or []):
-        return passed("cluster.openshift.scc", "cluster", f"SCC {name} binds {user}")
-    return failed("cluster.openshift.scc", "cluster", f"SCC {name} does not list {user}",
-                  evidence=f"users: {list(scc.users or [])}",
-                  remedy="run `gpuready provision cluster --tags kubernetes`")
+    groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
+    use = k8s.V1ResourceAttributes(group="security.openshift.io", resource="securitycontextconstraints", name=name,
+                                   verb="use", namespace=namespace)
+    review = k8s.V1SubjectAccessReview(spec=k8s.V1SubjectAccessReviewSpec(user=user, groups=groups,
+                                                                          resource_attributes=use))
+    authz = k8s.AuthorizationV1Api(client.api_client)
+    answer = client.call(lambda: authz.create_subject_access_review(review), f"ask whether {user} may use SCC {name}")
+    if answer.status.allowed:
+        return passed("cluster.openshift.scc", "cluster", f"{user} may use SCC {name} in {namespace}",
+                      evidence=answer.status.reason or "")
+    return failed("cluster.openshift.scc", "cluster", f"{user} may not use SCC {name} in {namespace}",
+                  evidence=answer.status.reason or answer.status.evaluation_error or "",
+                  remedy="run `gpuready provision cluster --tags kubernetes` (it binds the Role of the same name)")
 
 
 def _vector_add(ctx: Context, client: Kube, settings: Kubernetes, hosts: list[str]) -> list[Any]:

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 def gpu_node(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, workers: int,
              host_timeout: float, only: str | None, mark_nodes: bool, check: bool) -> None:
     """Driver, GPUs, topology, a vector add and node settings on each GPU node (read-only unless --mark-nodes)."""
-    if check and not mark_nodes:
-        raise click.UsageError("--check only applies to --mark-nodes (the checks themselves change nothing)")
     options = {"limit": limit, "workers": workers, "host_timeout": host_timeout, "mark_nodes": mark_nodes,
                "check": check, "only": {i.strip() for i in only.split(",") if i.strip()} if only else None}
     execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
@@ -49,8 +47,10 @@ def _gpu_node(ctx: Context) -> RunResult:
     from gpuready.validate.node import connect, fanout, marks
     from gpuready.validate.node.checks import CHECK_IDS
 
-    inv = ctx.inventory
     opts = ctx.options
+    if opts["check"] and not opts["mark_nodes"]:
+        raise BadInput("--check only applies to --mark-nodes (the checks themselves change nothing)")
+    inv = ctx.inventory
     if opts["only"] and (unknown := sorted(opts["only"] - set(CHECK_IDS))):
         raise BadInput(f"--only: unknown check id(s) {', '.join(unknown)} (known: {', '.join(CHECK_IDS)})")
     hosts = inv.limit(opts["limit"], "gpu_nodes")

@@ -16,7 +16,7 @@ import socket
 import time
 from typing import Any
 
-from gpuready.workloads.train import auroc, emit
+from gpuready.workloads.train import PROCESS_START_UNIX, auroc, emit
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -151,6 +151,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
     before = weights_digest(model)
     losses, step_times = [], []
+    first_step_unix = time.time()
     for i in range(args.warmup_steps + args.steps):
         start = time.perf_counter()
         images, labels = next(batches)
@@ -190,6 +191,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "precision": "bf16" if args.mixed_precision else "fp32",
         "xla": False,
         "warmup_steps": args.warmup_steps,
+        "process_start_unix": PROCESS_START_UNIX,
+        "first_step_unix": first_step_unix,
         "step_times": step_times,
         "losses": losses,
         "weights_sha256_before": before,

@@ -2,19 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from gpuready.core import role_defaults
 from gpuready.core.settings.base import Section
+
+#: Red Hat, OpenShift 4 "Managing security context constraints", Role-based access to SCCs: an SCC cannot be
+#: assigned to pods in these default namespaces, which "should not be used for running pods or services".
+OPENSHIFT_DEFAULT_NAMESPACES = (
+    "default",
+    "kube-system",
+    "kube-public",
+    "openshift-node",
+    "openshift-infra",
+    "openshift",
+)
+#: The device plugin's project on OpenShift when the inventory names none.
+OPENSHIFT_DEVICE_PLUGIN_NAMESPACE = "nvidia-device-plugin"
 
 
 class DevicePlugin(Section):
-    #: A pinned NVIDIA k8s-device-plugin release (NVIDIA's deployments/static/nvidia-device-plugin.yml: v0.17.1).
-    version: str = Field(default="v0.17.1", pattern=r"^v\d+\.\d+\.\d+$")
+    #: A pinned NVIDIA k8s-device-plugin release; the default is the nvidia_device_plugin role's.
+    version: str = Field(default_factory=role_defaults.device_plugin_release, pattern=r"^v\d+\.\d+\.\d+$")
     #: Override for private registries; empty means nvcr.io/nvidia/k8s-device-plugin:<version>.
     image: str = ""
-    #: Namespace (OpenShift project) of the DaemonSet; seed 002 used kube-system.
+    #: Namespace of the DaemonSet; seed 002 used kube-system. On OpenShift the default is a project of its own
+    #: (nvidia-device-plugin): SCCs do not apply to pods in OpenShift's default namespaces.
     namespace: str = "kube-system"
     #: How long to wait for the plugin to be ready on every labelled node.
     rollout_timeout_s: int = Field(default=300, ge=1)
@@ -41,8 +56,8 @@ class Kubernetes(Section):
     context: str = ""
     #: Verify the API server's TLS certificate (set false only for labs).
     verify_tls: bool = True
-    #: The label put on GPU nodes (seed 002: openshift.com/gpu-accelerator=true).
-    gpu_label: str = Field(default="openshift.com/gpu-accelerator=true", pattern=r"^[^=\s]+=[^=\s]*$")
+    #: The label put on GPU nodes; the default is the gpu_node_labels role's.
+    gpu_label: str = Field(default_factory=role_defaults.gpu_label, pattern=r"^[^=\s]+=[^=\s]*$")
     device_plugin: DevicePlugin = DevicePlugin()
     #: The validation pod's image (seed 002's cuda-vector-add); mirror it for private registries.
     cuda_vector_add_image: str = "registry.k8s.io/cuda-vector-add:v0.1"
@@ -51,7 +66,7 @@ class Kubernetes(Section):
     #: How long a cuda-vector-add pod may take to finish.
     pod_timeout_s: int = Field(default=300, ge=1)
     #: Labels put on GPU nodes beside ``gpu_label`` (never on nodes without GPUs).
-    extra_gpu_labels: dict[str, str] = Field(default_factory=lambda: {"nvidia.com/gpu.present": "true"})
+    extra_gpu_labels: dict[str, str] = Field(default_factory=role_defaults.gpu_extra_labels)
     #: Server-side apply field manager: gpuready owns exactly the fields it applied, so --remove
     #: takes away only what gpuready added.
     field_manager: str = Field(default="gpuready", pattern=r"^[a-z0-9][a-z0-9.-]{0,100}$")
@@ -59,3 +74,20 @@ class Kubernetes(Section):
     poll_interval_s: float = Field(default=2, gt=0, le=60)
     #: Attempts for API calls answered 429 or 5xx (with exponential backoff) before giving up.
     api_retries: int = Field(default=5, ge=1, le=20)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _openshift_project(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("flavour") != "openshift":
+            return data
+        plugin = data.get("device_plugin")
+        if isinstance(plugin, DevicePlugin):
+            plugin = plugin.model_dump(exclude_unset=True)
+        plugin = dict(plugin or {})
+        namespace = plugin.setdefault("namespace", OPENSHIFT_DEVICE_PLUGIN_NAMESPACE)
+        if namespace in OPENSHIFT_DEFAULT_NAMESPACES:
+            raise ValueError(
+                f"device_plugin.namespace {namespace} is one of OpenShift's default namespaces, where no SCC can be "
+                f"assigned to pods: use a project of its own (e.g. {OPENSHIFT_DEVICE_PLUGIN_NAMESPACE})"
+            )
+        return {**data, "device_plugin": plugin}

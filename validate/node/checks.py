@@ -13,25 +13,26 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from gpuready.core import role_defaults
 from gpuready.core.results import Check, errored, failed, passed, skipped
 from gpuready.validate.node import nvsmi, references
 from gpuready.validate.node import xid as xids
 from gpuready.validate.node.node import MODULES_COMMAND, Node, NoGpuView
 
-#: Seed 002: "permission denied" means these labels are wrong (SELinux enforcing only).
-SELINUX_LABELS = {"/dev/nvidia*": "xserver_misc_device_t", "/usr/bin/nvidia-*": "xserver_exec_t"}
+#: Seed 002: "permission denied" means these labels are wrong (SELinux enforcing only). The gpu_selinux role's
+#: file contexts of NVIDIA's devices and binaries (its kubelet context is the cluster's business).
+SELINUX_LABELS = {c["path"]: c["setype"] for c in role_defaults.selinux_file_contexts() if "nvidia" in c["path"]}
 
+#: Where the container-toolkit role configured each runtime, and what the file then mentions.
 RUNTIME_CONFIG = {
-    "containerd": ("/etc/containerd/config.toml", "nvidia"),
-    "docker": ("/etc/docker/daemon.json", "nvidia"),
-    "crio": ("/etc/crio/crio.conf.d/99-nvidia.conf", "nvidia"),
+    **{runtime: (path, "nvidia") for runtime, path in role_defaults.runtime_configs().items()},
     "crio-oci-hook": ("/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json", "nvidia-container"),
 }
 # One listing each, whatever the number of GPUs: the file type per path, the label per path.
 DEVICES_COMMAND = "for f in /dev/nvidia*; do [ -c \"$f\" ] && echo \"$f character\" || echo \"$f other\"; done"
 LABELS_COMMAND = ("for f in " + " ".join(SELINUX_LABELS) + "; do [ -e \"$f\" ] && printf '%s %s\\n' \"$f\" "
                   "\"$(getfattr --only-values -n security.selinux \"$f\" 2>/dev/null)\"; done; true")
-LSPCI_COMMAND = "lspci -n -d 10de:"
+LSPCI_COMMAND = f"lspci -n -d {role_defaults.nvidia_vendor_id():04x}:"
 UPTIME_COMMAND = "cat /proc/uptime"
 FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
 DCGM_COMMAND = "if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1 -j; else echo '== no dcgmi'; fi"
@@ -177,7 +178,7 @@ def driver_version(node: Node) -> Check:
 
 
 # ---------------------------------------------------------------- GPUs
-@check("gpu.pci_bus", "every NVIDIA GPU on the PCI bus is seen by nvidia-smi (lspci -n -d 10de:)",
+@check("gpu.pci_bus", f"every NVIDIA GPU on the PCI bus is seen by nvidia-smi ({LSPCI_COMMAND})",
        "A GPU on the bus that nvidia-smi does not list has fallen off or failed to initialise: check dmesg for "
        "Xid 79/NVRM errors, reseat it, run the field diagnostics.", depends=GPU_VIEW)
 def pci_bus(node: Node) -> Check:
@@ -579,8 +580,10 @@ def devices(node: Node) -> Check:
 
 
 @check("node.selinux_labels", "with SELinux enforcing, NVIDIA files carry the seed's labels",
-       "Relabel: semanage fcontext -a -t xserver_misc_device_t '/dev/nvidia.*' && restorecon -Rv /dev "
-       "(gpuready provision cluster does this when selinux.manage_file_contexts is on).")
+       "Relabel: " + " && ".join(f"semanage fcontext -a -t {c['setype']} '{c['target']}'"
+                                 for c in role_defaults.selinux_file_contexts() if "nvidia" in c["path"])
+       + " && restorecon -Rv /dev /usr/bin (gpuready provision cluster does this when "
+       "selinux.manage_file_contexts is on).")
 def selinux_labels(node: Node) -> Check:
     mode = node.run("getenforce")
     if not mode.ok:

@@ -253,7 +253,8 @@ def parse_lsmod(text: str) -> set[str]:
 
 
 def parse_lspci_gpus(text: str) -> list[str]:
-    """``lspci -n -d 10de:``: bus ids (``1a:00.0``) of NVIDIA display controllers (class 0300 VGA, 0302 3D).
+    """``lspci -n -d <NVIDIA's vendor id>:``: bus ids (``1a:00.0``) of NVIDIA display controllers
+    (class 0300 VGA, 0302 3D).
 
     NVSwitches and bridges (class 0680, 0604) and audio functions (0403) are not GPUs.
     """

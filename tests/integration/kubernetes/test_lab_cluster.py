@@ -109,6 +109,17 @@ def test_provision_applies_the_daemonset_and_waits_for_the_rollout(lab: LabClust
     assert sorted(p["spec"]["nodeName"] for p in pods) == GPU_NODES
 
 
+def test_provision_waits_until_each_gpu_node_advertises_its_gpus(lab: LabCluster, provisioned: dict) -> None:
+    """What the lab's kubelet stand-in put in each Node's status, read with kubectl, is what provision waited for."""
+    gpus = _checks(provisioned)[("kubernetes.device_plugin.gpus", "lab-kube-api")]
+    assert gpus["status"] == "passed" and gpus["remedy"] == "", gpus
+    evidence = json.loads(gpus["evidence"])
+    nodes = {n["metadata"]["name"]: n["status"]["allocatable"] for n in lab.kubectl.json("get", "nodes")["items"]}
+    assert evidence["advertised"] == {name: int(nodes[name].get("nvidia.com/gpu", 0)) for name in nodes}
+    assert evidence["expected"] == {name: int(nodes[name]["nvidia.com/gpu"]) for name in GPU_NODES}
+    assert all(int(nodes[name]["nvidia.com/gpu"]) > 0 for name in GPU_NODES)
+
+
 def test_second_provision_changes_nothing(lab: LabCluster, provisioned: dict, tmp_path: Path) -> None:
     rc, _, err, summary = lab.run("provision", "cluster", "--tags", "kubernetes", artifacts=tmp_path)
     assert rc == 0, err

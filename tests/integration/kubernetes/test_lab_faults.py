@@ -140,3 +140,26 @@ def test_apiserver_stopped_mid_run_is_exit_3_with_results_written(
     summary = json.loads(next(tmp_path.glob("*/summary.json")).read_text())
     assert any(c["id"] == "cluster.gpu.allocatable" for c in summary["checks"])
     eventually(lambda: lab.test_pods() == [], timeout=60, what="the test pods to go")
+
+
+def test_provision_fails_naming_the_gpu_node_whose_ready_plugin_advertises_no_gpus(tmp_path: Path) -> None:
+    """A plugin pod that is Ready but registers no GPU (allocatable 0) fails provisioning, naming only that node."""
+    lab = LabCluster(tmp_path / "lab", "nodes=2", "fail=allocatable-zero")
+    try:
+        inventory = _copy_inventory(lab, tmp_path, device_plugin={"advertise_timeout_s": 6})
+        rc, out, err, summary = lab.run(
+            "provision", "cluster", "--tags", "kubernetes", artifacts=tmp_path / "runs", inventory=inventory
+        )
+        assert rc == 1, out + err
+        checks = _checks(summary)
+        assert checks[("kubernetes.device_plugin.rollout", "lab-kube-api")]["status"] == "passed"
+        gpus = checks[("kubernetes.device_plugin.gpus", "lab-kube-api")]
+        allocatable = lab.kubectl.json("get", "node", "gpu-0001.lab.local")["status"]["allocatable"]
+        assert allocatable["nvidia.com/gpu"] == "0"
+        assert gpus["status"] == "failed"
+        assert "after 6s: gpu-0001.lab.local: 0 of 1" in gpus["message"] and "gpu-0002" not in gpus["message"]
+        assert json.loads(gpus["evidence"])["advertised"]["gpu-0001.lab.local"] == 0
+        assert "logs -l name=nvidia-device-plugin-ds" in gpus["remedy"]
+        assert "Traceback" not in err
+    finally:
+        lab.down()

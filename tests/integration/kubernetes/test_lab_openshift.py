@@ -12,6 +12,27 @@ from tests.integration.kubernetes.conftest import LabCluster
 
 pytestmark = pytest.mark.slow
 SCC = "gpuready-nvidia-device-plugin"
+# OpenShift's flavour puts the plugin in a project of its own: SCCs do not apply in kube-system.
+PROJECT = "nvidia-device-plugin"
+PLUGIN_SA = f"system:serviceaccount:{PROJECT}:nvidia-device-plugin"
+
+
+def _may_use(lab: LabCluster, user: str, namespace: str) -> str:
+    """kubectl's own answer to: may this account `use` gpuready's SCC in this namespace."""
+    r = lab.kubectl.run(
+        "auth",
+        "can-i",
+        "use",
+        f"securitycontextconstraints.security.openshift.io/{SCC}",
+        "-n",
+        namespace,
+        "--as",
+        user,
+        "--as-group",
+        "system:serviceaccounts",
+        check=False,
+    )
+    return r.stdout.strip()
 
 
 def test_openshift_scc_is_created_bound_validated_and_removed(tmp_path: Path) -> None:
@@ -20,14 +41,31 @@ def test_openshift_scc_is_created_bound_validated_and_removed(tmp_path: Path) ->
         rc, _, err, summary = lab.run("provision", "cluster", "--tags", "kubernetes", artifacts=tmp_path / "runs")
         assert rc == 0, err
         scc = lab.kubectl.json("get", "securitycontextconstraints", SCC)
-        assert scc["users"] == ["system:serviceaccount:kube-system:nvidia-device-plugin"]
+        assert scc["users"] == [] and scc["allowPrivilegedContainer"] is True
+        # The API server's own RBAC decides: only the plugin's service account, only in its project, may use it.
+        assert _may_use(lab, PLUGIN_SA, PROJECT) == "yes"
+        assert _may_use(lab, f"system:serviceaccount:{PROJECT}:default", PROJECT) == "no"
+        assert _may_use(lab, PLUGIN_SA, "default") == "no"
+        ds = lab.kubectl.json("get", "daemonset", "-n", PROJECT, "nvidia-device-plugin-daemonset")
+        assert ds["spec"]["template"]["spec"]["containers"][0]["securityContext"] == {"privileged": True}
         rc, out, err, summary = lab.run("validate", "cluster", artifacts=tmp_path / "runs")
         assert rc == 0, out + err
         checks = {(c["id"], c["host"]): c for c in summary["checks"]}
         assert checks[("cluster.openshift.scc", "cluster")]["status"] == "passed"
+        assert checks[("cluster.openshift.scc", "cluster")]["message"] == f"{PLUGIN_SA} may use SCC {SCC} in {PROJECT}"
+        # Someone deletes the RoleBinding: validate asks the API server again and fails, naming the account.
+        lab.kubectl.run("delete", "rolebinding", "-n", PROJECT, SCC)
+        rc, out, err, summary = lab.run("validate", "cluster", artifacts=tmp_path / "unbound")
+        scc_check = {(c["id"], c["host"]): c for c in summary["checks"]}[("cluster.openshift.scc", "cluster")]
+        assert rc == 1 and scc_check["status"] == "failed", out + err
+        assert scc_check["message"] == f"{PLUGIN_SA} may not use SCC {SCC} in {PROJECT}"
+        rc, _, err, summary = lab.run("provision", "cluster", "--tags", "kubernetes", artifacts=tmp_path / "again")
+        assert rc == 0 and _may_use(lab, PLUGIN_SA, PROJECT) == "yes", err
         rc, _, err, _ = lab.run("provision", "cluster", "--tags", "kubernetes", "--remove", artifacts=tmp_path / "runs")
         assert rc == 0, err
         assert lab.kubectl.run("get", "securitycontextconstraints", SCC, check=False).returncode != 0
+        for kind in ("role", "rolebinding"):
+            assert lab.kubectl.run("get", kind, "-n", PROJECT, SCC, check=False).returncode != 0
     finally:
         lab.down()
 

@@ -51,6 +51,11 @@ def test_bad_input_is_one_line_exit_2(artifacts: Path) -> None:
     assert done.stderr.strip().splitlines()[-1].startswith("gpuready: error: --only: unknown check id(s) gpu.nope")
     done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--limit", "nohost")
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+    # inventories/local has no kube_control_plane host to mark nodes from; --check alone marks nothing.
+    for flags, says in ((["--mark-nodes"], "--mark-nodes needs a host in group kube_control_plane"),
+                        (["--check"], "--check only applies to --mark-nodes")):
+        done = gpuready("validate", "gpu-node", "-i", "inventories/local", *flags, "--artifacts", str(artifacts))
+        assert (done.returncode, done.stderr.count("\n")) == (2, 1) and says in done.stderr, done.stderr
 
 
 def test_real_gpu_host(tmp_path: Path, artifacts: Path) -> None:

@@ -154,6 +154,14 @@ case "$1 $2" in
 esac
 """
 
+MST = """#!/bin/sh
+# Stand-in for MFT's mst: "mst start" creates the /dev/mst device files mlxconfig opens (MFT manual, mst).
+case "$1" in
+  start) mkdir -p /dev/mst && : > /dev/mst/mt4123_pciconf0 && echo "Starting MST (Mellanox Software Tools) driver set";;
+  *) echo "stand-in mst: unsupported: $*" >&2; exit 2;;
+esac
+"""
+
 IBDEV2NETDEV = """#!/bin/sh
 # Stand-in for OFED's ibdev2netdev on a dual-port ConnectX-6: the second port is down.
 echo "mlx5_0 port 1 ==> ens1f0np0 (Up)"
@@ -196,7 +204,7 @@ def build_repo(dest: Path) -> Path:
         pool,
         "mft-standin",
         "4.30.0-1",
-        files={"/usr/bin/mlxconfig": MLXCONFIG, "/usr/bin/ibdev2netdev": IBDEV2NETDEV},
+        files={"/usr/bin/mlxconfig": MLXCONFIG, "/usr/bin/ibdev2netdev": IBDEV2NETDEV, "/usr/bin/mst": MST},
     )
     packages = subprocess.run(
         ["dpkg-scanpackages", "--multiversion", "pool", "/dev/null"],
@@ -295,11 +303,13 @@ def booted_like(root: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(root)], check=False, capture_output=True)
 
 
-# Debian's reference policy has no container module; RHEL's container-selinux declares this type.
-# The stand-in declares the same type so the seed's third rule can be stored and evaluated.
+# Debian's reference policy has no container module; RHEL's container-selinux declares this type and
+# the boolean that lets containers open xserver_misc_device_t devices (container-selinux pull request 306).
+# The stand-in declares the same names so the rules and the boolean can be stored and evaluated.
 CONTAINER_SELINUX_STANDIN = """(type container_file_t)
 (roletype object_r container_file_t)
 (typeattributeset file_type (container_file_t))
+(boolean container_use_xserver_devices false)
 """
 
 
@@ -308,6 +318,17 @@ def load_container_selinux_standin(root: Path) -> None:
     subprocess.run(
         ["chroot", str(root), "semodule", "-i", "/tmp/container-standin.cil"], check=True, capture_output=True
     )
+
+
+def persistent_booleans(root: Path) -> dict[str, str]:
+    """The booleans the root's policy store customises, with their persistent value (semanage's second column)."""
+    out = subprocess.run(
+        ["chroot", str(root), "semanage", "boolean", "--list", "--noheading", "--locallist"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {line.split()[0]: line.split("(")[1].split(",")[1].split(")")[0].strip() for line in out.splitlines()}
 
 
 def snapshot(root: Path, *parts: str) -> dict[str, tuple[int, int, int]]:

@@ -48,22 +48,34 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
             "nvidia-persistenced_550.90.07-1_all.deb",
         )
         dr.load_container_selinux_standin(root)
+        # An earlier gpuready added the seed's broad kubelet rule: the role must take it away.
+        subprocess.run(
+            ["chroot", str(root), "semanage", "fcontext", "-a", "-t", "container_file_t", "/var/lib/kubelet/.*/.*"],
+            check=True,
+            capture_output=True,
+        )
         dr.install_in_root(root, "mft-standin_4.30.0-1_all.deb")
-        (root / "dev/mst").mkdir()
-        (root / "dev/mst/mt4123_pciconf0").touch()
+        # No /dev/mst yet: as on a booted node before `mst start`.
         fabric = {
             "type": "roce",
             "ports": ["mlx5_0", "mlx5_1"],
             "ats": True,
             "mst_devices": ["/dev/mst/mt4123_pciconf0"],
+            "gpudirect_rdma": True,
         }
         # The root's policy is SELinux-enabled while the host kernel runs without it: say so explicitly.
-        # Its links are the host's (a chroot shares the network): fabric_manage_links is off.
+        # Its links are the host's (a chroot shares the network): fabric_manage_links is off; it has no
+        # kernel of its own to load modules into: fabric_load_modules is off.
         inventory = dr.write_inventory(
             tmp / "inventory",
             {"node1": root},
             settings={"node_classes": {"standin": {"gpu_count": 0, "fabric": fabric}}},
-            host_vars={"gpu_selinux_status": "enabled", "gpu_selinux_ignore_state": True, "fabric_manage_links": False},
+            host_vars={
+                "gpu_selinux_status": "enabled",
+                "gpu_selinux_ignore_state": True,
+                "fabric_manage_links": False,
+                "fabric_load_modules": False,
+            },
         )
         yield root, inventory
 
@@ -176,6 +188,16 @@ def test_nouveau_is_blacklisted_and_the_initramfs_rebuild_requested(first: Any, 
     assert finding["remedy"] == "run update-initramfs -u -k all on the booted node"
 
 
+def test_the_initramfs_is_rebuilt_before_the_reboot_decision_is_acted_on(first: Any) -> None:
+    """Ansible's own event stream: the initramfs handler ran (here: skipped, no kernel) before the reboot task."""
+    _, _, run = first
+    events = sorted(run.glob("ansible/artifacts/*/job_events/*.json"), key=lambda p: int(p.name.split("-")[0]))
+    tasks = [json.loads(p.read_text()).get("event_data", {}).get("task") for p in events]
+    assert tasks.index("Driver | Rebuild the initramfs") < tasks.index(
+        "Driver | Reboot the node to load the new driver"
+    )
+
+
 def test_containerd_gets_the_nvidia_runtime_and_its_backup_is_kept(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
     # NVIDIA's nvidia-ctk (1.17 and newer) writes the runtime into a drop-in that config.toml imports.
@@ -191,10 +213,11 @@ def test_containerd_gets_the_nvidia_runtime_and_its_backup_is_kept(first: Any, n
 def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
     _, _, run = first
+    # Seed 002's rules, the kubelet one narrowed to the device plugins' folder.
     seed = {
         "/dev/nvidia.*": "xserver_misc_device_t",
         "/usr/bin/nvidia-.*": "xserver_exec_t",
-        "/var/lib/kubelet/.*/.*": "container_file_t",
+        "/var/lib/kubelet/device-plugins(/.*)?": "container_file_t",
     }
     diffs = [
         e["event_data"]["res"]["diff"]["prepared"]
@@ -214,13 +237,28 @@ def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tu
     assert {
         line.split()[0]: line.split()[-1].split(":")[2] for line in local.splitlines() if line.startswith("/")
     } == seed
+    paths = ["/dev/nvidia0", "/usr/bin/nvidia-smi", "/var/lib/kubelet/device-plugins/nvidia-gpu.sock"]
     labels = subprocess.run(
-        ["chroot", str(root), "matchpathcon", "/dev/nvidia0", "/usr/bin/nvidia-smi", "/var/lib/kubelet/pods/x"],
+        ["chroot", str(root), "matchpathcon", *paths, "/var/lib/kubelet/pods/x"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    assert [line.split()[1].split(":")[2] for line in labels.splitlines()] == list(seed.values())
+    types = [line.split()[1].split(":")[2] for line in labels.splitlines()]
+    # The policy's own answer: the rules label the GPU paths, and pods' volumes are no longer container_file_t.
+    assert types[:3] == list(seed.values())
+    assert types[3] != "container_file_t"
+
+
+def test_containers_may_open_the_gpu_devices_persistently(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    _, summary, _ = first
+    assert dr.persistent_booleans(root)["container_use_xserver_devices"] == "on"
+    finding = _checks(summary)["selinux.device_boolean"]
+    assert (finding["status"], finding["message"]) == (
+        "passed",
+        "switched on container_use_xserver_devices (persistent)",
+    )
 
 
 def test_fabric_ats_is_enabled_with_a_reboot_required_and_the_port_map_reported(
@@ -229,6 +267,7 @@ def test_fabric_ats_is_enabled_with_a_reboot_required_and_the_port_map_reported(
     root, _ = node
     _, summary, _ = first
     checks = _checks(summary)
+    assert (root / "dev/mst/mt4123_pciconf0").exists()  # mst start ran before mlxconfig needed the device
     assert (root / "var/lib/mlxconfig-standin/mt4123_pciconf0").read_text().strip() == "True(1)"
     assert checks["fabric.ats"]["status"] == "skipped"
     assert checks["fabric.ats"]["message"] == (
@@ -237,6 +276,19 @@ def test_fabric_ats_is_enabled_with_a_reboot_required_and_the_port_map_reported(
     assert "mlx5_1 port 1 ==> ens1f1np1 (Down)" in checks["fabric.ports"]["evidence"]
     assert checks["fabric.ports"]["status"] == "skipped"
     assert checks["fabric.ports"]["message"] == "down, not brought up here (fabric_manage_links is false): mlx5_1"
+
+
+def test_nvidia_peermem_loads_at_every_boot_on_a_gpudirect_node(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    _, summary, _ = first
+    # systemd-modules-load reads one module name per line (modules-load.d(5)).
+    assert (root / "etc/modules-load.d/nvidia-peermem.conf").read_text() == "nvidia_peermem\n"
+    finding = _checks(summary)["fabric.peermem"]
+    assert finding["status"] == "skipped"
+    assert finding["message"] == (
+        "nvidia_peermem not loaded here (fabric_load_modules is false), listed in "
+        "/etc/modules-load.d/nvidia-peermem.conf (added)"
+    )
 
 
 def test_the_second_run_changes_nothing(second: Any) -> None:
@@ -259,6 +311,7 @@ def test_remove_restores_the_backup_and_drops_the_rules_but_keeps_the_driver(
         ["chroot", str(root), "semanage", "fcontext", "-l", "-C"], capture_output=True, text=True, check=True
     ).stdout
     assert not [line for line in local.splitlines() if line.startswith("/")]
+    assert dr.persistent_booleans(root)["container_use_xserver_devices"] == "on"  # left as it is, as documented
     checks = _checks(summary)
     assert checks["driver.remove"]["status"] == "skipped"  # gpuready.driver.remove_on_uninstall is false
     assert _dpkg(root)["nvidia-driver"] == "550.54.15-1"

@@ -28,7 +28,12 @@ HANDLERS = [
 SEED_RULES = [
     {"path": "/dev/nvidia*", "target": "/dev/nvidia.*", "setype": "xserver_misc_device_t"},
     {"path": "/usr/bin/nvidia-*", "target": "/usr/bin/nvidia-.*", "setype": "xserver_exec_t"},
-    {"path": "/var/lib/kubelet/*/*", "target": "/var/lib/kubelet/.*/.*", "setype": "container_file_t"},
+    # Narrowed from the seed's /var/lib/kubelet/.*/.* to the device plugins' folder.
+    {
+        "path": "/var/lib/kubelet/device-plugins",
+        "target": "/var/lib/kubelet/device-plugins(/.*)?",
+        "setype": "container_file_t",
+    },
 ]
 
 

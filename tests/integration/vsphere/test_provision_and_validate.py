@@ -1,10 +1,13 @@
 """Against vcsim: validate fails, check changes nothing, apply needs --allow-power-off, apply
 changes, apply again changes nothing, validate passes. Every setting is read back with VMware's
-govc, not through gpuready's code."""
+govc, not through gpuready's code. The changes are made by community.vmware's and vmware.vmware's
+modules (TLS verified against the lab's own CA through SSL_CERT_FILE), and by gpuready's own module
+only for attaching GPUs to VMs."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,31 @@ def summary(artifacts: Path) -> dict[str, Any]:
     return json.loads((run / "summary.json").read_text())
 
 
+def modules(artifacts: Path) -> Counter[tuple[str, str]]:
+    """What each module did in the latest run, from ansible-runner's events: (module, changed|ok|skipped)."""
+    run = sorted(p for p in artifacts.iterdir() if p.is_dir())[-1]
+    seen: Counter[tuple[str, str]] = Counter()
+    for path in run.glob("ansible/artifacts/*/job_events/*.json"):
+        event = json.loads(path.read_text())
+        data = event.get("event_data", {})
+        action = data.get("resolved_action") or data.get("task_action") or ""
+        if event["event"] in ("runner_on_ok", "runner_item_on_ok"):
+            seen[(action, "changed" if data.get("res", {}).get("changed") else "ok")] += 1
+        elif event["event"] == "runner_on_skipped":
+            seen[(action, "skipped")] += 1
+    return seen
+
+
+#: What makes each change: the collections' modules, and gpuready's own only where none does the job.
+CHANGED_BY = {
+    "community.vmware.vmware_host_config_manager",
+    "community.vmware.vmware_host_passthrough",
+    "vmware.vmware.vm_advanced_settings",
+    "vmware.vmware.vm_powerstate",
+    "gpuready.gpu.vm_gpu_passthrough",
+}
+
+
 def test_check_apply_apply_again_then_validate(vcsim: Vcsim, env: dict[str, str], artifacts: Path) -> None:
     inventory = str(vcsim.inventory())
     untouched = read_back(vcsim)
@@ -60,14 +88,19 @@ def test_check_apply_apply_again_then_validate(vcsim: Vcsim, env: dict[str, str]
     assert summary(artifacts)["metrics"]["changed"] > 0
     assert "64-bit MMIO 256 GiB" in check.stderr  # the plan is shown before Ansible runs
     assert read_back(vcsim) == untouched
+    # The plan was made once, by gpuready before Ansible started: the play's plan module did not run.
+    assert {how for (a, how) in modules(artifacts) if a == "gpuready.gpu.vsphere_plan"} == {"skipped"}
 
     refused = provision(inventory, artifacts, env)
     assert refused.returncode == 1
     assert "--allow-power-off" in refused.stdout
     assert read_back(vcsim)["vms"] == untouched["vms"]
+    changed_by = {a for (a, how) in modules(artifacts) if how == "changed"}  # the hosts' ATS and passthrough
 
     apply = provision(inventory, artifacts, env, "--allow-power-off")
     assert apply.returncode == 0, apply.stdout + apply.stderr
+    changed_by |= {a for (a, how) in modules(artifacts) if how == "changed"}
+    assert changed_by == CHANGED_BY
     after = read_back(vcsim)
     assert after["hosts"]["DC0_H0"] == {
         "ats": True,
@@ -91,6 +124,7 @@ def test_check_apply_apply_again_then_validate(vcsim: Vcsim, env: dict[str, str]
     again = provision(inventory, artifacts, env, "--allow-power-off")
     assert again.returncode == 0, again.stdout + again.stderr
     assert summary(artifacts)["metrics"]["changed"] == 0
+    assert not {a for (a, how) in modules(artifacts) if how == "changed"}
     assert read_back(vcsim) == after
 
     valid = gpuready("validate", "vsphere", "-i", inventory, "--artifacts", str(artifacts), env=env)

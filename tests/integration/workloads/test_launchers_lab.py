@@ -208,6 +208,7 @@ def _assert_torch_ran_ddp_on_both_hosts(run: Path, proc: subprocess.CompletedPro
     ranks = _assert_two_hosts_trained_together(run)
     assert {r["backend"] for r in ranks} == {"gloo"} and all(r["framework"] == "pytorch" for r in ranks)
     assert all(r["device"] == "CPU (1 threads)" for r in ranks)  # --cpu-threads reached the workers
+    assert all(r["process_start_unix"] < r["first_step_unix"] for r in ranks)  # what the overhead benchmark reads
     training = json.loads((run / "summary.json").read_text())["metrics"]["training"]
     assert training["framework"] == "pytorch" and training["distribution"] == "ddp"
     # the same scaling table as for the local launcher, on the console and in training.md

@@ -21,6 +21,7 @@ SHARED = {
     "nvidia_runtime": "runtimeclass",
     "device_plugin": {"time_slicing_replicas": 4, "mig_strategy": "single", "device_list_strategy": "cdi-cri"},
 }
+OPENSHIFT = {"flavour": "openshift"}
 # validate gpu-node --mark-nodes: one node passed, one failed, one the cluster does not know.
 NODE_MARKS = {
     "node_validation_marks_verdicts": {
@@ -89,6 +90,11 @@ def manifests() -> list[tuple[str, dict[str, Any]]]:
     ]
     docs += [("node-marks", d) for d in _render("node_validation_marks", "node-marks.yml.j2", NODE_MARKS)]
     docs += [("namespace", d) for d in _render("openshift_gpu_scc", "namespace.yml.j2")]
+    docs += [
+        ("daemonset-openshift", d) for d in _render("nvidia_device_plugin", "daemonset.yml.j2", kubernetes=OPENSHIFT)
+    ]
+    docs += [("scc-role", d) for d in _render("openshift_gpu_scc", "role.yml.j2", kubernetes=OPENSHIFT)]
+    docs += [("scc-rolebinding", d) for d in _render("openshift_gpu_scc", "rolebinding.yml.j2", kubernetes=OPENSHIFT)]
     docs += [("cuda-vector-add", cuda_vector_add_pod("stor1.r5a.local", Kubernetes().cuda_vector_add_image, "r1"))]
     return docs
 
@@ -183,10 +189,12 @@ def test_scc_is_valid_against_openshifts_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")
     require(SCC_SCHEMA.is_file(), f"vendored SCC schema {SCC_SCHEMA}")
     schema = _openapi_to_json_schema(yaml.safe_load(SCC_SCHEMA.read_text()))
-    scc = _render("openshift_gpu_scc", "scc.yml.j2")[0]
+    scc = _render("openshift_gpu_scc", "scc.yml.j2", kubernetes=OPENSHIFT)[0]
     jsonschema.validate(scc, schema)
-    assert scc["users"] == ["system:serviceaccount:kube-system:nvidia-device-plugin"]
-    assert scc["allowHostDirVolumePlugin"] is True and scc["allowPrivilegedContainer"] is False
+    # Granted through RBAC in the plugin's project, not by listing the account cluster-wide in the SCC.
+    assert scc["users"] == [] and scc["groups"] == []
+    assert scc["allowHostDirVolumePlugin"] is True and scc["allowPrivilegedContainer"] is True
+    assert not (scc["allowHostNetwork"] or scc["allowHostPID"] or scc["allowHostIPC"] or scc["allowHostPorts"])
     # The schema catches what a real OpenShift refuses: a required field left out.
     broken = {k: v for k, v in scc.items() if k != "requiredDropCapabilities"}
     with pytest.raises(jsonschema.ValidationError):
@@ -200,3 +208,56 @@ def test_schema_validation_catches_a_typo() -> None:
     ds["spec"]["template"]["spec"]["nodeSelecter"] = ds["spec"]["template"]["spec"].pop("nodeSelector")
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(ds, "1.31.0", strict=True)
+
+
+# Red Hat, OpenShift 4 "Managing security context constraints" > "Role-based access to security context
+# constraints": `oc create role <role-name> --verb=use --resource=scc --resource-name=<scc-name> -n <namespace>`
+# "results in the following role definition" (rules as documented there).
+RED_HAT_SCC_ROLE_RULES = [
+    {
+        "apiGroups": ["security.openshift.io"],
+        "resourceNames": ["<scc-name>"],
+        "resources": ["securitycontextconstraints"],
+        "verbs": ["use"],
+    }
+]
+# NVIDIA's GPU Operator runs the device plugin on OpenShift as a privileged container
+# (gpu-operator assets/state-device-plugin/0500_daemonset.yaml), its Role may `use` an SCC (0200_role.yaml).
+
+
+def test_openshift_grants_the_scc_through_a_role_in_the_plugins_own_project() -> None:
+    [role] = _render("openshift_gpu_scc", "role.yml.j2", kubernetes=OPENSHIFT)
+    [binding] = _render("openshift_gpu_scc", "rolebinding.yml.j2", kubernetes=OPENSHIFT)
+    [scc] = _render("openshift_gpu_scc", "scc.yml.j2", kubernetes=OPENSHIFT)
+    expected = json.loads(json.dumps(RED_HAT_SCC_ROLE_RULES).replace("<scc-name>", scc["metadata"]["name"]))
+    assert role["rules"] == expected
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "nvidia-device-plugin"
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    [ds] = _render("nvidia_device_plugin", "daemonset.yml.j2", kubernetes=OPENSHIFT)
+    [sa] = _render("nvidia_device_plugin", "serviceaccount.yml.j2", kubernetes=OPENSHIFT)
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": sa["metadata"]["namespace"]}
+    ]
+    assert ds["metadata"]["namespace"] == sa["metadata"]["namespace"] == "nvidia-device-plugin"
+    assert ds["spec"]["template"]["spec"]["serviceAccountName"] == sa["metadata"]["name"]
+    assert ds["spec"]["template"]["spec"]["containers"][0]["securityContext"] == {"privileged": True}
+
+
+def test_plain_kubernetes_keeps_the_unprivileged_plugin_in_kube_system() -> None:
+    [ds] = _render("nvidia_device_plugin", "daemonset.yml.j2")
+    assert ds["metadata"]["namespace"] == "kube-system"
+    assert ds["spec"]["template"]["spec"]["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "default", "openshift"])
+def test_openshift_refuses_a_default_namespace_for_the_plugin(namespace: str) -> None:
+    with pytest.raises(ValueError, match=f"{namespace} is one of OpenShift's default namespaces"):
+        Kubernetes(flavour="openshift", device_plugin={"namespace": namespace})
+    assert Kubernetes(flavour="openshift", device_plugin={"namespace": "gpu"}).device_plugin.namespace == "gpu"

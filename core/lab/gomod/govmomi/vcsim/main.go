@@ -1,7 +1,8 @@
 // gpuready's vcsim: VMware's vCenter simulator (govmomi/simulator) with the topology a test
 // or the lab asks for, credentials checked, TLS with a certificate of our choosing, and the
 // two things stock vcsim does not model that GPU passthrough needs:
-//   - VMkernel.Boot.atsSupport among each host's advanced options (stock vcsim has no such option);
+//   - VMkernel.Boot.atsSupport among each host's advanced options, described as a boolean option
+//     (stock vcsim has no such option);
 //   - NVIDIA GPUs on each host's PCI bus (from a device list file) and a HostPciPassthruSystem
 //     that turns passthrough on and off for them (stock vcsim has none).
 //
@@ -114,7 +115,17 @@ func equipHost(registry *simulator.Registry, h *simulator.HostSystem, gpus []gpu
 	// vcsim's list has no VMkernel.Boot.atsSupport.
 	opts := append(h.Config.Option, &types.OptionValue{Key: "VMkernel.Boot.atsSupport", Value: false})
 	h.Config.Option = opts
-	registry.Get(*h.ConfigManager.AdvancedOption).(*simulator.OptionManager).Setting = opts
+	options := registry.Get(*h.ConfigManager.AdvancedOption).(*simulator.OptionManager)
+	options.Setting = opts
+	// A real host also describes its options (supportedOption); clients such as community.vmware's
+	// vmware_host_config_manager read the type from there and refuse an option it does not list.
+	options.SupportedOption = append(append([]types.OptionDef(nil), options.SupportedOption...), types.OptionDef{
+		ElementDescription: types.ElementDescription{
+			Description: types.Description{Label: "ATS support", Summary: "Address Translation Services (PCIe ATS)"},
+			Key:         "VMkernel.Boot.atsSupport",
+		},
+		OptionType: &types.BoolOption{OptionType: types.OptionType{ValueIsReadonly: types.NewBool(false)}, Supported: true},
+	})
 
 	hw := *h.Hardware
 	hw.PciDevice = append([]types.HostPciDevice(nil), hw.PciDevice...)
