@@ -24,9 +24,27 @@ def main() -> None:
     parser.add_argument("--gpus", default="1,2")
     args = parser.parse_args()
     artifacts = Path(tempfile.mkdtemp(prefix="gpuready-bench-"))
-    cmd = [sys.executable, "-m", "gpuready.core.cli", "validate", "training", "--gpus", args.gpus, "--model",
-           args.model, "--image-size", args.image_size, "--batch-size", args.batch_size, "--steps", args.steps,
-           "--warmup-steps", "3", "--artifacts", str(artifacts)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpuready.core.cli",
+        "validate",
+        "training",
+        "--gpus",
+        args.gpus,
+        "--model",
+        args.model,
+        "--image-size",
+        args.image_size,
+        "--batch-size",
+        args.batch_size,
+        "--steps",
+        args.steps,
+        "--warmup-steps",
+        "3",
+        "--artifacts",
+        str(artifacts),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode:
         sys.exit(f"run failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
@@ -35,8 +53,10 @@ def main() -> None:
     print(f"{args.model}, {args.image_size}px, batch {args.batch_size}/worker, {args.steps} timed steps, CPU")
     for row in summary["sizes"]:
         eff = "" if row["efficiency"] is None else f"  efficiency {100 * row['efficiency']:.1f}%"
-        print(f"{row['workers']} worker(s): {row['images_per_second']:8.2f} images/s total, "
-              f"{row['images_per_second_per_worker']:8.2f} per worker{eff}")
+        print(
+            f"{row['workers']} worker(s): {row['images_per_second']:8.2f} images/s total, "
+            f"{row['images_per_second_per_worker']:8.2f} per worker{eff}"
+        )
     print(f"run folder: {run}")
 
 

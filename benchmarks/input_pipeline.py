@@ -42,8 +42,7 @@ def rate(kind: str, data: Path, batches: int, cores: int | None, workers: int = 
 
     from gpuready.workloads import pipeline
 
-    ds = pipeline.build(kind, pipeline.shard_files(str(data), "train"), batch_size=32, image_size=224,
-                        workers=workers)
+    ds = pipeline.build(kind, pipeline.shard_files(str(data), "train"), batch_size=32, image_size=224, workers=workers)
     if cores:
         options = tf.data.Options()
         options.threading.private_threadpool_size = cores
@@ -81,8 +80,10 @@ def main() -> None:
             rounds["old_of_2"].append(rate("old", data, args.batches, None, workers=2))
     new, old, one_core, new2, old2 = (max(rounds[k]) for k in ("new", "old", "one_core", "new_of_2", "old_of_2"))
     cores = os.cpu_count()
-    print(f"{args.side}x{args.side} PNG -> 224x224, batch 32, {args.batches} batches, best of {args.rounds} rounds, "
-          f"{cores} cores")
+    print(
+        f"{args.side}x{args.side} PNG -> 224x224, batch 32, {args.batches} batches, best of {args.rounds} rounds, "
+        f"{cores} cores"
+    )
     print("rounds: " + "; ".join(f"{k} " + ", ".join(f"{v:.0f}" for v in vs) for k, vs in rounds.items()))
     print(f"new pipeline          {new:8.1f} images/s")
     print(f"old pipeline          {old:8.1f} images/s")

@@ -24,13 +24,26 @@ import tempfile
 import time
 from pathlib import Path
 
-TINY = ["--gpus", "2", "--model", "resnet50", "--steps", "3", "--warmup-steps", "1", "--image-size", "32",
-        "--batch-size", "4"]
+TINY = [
+    "--gpus",
+    "2",
+    "--model",
+    "resnet50",
+    "--steps",
+    "3",
+    "--warmup-steps",
+    "1",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "4",
+]
 
 
 def gpuready(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gpuready.core.cli", *args], capture_output=True, text=True,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuready.core.cli", *args], capture_output=True, text=True, check=False
+    )
 
 
 def overhead(label: str, args: list[str], artifacts: Path, framework: str) -> dict[str, float]:
@@ -39,16 +52,19 @@ def overhead(label: str, args: list[str], artifacts: Path, framework: str) -> di
     start = time.time()
     # PyTorch: one thread per worker everywhere (local puts both workers on this host, ssh and slurm one per host)
     threads = ["--cpu-threads", "1"] if framework == "pytorch" else []
-    proc = gpuready("validate", "training", *args, *TINY, *threads, "--framework", framework, "--artifacts",
-                    str(folder))
+    proc = gpuready(
+        "validate", "training", *args, *TINY, *threads, "--framework", framework, "--artifacts", str(folder)
+    )
     if proc.returncode:
         sys.exit(f"{label}: run failed ({proc.returncode}): {proc.stderr.strip()[-800:]}")
     (run,) = list(folder.iterdir())
     ranks = json.loads((run / "step_times.json").read_text())["2"]
     # the first step is a collective: it starts for the job when the last worker reaches it
-    return {"first_step_s": max(r["first_step_unix"] for r in ranks) - start,
-            "interpreters_started_s": max(r["process_start_unix"] for r in ranks) - start,
-            "total_s": time.time() - start}
+    return {
+        "first_step_s": max(r["first_step_unix"] for r in ranks) - start,
+        "interpreters_started_s": max(r["process_start_unix"] for r in ranks) - start,
+        "total_s": time.time() - start,
+    }
 
 
 def main() -> None:
@@ -64,13 +80,18 @@ def main() -> None:
     if up.returncode:
         sys.exit(f"lab up failed: {up.stderr.strip()}")
     inventory = up.stdout.strip().splitlines()[-1]
-    launchers = {"local": ["--launcher", "local"],
-                 "ssh horovodrun": ["-i", inventory, "--launcher", "ssh", "--ssh-runner", "horovodrun"],
-                 "ssh mpirun": ["-i", inventory, "--launcher", "ssh", "--ssh-runner", "mpirun"],
-                 "slurm": ["-i", inventory, "--launcher", "slurm"]}
+    launchers = {
+        "local": ["--launcher", "local"],
+        "ssh horovodrun": ["-i", inventory, "--launcher", "ssh", "--ssh-runner", "horovodrun"],
+        "ssh mpirun": ["-i", inventory, "--launcher", "ssh", "--ssh-runner", "mpirun"],
+        "slurm": ["-i", inventory, "--launcher", "slurm"],
+    }
     if args.framework == "pytorch":  # torchrun is the runner of every launcher
-        launchers = {"local": ["--launcher", "local"], "ssh torchrun": ["-i", inventory, "--launcher", "ssh"],
-                     "slurm (srun torchrun)": ["-i", inventory, "--launcher", "slurm"]}
+        launchers = {
+            "local": ["--launcher", "local"],
+            "ssh torchrun": ["-i", inventory, "--launcher", "ssh"],
+            "slurm (srun torchrun)": ["-i", inventory, "--launcher", "slurm"],
+        }
     results: dict[str, list[dict[str, float]]] = {k: [] for k in launchers}
     try:
         for i in range(args.repeat):
@@ -80,14 +101,17 @@ def main() -> None:
     finally:
         gpuready("lab", "down", "--lab-dir", str(lab_dir))
     floor = statistics.median(r["first_step_s"] for r in results["local"])
-    print(f"{args.framework}, 2 workers, resnet50 32px batch 4, {args.repeat} run(s) each (median); "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"{args.framework}, 2 workers, resnet50 32px batch 4, {args.repeat} run(s) each (median); {os.cpu_count()} CPUs"
+    )
     print("| launcher | workers' interpreters up (s) | first training step (s) | above local (s) | whole command (s) |")
     print("|---|---:|---:|---:|---:|")
     for label, runs in results.items():
         first = statistics.median(r["first_step_s"] for r in runs)
-        print(f"| {label} | {statistics.median(r['interpreters_started_s'] for r in runs):.1f} | {first:.1f} | "
-              f"{first - floor:+.1f} | {statistics.median(r['total_s'] for r in runs):.1f} |")
+        print(
+            f"| {label} | {statistics.median(r['interpreters_started_s'] for r in runs):.1f} | {first:.1f} | "
+            f"{first - floor:+.1f} | {statistics.median(r['total_s'] for r in runs):.1f} |"
+        )
     print(f"artifacts: {artifacts}")
 
 

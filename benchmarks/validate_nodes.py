@@ -50,10 +50,26 @@ def measure(inventory: Path, runs: int, workers: int, pids: list[int]) -> dict[s
             started = time.monotonic()
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             remote_before = hosts_cpu(pids)
-            done = subprocess.run([sys.executable, "-m", "gpuready.core.cli", "validate", "gpu-node", "-i",
-                                   str(inventory), "--artifacts", artifacts, "--workers", str(workers)],
-                                  capture_output=True, text=True, cwd=ROOT, check=False,
-                                  env={**os.environ, "COLUMNS": "200"})
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "gpuready.core.cli",
+                    "validate",
+                    "gpu-node",
+                    "-i",
+                    str(inventory),
+                    "--artifacts",
+                    artifacts,
+                    "--workers",
+                    str(workers),
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                check=False,
+                env={**os.environ, "COLUMNS": "200"},
+            )
             walls.append(time.monotonic() - started)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             # CPU of the CLI and its children (ssh clients, shells); the hosts' sshds are not its children.
@@ -64,9 +80,13 @@ def measure(inventory: Path, runs: int, workers: int, pids: list[int]) -> dict[s
             summary = json.loads(next(Path(artifacts).glob("*/summary.json")).read_text())
             fanouts.append(summary["metrics"]["wall_seconds"])
             per_host += [float(s) for s in re.findall(r"\((\d+\.\d+)s\) ·", done.stderr)]
-    return {"wall": statistics.median(walls), "fanout": statistics.median(fanouts),
-            "host": statistics.median(per_host) if per_host else 0.0, "cpu": statistics.median(cpu),
-            "remote": statistics.median(remote)}
+    return {
+        "wall": statistics.median(walls),
+        "fanout": statistics.median(fanouts),
+        "host": statistics.median(per_host) if per_host else 0.0,
+        "cpu": statistics.median(cpu),
+        "remote": statistics.median(remote),
+    }
 
 
 def _children_cpu() -> float:
@@ -79,10 +99,28 @@ def floor(state: dict, runs: int) -> dict[str, float]:
     walls, cpu = [], []
     for _ in range(runs):
         before, started = _children_cpu(), time.monotonic()
-        procs = [subprocess.Popen(["ssh", "-i", state["key"], "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-                                   "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                                   f"root@{h['address']}", "nvidia-smi -q -x"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for h in state["hosts"]]
+        procs = [
+            subprocess.Popen(
+                [
+                    "ssh",
+                    "-i",
+                    state["key"],
+                    "-o",
+                    "BatchMode=yes",
+                    "-o",
+                    "StrictHostKeyChecking=no",
+                    "-o",
+                    "UserKnownHostsFile=/dev/null",
+                    "-o",
+                    "LogLevel=ERROR",
+                    f"root@{h['address']}",
+                    "nvidia-smi -q -x",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for h in state["hosts"]
+        ]
         codes = [p.wait() for p in procs]
         walls.append(time.monotonic() - started)
         cpu.append(_children_cpu() - before)
@@ -97,12 +135,29 @@ def peer(inventory: Path, runs: int, forks: int) -> dict[str, float]:
     walls, cpu = [], []
     for _ in range(runs):
         before, started = _children_cpu(), time.monotonic()
-        done = subprocess.run([str(ansible), "-i", str(inventory), "gpu_nodes", "-m", "ansible.builtin.command",
-                               "-a", "nvidia-smi -q -x", "-f", str(forks)], capture_output=True, text=True,
-                              env={**os.environ, "ANSIBLE_HOST_KEY_CHECKING": "False",
-                                   "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",
-                                   "ANSIBLE_DEPRECATION_WARNINGS": "False"},
-                              check=False)
+        done = subprocess.run(
+            [
+                str(ansible),
+                "-i",
+                str(inventory),
+                "gpu_nodes",
+                "-m",
+                "ansible.builtin.command",
+                "-a",
+                "nvidia-smi -q -x",
+                "-f",
+                str(forks),
+            ],
+            capture_output=True,
+            text=True,
+            env={
+                **os.environ,
+                "ANSIBLE_HOST_KEY_CHECKING": "False",
+                "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",
+                "ANSIBLE_DEPRECATION_WARNINGS": "False",
+            },
+            check=False,
+        )
         walls.append(time.monotonic() - started)
         cpu.append(_children_cpu() - before)
         if done.returncode != 0:
@@ -124,10 +179,12 @@ def main() -> None:
             root = Path(tmp)
             log = (root / "sshd.log").open("ab")
             started = time.monotonic()
-            state = nodes.up_hosts(root, [PROFILES[i % len(PROFILES)] for i in range(size)],
-                                   f"g{size}x{os.getpid() % 10000}",
-                                   lambda argv, log=log: subprocess.Popen(argv, stdout=log, stderr=log,
-                                                                          start_new_session=True).pid)
+            state = nodes.up_hosts(
+                root,
+                [PROFILES[i % len(PROFILES)] for i in range(size)],
+                f"g{size}x{os.getpid() % 10000}",
+                lambda argv, log=log: subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True).pid,
+            )
             setup = time.monotonic() - started
             try:
                 inventory = nodes.write_inventory(root / "inventory", state)
@@ -138,11 +195,14 @@ def main() -> None:
                 nodes.down_hosts(state)
         r = results[size]
         f, p = r["floor"], r["peer"]
-        print(f"{size:3d} hosts: gpuready wall {r['wall']:6.2f}s (fan-out {r['fanout']:5.2f}s) client CPU "
-              f"{r['cpu']:5.2f}s ({r['cpu'] / size:5.3f}/host) | floor ssh wall {f['wall']:5.2f}s CPU {f['cpu']:5.2f}s "
-              f"| ansible ad-hoc wall {p['wall']:6.2f}s CPU {p['cpu']:6.2f}s | gpuready/floor "
-              f"{r['wall'] / f['wall']:4.2f}x, ansible/gpuready {p['wall'] / r['wall']:4.2f}x "
-              f"(lab set-up {setup:5.1f}s, not counted)", flush=True)
+        print(
+            f"{size:3d} hosts: gpuready wall {r['wall']:6.2f}s (fan-out {r['fanout']:5.2f}s) client CPU "
+            f"{r['cpu']:5.2f}s ({r['cpu'] / size:5.3f}/host) | floor ssh wall {f['wall']:5.2f}s CPU {f['cpu']:5.2f}s "
+            f"| ansible ad-hoc wall {p['wall']:6.2f}s CPU {p['cpu']:6.2f}s | gpuready/floor "
+            f"{r['wall'] / f['wall']:4.2f}x, ansible/gpuready {p['wall'] / r['wall']:4.2f}x "
+            f"(lab set-up {setup:5.1f}s, not counted)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -42,9 +42,14 @@ def default_inventory() -> str:
 
 def inventory_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "-i", "--inventory", "inventory_path", type=click.Path(path_type=Path), show_default=DEFAULT_INVENTORY,
+        "-i",
+        "--inventory",
+        "inventory_path",
+        type=click.Path(path_type=Path),
+        show_default=DEFAULT_INVENTORY,
         default=default_inventory,
-        help="Ansible inventory folder (hosts.yml + group_vars/) or hosts file.")(func)
+        help="Ansible inventory folder (hosts.yml + group_vars/) or hosts file.",
+    )(func)
 
 
 def folder_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
@@ -58,13 +63,19 @@ def folder_path(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 def artifacts_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--artifacts", type=click.Path(), default=None, callback=folder_path,
-                        help="Folder for run artifacts [default: ./gpuready-runs, or $GPUREADY_ARTIFACTS].")(func)
+    return click.option(
+        "--artifacts",
+        type=click.Path(),
+        default=None,
+        callback=folder_path,
+        help="Folder for run artifacts [default: ./gpuready-runs, or $GPUREADY_ARTIFACTS].",
+    )(func)
 
 
 def limit_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--limit", "-l", default=None, metavar="PATTERN",
-                        help="Only hosts matching this Ansible host pattern.")(func)
+    return click.option(
+        "--limit", "-l", default=None, metavar="PATTERN", help="Only hosts matching this Ansible host pattern."
+    )(func)
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -80,8 +91,9 @@ class FiniteFloatRange(click.FloatRange):
 
 
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    return inventory_option(artifacts_option(click.option("-v", "--verbose", count=True,
-                                                          help="More detail (repeat for debug logs).")(func)))
+    return inventory_option(
+        artifacts_option(click.option("-v", "--verbose", count=True, help="More detail (repeat for debug logs).")(func))
+    )
 
 
 @dataclass
@@ -132,8 +144,13 @@ class Context:
         with the counts, so a run over many hosts shows it is moving without flooding the screen."""
         self._counts[event.status] = self._counts.get(event.status, 0) + 1
         self._hosts.add(event.host)
-        style = {"ok": "green", "changed": "yellow", "failed": "bold red", "unreachable": "bold magenta",
-                 "skipped": "dim"}.get(event.status, "")
+        style = {
+            "ok": "green",
+            "changed": "yellow",
+            "failed": "bold red",
+            "unreachable": "bold magenta",
+            "skipped": "dim",
+        }.get(event.status, "")
         if event.status not in ("ok", "skipped") or self.verbose:
             detail = f" — {event.message}" if event.message else ""
             self.err.print(f"[{style}]{event.status:<11}[/] {event.host:<20} {event.task}{detail}", markup=True)
@@ -169,8 +186,9 @@ def execute(ctx: Context, body: Callable[[Context], RunResult]) -> NoReturn:
 
     from gpuready.core import cancel
 
-    logging.basicConfig(level=logging.DEBUG if ctx.verbose > 1 else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if ctx.verbose > 1 else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     with cancel.handling_signals():
         try:
             from gpuready.core.artifacts import artifacts_root

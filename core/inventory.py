@@ -56,8 +56,12 @@ class _InventoryYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # li
                 key = self.construct_object(key_node)
                 if key in seen:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"duplicate key {key!r} (first at line {seen[key].line + 1}; "
-                        "YAML would silently keep only the last)", key_node.start_mark)
+                        None,
+                        None,
+                        f"duplicate key {key!r} (first at line {seen[key].line + 1}; "
+                        "YAML would silently keep only the last)",
+                        key_node.start_mark,
+                    )
                 seen[key] = key_node.start_mark
         return super().construct_mapping(node, deep=deep)
 
@@ -82,8 +86,9 @@ def read_yaml(path: Path, base: Path | None = None) -> Any:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
             line = raw[: e.start].count(b"\n") + 1
-            raise BadInput(f"{shown}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save the file as "
-                           "UTF-8") from None
+            raise BadInput(
+                f"{shown}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save the file as UTF-8"
+            ) from None
         loader = _InventoryYamlLoader(text)
         try:
             node = loader.get_single_node()
@@ -126,8 +131,10 @@ def _check_expansion(root: yaml.Node, shown: str) -> None:
         on_path.discard(key)
         sizes[key] = total
         if total > MAX_EXPANDED_NODES:
-            raise BadInput(f"{shown}:{node.start_mark.line + 1}: YAML aliases expand to more than "
-                           f"{MAX_EXPANDED_NODES:,} values (an alias bomb?); refusing it")
+            raise BadInput(
+                f"{shown}:{node.start_mark.line + 1}: YAML aliases expand to more than "
+                f"{MAX_EXPANDED_NODES:,} values (an alias bomb?); refusing it"
+            )
         return total
 
     size(root)
@@ -170,8 +177,7 @@ class Inventory:
             try:
                 self._merged[host] = self._inventory_vars(self._manager.get_host(host))
             except AnsibleError as e:
-                raise BadInput(f"{self.path}: host {host}: cannot read its variables: "
-                               f"{str(e).splitlines()[0]}") from e
+                raise BadInput(f"{self.path}: host {host}: cannot read its variables: {str(e).splitlines()[0]}") from e
         return self._merged[host]
 
     def _inventory_vars(self, host: Any) -> dict[str, Any]:
@@ -185,17 +191,18 @@ class Inventory:
         from ansible.vars.plugins import get_vars_from_inventory_sources
 
         def plugins(entities: list[Any]) -> dict[str, Any]:
-            return get_vars_from_inventory_sources(self._manager._loader, self._manager._sources, entities,
-                                                   "task")
+            return get_vars_from_inventory_sources(self._manager._loader, self._manager._sources, entities, "task")
 
         groups = sort_groups([g for g in host.get_groups() if g.name != "all"])
         key = tuple(g.name for g in groups)
         if key not in self._group_vars:
             everyone = self._manager.groups["all"]
-            parts = {"all_inventory": lambda: everyone.get_vars(),
-                     "all_plugins_inventory": lambda: plugins([everyone]),
-                     "groups_inventory": lambda: get_group_vars(groups),
-                     "groups_plugins_inventory": lambda: plugins(groups)}
+            parts = {
+                "all_inventory": lambda: everyone.get_vars(),
+                "all_plugins_inventory": lambda: plugins([everyone]),
+                "groups_inventory": lambda: get_group_vars(groups),
+                "groups_plugins_inventory": lambda: plugins(groups),
+            }
             merged: dict[str, Any] = {}
             for entry in C.VARIABLE_PRECEDENCE:
                 if entry in parts:
@@ -225,7 +232,6 @@ class Inventory:
         return chosen
 
 
-
 _LIMIT_PART = re.compile(r"[!&]?(~.+|[^\[\]~!&@,\s]+(\[-?\d+(:-?\d*)?\])?)")
 
 
@@ -245,8 +251,10 @@ def check_limit(pattern: str) -> str:
                 raise BadInput(f"--limit {pattern!r}: {part!r} is not a valid regular expression: {e}") from None
     parts = split_host_pattern(pattern)
     if not parts:
-        raise BadInput(f"--limit {pattern!r}: cannot read this pattern (a host or group name, a wildcard, "
-                       "name[0] or name[0:9], or ~regex)")
+        raise BadInput(
+            f"--limit {pattern!r}: cannot read this pattern (a host or group name, a wildcard, "
+            "name[0] or name[0:9], or ~regex)"
+        )
     for part in parts:
         bare = part.strip().lstrip("!&")
         if bare.startswith("@"):
@@ -255,8 +263,10 @@ def check_limit(pattern: str) -> str:
             raise BadInput(f"--limit {pattern!r}: an empty part in the pattern (it would match every host)")
         # Ansible drops parts it cannot read and, left with none, selects every host: only readable parts pass.
         if not _LIMIT_PART.fullmatch(part.strip()):
-            raise BadInput(f"--limit {pattern!r}: cannot read {part.strip()!r} (a host or group name, a wildcard, "
-                           "name[0] or name[0:9], or ~regex)")
+            raise BadInput(
+                f"--limit {pattern!r}: cannot read {part.strip()!r} (a host or group name, a wildcard, "
+                "name[0] or name[0:9], or ~regex)"
+            )
     return pattern
 
 
@@ -285,14 +295,15 @@ def _load(path: Path) -> Inventory:
         raise BadInput(f"{_shown(hosts_path, base.parent)}: an inventory must be a YAML mapping of groups")
     for file, document in documents.items():
         if file != hosts_path and document is not None and not isinstance(document, dict):
-            raise BadInput(f"{_shown(file, base.parent)}: variables must be a YAML mapping of names to values "
-                           f"(got a {type(document).__name__})")
+            raise BadInput(
+                f"{_shown(file, base.parent)}: variables must be a YAML mapping of names to values "
+                f"(got a {type(document).__name__})"
+            )
     manager = _ansible_inventory(hosts_path, {hosts_path: documents[hosts_path]})
     groups = _groups(manager, hosts_path, base)
     settings_file, settings = _settings(documents, base)
     settings = _resolve_paths(settings, base.resolve())
-    inventory = Inventory(path=path, settings=settings, settings_file=settings_file, groups=groups,
-                          _manager=manager)
+    inventory = Inventory(path=path, settings=settings, settings_file=settings_file, groups=groups, _manager=manager)
     inventory.host_groups = {h.name: sorted(g.name for g in h.get_groups()) for h in manager.get_hosts()}
     _check_host_vars(inventory)
     return inventory
@@ -326,8 +337,11 @@ def _strict_inventory_manager() -> Any:
 
         def _enumerate_matches(self, pattern: str) -> list[Any]:
             # A pattern that matches nothing: we report it ourselves, as one line, instead of Ansible's warning.
-            if (pattern not in C.LOCALHOST and not self._match_list(self._inventory.groups, pattern)
-                    and not self._match_list(self._inventory.hosts, pattern)):
+            if (
+                pattern not in C.LOCALHOST
+                and not self._match_list(self._inventory.groups, pattern)
+                and not self._match_list(self._inventory.hosts, pattern)
+            ):
                 return []
             return super()._enumerate_matches(pattern)
 
@@ -372,14 +386,17 @@ def _groups(manager: Any, hosts_path: Path, base: Path) -> dict[str, list[str]]:
     for group in top:
         if group.name not in KNOWN_GROUPS and group.name not in _IMPLICIT_GROUPS:
             known = ", ".join(KNOWN_GROUPS)
-            raise BadInput(f"{_shown(hosts_path, base.parent)}: unknown group {group.name!r} (top-level groups: "
-                           f"{known}; put your own groups under one of them)")
+            raise BadInput(
+                f"{_shown(hosts_path, base.parent)}: unknown group {group.name!r} (top-level groups: "
+                f"{known}; put your own groups under one of them)"
+            )
     for host in manager.groups["all"].get_hosts():
         if not {g.name for g in host.get_groups()} - _IMPLICIT_GROUPS:
-            raise BadInput(f"{_shown(hosts_path, base.parent)}: host {host.name!r} is in no gpuready group "
-                           f"(put it under one of: {', '.join(KNOWN_GROUPS)})")
-    return {name: [h.name for h in manager.groups[name].get_hosts()]
-            for name in KNOWN_GROUPS if name in manager.groups}
+            raise BadInput(
+                f"{_shown(hosts_path, base.parent)}: host {host.name!r} is in no gpuready group "
+                f"(put it under one of: {', '.join(KNOWN_GROUPS)})"
+            )
+    return {name: [h.name for h in manager.groups[name].get_hosts()] for name in KNOWN_GROUPS if name in manager.groups}
 
 
 def _settings(documents: dict[Path, Any], base: Path) -> tuple[Path, Settings]:
@@ -397,8 +414,9 @@ def _settings(documents: dict[Path, Any], base: Path) -> tuple[Path, Settings]:
     document = documents[expected]
     for key in document:
         if key != SETTINGS_VAR:
-            raise BadInput(f"{_shown(expected, base.parent)}: unknown key {key!r} (this file holds only "
-                           f"{SETTINGS_VAR!r})")
+            raise BadInput(
+                f"{_shown(expected, base.parent)}: unknown key {key!r} (this file holds only {SETTINGS_VAR!r})"
+            )
     try:
         return expected, Settings.model_validate(document[SETTINGS_VAR] or {})
     except ValidationError as e:
@@ -444,14 +462,19 @@ def _check_host_vars(inventory: Inventory) -> None:
         variables = inventory.host_vars(host)
         for key in variables:
             if key.startswith("gpuready_") and key not in HOST_VARS:
-                raise BadInput(f"{inventory.path}: host {host}: unknown variable {key!r} "
-                               f"(known: {', '.join(HOST_VARS)})")
+                raise BadInput(
+                    f"{inventory.path}: host {host}: unknown variable {key!r} (known: {', '.join(HOST_VARS)})"
+                )
     classes = inventory.settings.node_classes
     for host in inventory.hosts("gpu_nodes"):
         name = inventory.host_vars(host).get("gpuready_node_class")
         if name is None and len(classes) > 1:
-            raise BadInput(f"{inventory.path}: host {host}: gpuready_node_class is required when there are "
-                           f"several node classes ({', '.join(classes)})")
+            raise BadInput(
+                f"{inventory.path}: host {host}: gpuready_node_class is required when there are "
+                f"several node classes ({', '.join(classes)})"
+            )
         if name is not None and name not in classes:
-            raise BadInput(f"{inventory.path}: host {host}: gpuready_node_class {name!r} is not one of "
-                           f"gpuready.node_classes ({', '.join(classes)})")
+            raise BadInput(
+                f"{inventory.path}: host {host}: gpuready_node_class {name!r} is not one of "
+                f"gpuready.node_classes ({', '.join(classes)})"
+            )

@@ -35,7 +35,12 @@ def _check(ctx: Context) -> RunResult:
     result.add(passed("settings.schema", where, f"{inv.settings_file.name} matches the settings schema"))
     for host in inv.hosts("gpu_nodes"):
         cls = inv.node_class(host)
-        result.add(passed("inventory.node_class", host,
-                          f"{inv.node_class_name(host)}: {cls.gpu_count} x {cls.gpu_model or 'no GPU'}"))
+        result.add(
+            passed(
+                "inventory.node_class",
+                host,
+                f"{inv.node_class_name(host)}: {cls.gpu_count} x {cls.gpu_model or 'no GPU'}",
+            )
+        )
     result.metrics = {"hosts": len(inv.host_groups), **{f"hosts_{g}": len(h) for g, h in inv.groups.items()}}
     return result

@@ -86,18 +86,22 @@ class Kube:
             except ApiException as e:
                 status = int(e.status or 0)
                 if status in RETRIABLE and attempt < self.retries:
-                    log.warning("%s: API answered %s, retrying in %.1fs (%d/%d)", what, status, delay, attempt,
-                                self.retries)
+                    log.warning(
+                        "%s: API answered %s, retrying in %.1fs (%d/%d)", what, status, delay, attempt, self.retries
+                    )
                     time.sleep(delay)
                     delay = min(delay * 2, BACKOFF_MAX_S)
                     continue
                 raise translate(e, what, self.server) from e
             except HTTPError as e:
-                raise Unreachable(f"cannot reach the Kubernetes API at {self.server} to {what}: "
-                                  f"{shorten(_reason(e), 160)}") from e
+                raise Unreachable(
+                    f"cannot reach the Kubernetes API at {self.server} to {what}: {shorten(_reason(e), 160)}"
+                ) from e
             except ValueError as e:  # the client could not read the answer (pydantic's errors are ValueErrors)
-                raise Unreachable(f"unexpected answer from the Kubernetes API at {self.server} to {what}: "
-                                  f"{shorten(str(e).splitlines()[0], 160)}") from e
+                raise Unreachable(
+                    f"unexpected answer from the Kubernetes API at {self.server} to {what}: "
+                    f"{shorten(str(e).splitlines()[0], 160)}"
+                ) from e
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def each(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
@@ -140,13 +144,14 @@ def translate(e: Any, what: str, server: str) -> Exception:
     if status == 400:
         return BadRequest(message)
     if status == 401:
-        return Unreachable(f"the Kubernetes API at {server} refused the credentials (401) to {what}; "
-                           "check the kubeconfig's user and token")
+        return Unreachable(
+            f"the Kubernetes API at {server} refused the credentials (401) to {what}; "
+            "check the kubeconfig's user and token"
+        )
     if status == 403:
         return Unreachable(f"not allowed to {what} (403 Forbidden): {shorten(message, 200)}")
     if status in RETRIABLE:
-        return Unreachable(f"the Kubernetes API at {server} kept answering {status} to {what}: "
-                           f"{shorten(message, 160)}")
+        return Unreachable(f"the Kubernetes API at {server} kept answering {status} to {what}: {shorten(message, 160)}")
     return Unreachable(f"the Kubernetes API refused to {what} ({status}): {shorten(message, 200)}")
 
 
@@ -189,15 +194,18 @@ def connect(settings: Kubernetes) -> Kube:
     try:
         if path is not None:
             if not path.is_file():
-                raise Unreachable(f"kubeconfig {path} not found (gpuready.kubernetes.kubeconfig, $KUBECONFIG "
-                                  "or ~/.kube/config)")
-            config.load_kube_config(config_file=str(path), context=settings.context or None,
-                                    client_configuration=configuration)
+                raise Unreachable(
+                    f"kubeconfig {path} not found (gpuready.kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config)"
+                )
+            config.load_kube_config(
+                config_file=str(path), context=settings.context or None, client_configuration=configuration
+            )
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)
         else:
-            raise Unreachable("no kubeconfig: set gpuready.kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config "
-                              "(or run inside a pod)")
+            raise Unreachable(
+                "no kubeconfig: set gpuready.kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config (or run inside a pod)"
+            )
     except ConfigException as e:
         raise Unreachable(f"kubeconfig {path or '(in-cluster)'}: {shorten(redact.text(str(e)), 200)}") from e
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as e:

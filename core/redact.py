@@ -15,7 +15,9 @@ MASK = "********"
 # Whole words of a snake/kebab-case key, so "passed" or "tokenizer" are not taken for secrets.
 _SECRET_KEY = re.compile(
     r"(^|[_\-.])(pass|password|passwd|passphrase|secret|token|api_?key|private_?key|credentials?|"
-    r"client_?key|vault_?password)($|[_\-.])", re.I)
+    r"client_?key|vault_?password)($|[_\-.])",
+    re.I,
+)
 _registered: set[str] = set()
 
 

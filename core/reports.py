@@ -51,7 +51,8 @@ def write_junit(run: RunResult, path: Path) -> None:
         tally = tallies[check.host]
         tally["tests"] += 1
         tag = {FAILED: ("failure", "failures"), ERROR: ("error", "errors"), SKIPPED: ("skipped", "skipped")}.get(
-            check.status)
+            check.status
+        )
         if tag:
             ET.SubElement(case, tag[0], message=redact.text(check.message))
             tally[tag[1]] += 1
@@ -102,8 +103,7 @@ def summarize(run: RunResult) -> list[CheckSummary]:
     summaries: dict[str, CheckSummary] = {}
     groups: dict[tuple[str, str, str], Group] = {}
     for c in run.checks:
-        summary = summaries.setdefault(c.id, CheckSummary(c.id, dict.fromkeys((PASSED, FAILED, SKIPPED, ERROR), 0),
-                                                          []))
+        summary = summaries.setdefault(c.id, CheckSummary(c.id, dict.fromkeys((PASSED, FAILED, SKIPPED, ERROR), 0), []))
         summary.counts[c.status] += 1
         if c.status in (FAILED, ERROR):
             # A message naming its own host ("cannot reach gn0997") groups with its siblings as "<host>".
@@ -125,13 +125,26 @@ def _hosts(run: RunResult) -> int:
 def markdown(run: RunResult, *, every_row: bool = False) -> str:
     """report.md: the same shape as the terminal (summary per check, failures grouped, their details), then
     every host's rows (``every_row``)."""
-    lines = [f"# gpuready {run.command}", "", f"- status: **{run.status}**", f"- inventory: `{run.inventory}`",
-             f"- started: {run.started}", f"- finished: {run.finished}", f"- hosts: {_hosts(run)}"]
+    lines = [
+        f"# gpuready {run.command}",
+        "",
+        f"- status: **{run.status}**",
+        f"- inventory: `{run.inventory}`",
+        f"- started: {run.started}",
+        f"- finished: {run.finished}",
+        f"- hosts: {_hosts(run)}",
+    ]
     if run.aborted:
         lines.append(f"- aborted: {run.aborted}")
     counts = run.counts()
-    lines += ["- checks: " + ", ".join(f"{n} {s}" for s, n in counts.items()), "", "## Summary", "",
-              "| check | passed | failed | skipped | error | failing hosts |", "|---|---|---|---|---|---|"]
+    lines += [
+        "- checks: " + ", ".join(f"{n} {s}" for s, n in counts.items()),
+        "",
+        "## Summary",
+        "",
+        "| check | passed | failed | skipped | error | failing hosts |",
+        "|---|---|---|---|---|---|",
+    ]
     summaries = summarize(run)
     for s in summaries:
         failing = "<br>".join(f"{len(g.hosts)}: {g.names()} — {g.message}" for g in s.groups)
@@ -141,8 +154,12 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
     if details:
         lines += ["", "## Failures", ""]
         for check_id, g in details:
-            lines += [f"### {check_id} — {g.status} on {len(g.hosts)} host(s)", "", f"- message: {g.message}",
-                      f"- hosts: {', '.join(g.hosts)}"]
+            lines += [
+                f"### {check_id} — {g.status} on {len(g.hosts)} host(s)",
+                "",
+                f"- message: {g.message}",
+                f"- hosts: {', '.join(g.hosts)}",
+            ]
             if g.remedy:
                 lines.append(f"- remedy: {g.remedy}")
             lines.append("")
@@ -173,33 +190,48 @@ def print_table(run: RunResult, console: Console, *, verbose: bool = False) -> N
         for column in ("host", "check", "status", "message"):
             rows.add_column(column, overflow="fold")
         for check in run.checks:
-            rows.add_row(escape(check.host), check.id, f"[{_STYLE[check.status]}]{check.status}[/]",
-                         escape(redact.text(check.message + (f"\n→ {check.remedy}" if check.remedy else ""))))
+            rows.add_row(
+                escape(check.host),
+                check.id,
+                f"[{_STYLE[check.status]}]{check.status}[/]",
+                escape(redact.text(check.message + (f"\n→ {check.remedy}" if check.remedy else ""))),
+            )
         console.print(rows)
     summaries = summarize(run)
     if summaries:
         table = Table(title=f"gpuready {run.command}: {_hosts(run)} host(s)", show_lines=False, expand=False)
         table.add_column("check", no_wrap=True, min_width=max(len(x.id) for x in summaries))
         for status in (PASSED, FAILED, SKIPPED, ERROR):
-            table.add_column(status, justify="right", style=_STYLE[status] if status != PASSED else "",
-                             min_width=len(status), no_wrap=True)
+            table.add_column(
+                status,
+                justify="right",
+                style=_STYLE[status] if status != PASSED else "",
+                min_width=len(status),
+                no_wrap=True,
+            )
         table.add_column("failing hosts (by message)", overflow="fold")
         for s in summaries:
-            failing = "\n".join(f"{len(g.hosts)}: {escape(g.names())} — {escape(redact.text(_short(g.message)))}"
-                                 for g in s.groups[:GROUPS_SHOWN])
+            failing = "\n".join(
+                f"{len(g.hosts)}: {escape(g.names())} — {escape(redact.text(_short(g.message)))}"
+                for g in s.groups[:GROUPS_SHOWN]
+            )
             if len(s.groups) > GROUPS_SHOWN:
                 failing += f"\n… {len(s.groups) - GROUPS_SHOWN} more message(s) (report.md)"
             table.add_row(s.id, *(str(s.counts[k] or "") for k in (PASSED, FAILED, SKIPPED, ERROR)), failing)
         console.print(table)
         details = [(s.id, g) for s in summaries for g in s.groups[:GROUPS_SHOWN]]
         for check_id, g in details:
-            console.print(f"[{_STYLE[g.status]}]{g.status}[/] {check_id} on {len(g.hosts)} host(s): "
-                          f"{escape(g.names())}\n  {escape(redact.text(g.message))}"
-                          + (f"\n  → {escape(redact.text(g.remedy))}" if g.remedy else ""))
+            console.print(
+                f"[{_STYLE[g.status]}]{g.status}[/] {check_id} on {len(g.hosts)} host(s): "
+                f"{escape(g.names())}\n  {escape(redact.text(g.message))}"
+                + (f"\n  → {escape(redact.text(g.remedy))}" if g.remedy else "")
+            )
     counts = run.counts()
     summary = ", ".join(f"[{_STYLE[s]}]{n} {s}[/]" for s, n in counts.items() if n)
-    console.print(f"[bold]{run.status.upper()}[/] {summary or 'no checks'}"
-                  + (f" — aborted: {redact.text(run.aborted)}" if run.aborted else ""))
+    console.print(
+        f"[bold]{run.status.upper()}[/] {summary or 'no checks'}"
+        + (f" — aborted: {redact.text(run.aborted)}" if run.aborted else "")
+    )
     if run.artifacts:
         console.print(f"artifacts: {run.artifacts}")
 

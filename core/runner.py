@@ -57,6 +57,8 @@ def collection_dir() -> Path:
     if not (root / "galaxy.yml").is_file():
         raise Unreachable(f"the gpuready.gpu collection is missing from {root}; reinstall gpuready")
     return root
+
+
 #: How a TLS verification failure reads in module messages (Python's ssl, urllib3, requests, pyVmomi).
 TLS_FAILURE = re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError", re.I)
 
@@ -164,8 +166,10 @@ def check_tags(playbook: Path, tags: list[str]) -> None:
     allowed = known_tags(playbook)
     unknown = [t for t in tags if t not in allowed]
     if unknown:
-        raise BadInput(f"unknown tag(s) {', '.join(unknown)}; {playbook.name} has: "
-                       f"{', '.join(sorted(allowed - {'all', 'always', 'never', 'tagged', 'untagged'}))}")
+        raise BadInput(
+            f"unknown tag(s) {', '.join(unknown)}; {playbook.name} has: "
+            f"{', '.join(sorted(allowed - {'all', 'always', 'never', 'tagged', 'untagged'}))}"
+        )
 
 
 def run_playbook(
@@ -203,9 +207,19 @@ def run_playbook(
     redact.register_environment()
     private = artifacts / "ansible"
     private.mkdir(parents=True, exist_ok=True)
-    write_json(artifacts / "variables.json", {"playbook": playbook, "inventory": str(inventory), "check": check,
-                                               "diff": diff, "limit": limit, "tags": tags, "skip_tags": skip_tags,
-                                               "extra_vars": extra_vars or {}})
+    write_json(
+        artifacts / "variables.json",
+        {
+            "playbook": playbook,
+            "inventory": str(inventory),
+            "check": check,
+            "diff": diff,
+            "limit": limit,
+            "tags": tags,
+            "skip_tags": skip_tags,
+            "extra_vars": extra_vars or {},
+        },
+    )
     hosts: dict[str, HostResult] = {}
     findings: dict[str, list[dict[str, Any]]] = {}
 
@@ -248,8 +262,14 @@ def run_playbook(
         except Exception as e:  # ansible-runner raises plain exceptions for set-up problems
             raise Unreachable(f"could not run {playbook}: {shorten(e)}") from e
     _scrub(private)
-    run = PlaybookRun(playbook=playbook, status=result.status, rc=result.rc or 0, hosts=hosts, artifacts=private,
-                      cancelled=cancel.requested() or result.status == "canceled")
+    run = PlaybookRun(
+        playbook=playbook,
+        status=result.status,
+        rc=result.rc or 0,
+        hosts=hosts,
+        artifacts=private,
+        cancelled=cancel.requested() or result.status == "canceled",
+    )
     _apply_stats(result, hosts)
     for host, items in findings.items():
         hosts.setdefault(host, HostResult(host)).checks = [_finding(host, item) for item in items]
@@ -261,8 +281,12 @@ def run_playbook(
     return run
 
 
-def _record(event: dict[str, Any], hosts: dict[str, HostResult], findings: dict[str, list[dict[str, Any]]],
-            progress: Callable[[TaskEvent], None] | None) -> None:
+def _record(
+    event: dict[str, Any],
+    hosts: dict[str, HostResult],
+    findings: dict[str, list[dict[str, Any]]],
+    progress: Callable[[TaskEvent], None] | None,
+) -> None:
     kind = event.get("event", "")
     data = event.get("event_data", {})
     host = data.get("host") or data.get("remote_addr")
@@ -271,8 +295,12 @@ def _record(event: dict[str, Any], hosts: dict[str, HostResult], findings: dict[
     res = data.get("res", {}) or {}
     task = data.get("task", "")
     record = hosts.setdefault(host, HostResult(host))
-    status = {"runner_on_ok": "changed" if res.get("changed") else "ok", "runner_on_failed": "failed",
-              "runner_on_unreachable": "unreachable", "runner_on_skipped": "skipped"}.get(kind)
+    status = {
+        "runner_on_ok": "changed" if res.get("changed") else "ok",
+        "runner_on_failed": "failed",
+        "runner_on_unreachable": "unreachable",
+        "runner_on_skipped": "skipped",
+    }.get(kind)
     if status is None:
         return
     if kind == "runner_on_failed" and data.get("ignore_errors"):
@@ -285,7 +313,7 @@ def _record(event: dict[str, Any], hosts: dict[str, HostResult], findings: dict[
         message = shorten(redact.text(full))
         record.failed_tasks.append((task, message))
         if not record.tls_failure and (tls := TLS_FAILURE.search(full)):
-            record.tls_failure = shorten(redact.text(full[max(0, tls.start() - 120):]))
+            record.tls_failure = shorten(redact.text(full[max(0, tls.start() - 120) :]))
     elif status == "unreachable":
         message = shorten(redact.text(str(res.get("msg", "unreachable"))))
         record.unreachable = True
@@ -328,14 +356,26 @@ def _finding(host: str, item: dict[str, Any]) -> Check:
     status = str(item.get("status", "error"))
     if status not in CHECK_STATUSES:
         status = "error"
-    return Check(id=str(item.get("id", "finding")), host=str(item.get("host") or host), status=status,
-                 message=redact.text(str(item.get("message", ""))),
-                 evidence=redact.text(str(item.get("evidence", ""))), remedy=str(item.get("remedy", "")))
+    return Check(
+        id=str(item.get("id", "finding")),
+        host=str(item.get("host") or host),
+        status=status,
+        message=redact.text(str(item.get("message", ""))),
+        evidence=redact.text(str(item.get("evidence", ""))),
+        remedy=str(item.get("remedy", "")),
+    )
 
 
 def _recap(r: HostResult) -> dict[str, Any]:
-    return {"ok": r.ok, "changed": r.changed, "failures": r.failures, "unreachable": r.unreachable,
-            "skipped": r.skipped, "changed_tasks": r.changed_tasks, "failed_tasks": r.failed_tasks}
+    return {
+        "ok": r.ok,
+        "changed": r.changed,
+        "failures": r.failures,
+        "unreachable": r.unreachable,
+        "skipped": r.skipped,
+        "changed_tasks": r.changed_tasks,
+        "failed_tasks": r.failed_tasks,
+    }
 
 
 def _last_error(result: Any) -> str:

@@ -55,8 +55,10 @@ def password_from_env(variable: str) -> str:
     """The vCenter password from the environment (never from the inventory); registered as a secret."""
     value = os.environ.get(variable, "")
     if not value:
-        raise BadInput(f"the vCenter password is not set: export {variable}=... (or put vcenter_password in "
-                       "Ansible Vault for provisioning)")
+        raise BadInput(
+            f"the vCenter password is not set: export {variable}=... (or put vcenter_password in "
+            "Ansible Vault for provisioning)"
+        )
     redact.register(value)
     return value
 
@@ -96,15 +98,22 @@ def open_session(target: Target) -> Any:
     redact.register(target.password)
     context = ssl_context(target.verify_tls, target.ca_file)
     try:
-        return SmartConnect(host=target.host, port=target.port, user=target.user, pwd=target.password,
-                            sslContext=context, httpConnectionTimeout=target.timeout_s)
+        return SmartConnect(
+            host=target.host,
+            port=target.port,
+            user=target.user,
+            pwd=target.password,
+            sslContext=context,
+            httpConnectionTimeout=target.timeout_s,
+        )
     except vim.fault.InvalidLogin as e:
-        raise Unreachable(f"vCenter {target.where} refused the login of {target.user!r}: wrong user or password"
-                          ) from e
+        raise Unreachable(f"vCenter {target.where} refused the login of {target.user!r}: wrong user or password") from e
     except ssl.SSLCertVerificationError as e:
-        raise Unreachable(f"vCenter {target.where}: TLS certificate does not verify ({e.verify_message}); trust its "
-                          "CA with gpuready.vsphere.ca_file, or for a lab use --insecure or "
-                          "gpuready.vsphere.verify_tls: false") from e
+        raise Unreachable(
+            f"vCenter {target.where}: TLS certificate does not verify ({e.verify_message}); trust its "
+            "CA with gpuready.vsphere.ca_file, or for a lab use --insecure or "
+            "gpuready.vsphere.verify_tls: false"
+        ) from e
     except ssl.SSLError as e:
         raise Unreachable(f"vCenter {target.where}: TLS failed: {shorten(e)}") from e
     except OSError as e:  # refused, timed out, name not resolved
@@ -133,8 +142,9 @@ def translate(error: BaseException, what: str) -> GpureadyError:
     return VsphereFault(f"{what}: {shorten(redact.text(str(error)))}")
 
 
-def wait_for_task(task: Any, what: str, timeout_s: float = 600.0, first_delay: float = 0.05,
-                  max_delay: float = 5.0) -> Any:
+def wait_for_task(
+    task: Any, what: str, timeout_s: float = 600.0, first_delay: float = 0.05, max_delay: float = 5.0
+) -> Any:
     """Wait for a vSphere task with exponential backoff; its fault becomes a :class:`VsphereFault`."""
     from pyVmomi import vim
 
@@ -222,10 +232,15 @@ def pci_devices(host: Any) -> dict[str, PciDevice]:
     devices = {}
     for d in host.hardware.pciDevice or []:
         p = passthru.get(d.id)
-        devices[d.id] = PciDevice(id=d.id, vendor_id=d.vendorId & 0xFFFF, device_id=d.deviceId & 0xFFFF,
-                                  name=d.deviceName or "", passthru_capable=bool(p and p.passthruCapable),
-                                  passthru_enabled=bool(p and p.passthruEnabled),
-                                  passthru_active=bool(p and p.passthruActive))
+        devices[d.id] = PciDevice(
+            id=d.id,
+            vendor_id=d.vendorId & 0xFFFF,
+            device_id=d.deviceId & 0xFFFF,
+            name=d.deviceName or "",
+            passthru_capable=bool(p and p.passthruCapable),
+            passthru_enabled=bool(p and p.passthruEnabled),
+            passthru_active=bool(p and p.passthruActive),
+        )
     return devices
 
 
@@ -242,7 +257,9 @@ def vm_gpu_ids(vm: Any) -> list[str]:
         if isinstance(device, vim.vm.device.VirtualPCIPassthrough):
             backing = device.backing
             # Other passthrough devices (NICs) are not GPUs and not gpuready's business.
-            if (isinstance(backing, vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo)
-                    and (backing.vendorId & 0xFFFF) == nvidia_vendor_id()):
+            if (
+                isinstance(backing, vim.vm.device.VirtualPCIPassthrough.DeviceBackingInfo)
+                and (backing.vendorId & 0xFFFF) == nvidia_vendor_id()
+            ):
                 ids.append(backing.id)
     return ids

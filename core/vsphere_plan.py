@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from gpuready.core.vsphere import PciDevice, Target
 
 
-
 def mmio_size_gib(total_gpu_memory_gib: int) -> int:
     """Smallest power of two at or above twice the GPUs' total memory (0 for no GPU)."""
     if total_gpu_memory_gib <= 0:
@@ -88,13 +87,18 @@ class Plan:
 
     def lines(self) -> list[str]:
         """What the plan does, one line per host and VM, for the terminal."""
-        out = [f"ESXi {h.name}: ATS on (VMkernel.Boot.atsSupport, needs a host reboot), passthrough for "
-               f"{', '.join(h.gpus) or 'no GPU'}" for h in self.hosts]
+        out = [
+            f"ESXi {h.name}: ATS on (VMkernel.Boot.atsSupport, needs a host reboot), passthrough for "
+            f"{', '.join(h.gpus) or 'no GPU'}"
+            for h in self.hosts
+        ]
         for vm in self.vms:
             gpus = " + ".join(f"{g.id} ({g.model})" for g in vm.gpus) or "no GPU"
             pair = " — NVLink pair" if vm.nvlink_pair else ""
-            out.append(f"VM {vm.name} on {vm.esxi_host}: {gpus}{pair}; P2P + RelaxACS on; 64-bit MMIO "
-                       f"{vm.mmio_gib} GiB; memory reserved")
+            out.append(
+                f"VM {vm.name} on {vm.esxi_host}: {gpus}{pair}; P2P + RelaxACS on; 64-bit MMIO "
+                f"{vm.mmio_gib} GiB; memory reserved"
+            )
         return out
 
 
@@ -121,8 +125,10 @@ def check_static(settings: Vsphere, esxi_hosts: list[str]) -> None:
             raise BadInput(f"{where}: VM listed twice")
         names.add(vm.name)
         if vm.esxi_host not in esxi_hosts:
-            raise BadInput(f"{where}: ESXi host {vm.esxi_host!r} is not in the inventory's esxi_hosts group "
-                           f"({', '.join(esxi_hosts) or 'empty'})")
+            raise BadInput(
+                f"{where}: ESXi host {vm.esxi_host!r} is not in the inventory's esxi_hosts group "
+                f"({', '.join(esxi_hosts) or 'empty'})"
+            )
         if len(set(vm.gpus)) != len(vm.gpus):
             raise BadInput(f"{where}: a GPU is attached twice ({', '.join(vm.gpus)})")
         for gpu in vm.gpus:
@@ -131,8 +137,10 @@ def check_static(settings: Vsphere, esxi_hosts: list[str]) -> None:
                 raise BadInput(f"{where}: GPU {gpu} on {vm.esxi_host} is already attached to VM {other}")
             owner[(vm.esxi_host, gpu)] = vm.name
         if len(vm.gpus) > settings.max_gpus_per_vm:
-            raise BadInput(f"{where}: {len(vm.gpus)} GPUs exceed the limit of {settings.max_gpus_per_vm} per VM "
-                           f"on {vm.esxi_host} (gpuready.vsphere.max_gpus_per_vm)")
+            raise BadInput(
+                f"{where}: {len(vm.gpus)} GPUs exceed the limit of {settings.max_gpus_per_vm} per VM "
+                f"on {vm.esxi_host} (gpuready.vsphere.max_gpus_per_vm)"
+            )
         if len(vm.gpus) > 1:
             _check_pairs(where, vm.esxi_host, vm.gpus, pairs_of.get(vm.esxi_host, {}))
 
@@ -140,16 +148,18 @@ def check_static(settings: Vsphere, esxi_hosts: list[str]) -> None:
 def _check_pairs(where: str, host: str, gpus: list[str], pairs: dict[str, tuple[str, str]]) -> None:
     """A multi-GPU VM must get whole NVLink pairs: peer-to-peer over PCIe alone is what we avoid."""
     if not pairs:
-        raise BadInput(f"{where}: {len(gpus)} GPUs but no NVLink pairs are declared for {host} "
-                       "(gpuready.vsphere.nvlink_pairs)")
+        raise BadInput(
+            f"{where}: {len(gpus)} GPUs but no NVLink pairs are declared for {host} (gpuready.vsphere.nvlink_pairs)"
+        )
     for gpu in gpus:
         pair = pairs.get(gpu)
         if pair is None:
             raise BadInput(f"{where}: GPU {gpu} is in no NVLink pair on {host}; a multi-GPU VM gets whole pairs")
         partner = pair[1] if pair[0] == gpu else pair[0]
         if partner not in gpus:
-            raise BadInput(f"{where}: splits the NVLink pair {pair[0]} + {pair[1]} on {host}: attach both "
-                           "GPUs of a pair to one VM")
+            raise BadInput(
+                f"{where}: splits the NVLink pair {pair[0]} + {pair[1]} on {host}: attach both GPUs of a pair to one VM"
+            )
 
 
 def make_plan(settings: Vsphere, esxi_hosts: list[str], devices: dict[str, dict[str, PciDevice]]) -> Plan:
@@ -165,8 +175,16 @@ def make_plan(settings: Vsphere, esxi_hosts: list[str], devices: dict[str, dict[
         total = sum(g.memory_gib for g in gpus)
         mmio = mmio_size_gib(total)
         pair = sorted(vm.gpus) if len(vm.gpus) == 2 else []
-        plan.vms.append(VmPlan(name=vm.name, esxi_host=vm.esxi_host, gpus=gpus, nvlink_pair=pair, mmio_gib=mmio,
-                               extra_config=vm_extra_config(mmio) if gpus else {}))
+        plan.vms.append(
+            VmPlan(
+                name=vm.name,
+                esxi_host=vm.esxi_host,
+                gpus=gpus,
+                nvlink_pair=pair,
+                mmio_gib=mmio,
+                extra_config=vm_extra_config(mmio) if gpus else {},
+            )
+        )
         wanted.setdefault(vm.esxi_host, []).extend(vm.gpus)
     for host in esxi_hosts:
         plan.hosts.append(HostPlan(name=host, gpus=sorted(wanted.get(host, []))))
@@ -186,12 +204,20 @@ def _planned_gpu(settings: Vsphere, vm: str, host: str, devices: dict[str, PciDe
         raise BadInput(f"{where}: {address} on {host} is {device.name or device.pci_id}, not an NVIDIA GPU")
     model = settings.gpu_models.get(device.pci_id)
     if model is None:
-        raise BadInput(f"{where}: GPU {address} on {host} is {device.pci_id} ({device.name}): add it to "
-                       "gpuready.vsphere.gpu_models and its memory to gpu_memory_gib")
+        raise BadInput(
+            f"{where}: GPU {address} on {host} is {device.pci_id} ({device.name}): add it to "
+            "gpuready.vsphere.gpu_models and its memory to gpu_memory_gib"
+        )
     if model not in settings.gpu_memory_gib:
         raise BadInput(f"{where}: no memory size for GPU model {model!r}: add it to gpuready.vsphere.gpu_memory_gib")
-    return PlannedGpu(id=address, pci_id=device.pci_id, vendor_id=device.vendor_id, device_id=device.device_id,
-                      model=model, memory_gib=settings.gpu_memory_gib[model])
+    return PlannedGpu(
+        id=address,
+        pci_id=device.pci_id,
+        vendor_id=device.vendor_id,
+        device_id=device.device_id,
+        model=model,
+        memory_gib=settings.gpu_memory_gib[model],
+    )
 
 
 def target(inventory: Inventory, *, insecure: bool = False) -> Target:
@@ -205,9 +231,14 @@ def target(inventory: Inventory, *, insecure: bool = False) -> Target:
     if not settings.user:
         raise BadInput("gpuready.vsphere.user is empty: name the vCenter user")
     address = str(inventory.host_vars(hosts[0]).get("ansible_host") or hosts[0])
-    return Target(host=address, port=settings.port, user=settings.user,
-                  password=password_from_env(settings.password_env), verify_tls=settings.verify_tls and not insecure,
-                  ca_file=settings.ca_file)
+    return Target(
+        host=address,
+        port=settings.port,
+        user=settings.user,
+        password=password_from_env(settings.password_env),
+        verify_tls=settings.verify_tls and not insecure,
+        ca_file=settings.ca_file,
+    )
 
 
 def read_plan(si: Any, settings: Vsphere, esxi_hosts: list[str]) -> Plan:
@@ -222,8 +253,10 @@ def read_plan(si: Any, settings: Vsphere, esxi_hosts: list[str]) -> Plan:
         found = find_vm(si, vm.name)
         runs_on = found.runtime.host.name if found.runtime.host else "?"
         if runs_on != vm.esxi_host:
-            raise BadInput(f"gpuready.vsphere.gpu_vms[{vm.name}]: the VM is on ESXi host {runs_on}, not "
-                           f"{vm.esxi_host}: passthrough GPUs belong to the host the VM runs on")
+            raise BadInput(
+                f"gpuready.vsphere.gpu_vms[{vm.name}]: the VM is on ESXi host {runs_on}, not "
+                f"{vm.esxi_host}: passthrough GPUs belong to the host the VM runs on"
+            )
     return make_plan(settings, esxi_hosts, devices)
 
 
@@ -245,8 +278,9 @@ def runs_vsphere(inventory: Inventory, tags: list[str] | None, limit: str | None
     return bool(hosts) and (not limit or bool(set(hosts) & set(inventory.limit(limit))))
 
 
-def provision_extra_vars(inventory: Inventory, *, tags: list[str] | None, limit: str | None, insecure: bool,
-                         allow_power_off: bool, note: Any) -> dict[str, Any]:
+def provision_extra_vars(
+    inventory: Inventory, *, tags: list[str] | None, limit: str | None, insecure: bool, allow_power_off: bool, note: Any
+) -> dict[str, Any]:
     """Before the playbook: make the plan (refusing a bad one, exit 2; an unreachable vCenter, exit 3),
     show it, and return the extra vars the vSphere play needs."""
     if not runs_vsphere(inventory, tags, limit):
@@ -256,9 +290,11 @@ def provision_extra_vars(inventory: Inventory, *, tags: list[str] | None, limit:
     import os
 
     settings = inventory.settings.vsphere
-    extra_vars = {"gpuready_vsphere_insecure": insecure,
-                  "gpuready_vsphere_allow_power_off": allow_power_off or settings.allow_power_off,
-                  "gpuready_vsphere_ca_file": settings.ca_file}
+    extra_vars = {
+        "gpuready_vsphere_insecure": insecure,
+        "gpuready_vsphere_allow_power_off": allow_power_off or settings.allow_power_off,
+        "gpuready_vsphere_ca_file": settings.ca_file,
+    }
     if os.environ.get(settings.password_env):
         plan = plan_for_inventory(inventory, insecure=insecure)
         for line in plan.lines():

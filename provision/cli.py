@@ -29,15 +29,34 @@ def provision() -> None:
 @click.option("--tags", default=None, metavar="LIST", help="Only these layers (comma-separated site.yml tags).")
 @click.option("--allow-power-off", is_flag=True, help="vSphere: power off VMs whose GPU changes need it (then on).")
 @click.option("--insecure", is_flag=True, help="vSphere: do not verify vCenter's TLS certificate (labs only).")
-@click.option("--remove", is_flag=True,
-              help="Undo: restore runtime configs from backup, drop SELinux rules and SSH keys (driver only if set); "
-                   "Kubernetes: delete the device plugin and SCC, take away gpuready's node labels.")
-def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, check: bool,
-            diff: bool, tags: str | None, allow_power_off: bool, insecure: bool, remove: bool) -> None:
+@click.option(
+    "--remove",
+    is_flag=True,
+    help="Undo: restore runtime configs from backup, drop SELinux rules and SSH keys (driver only if set); "
+    "Kubernetes: delete the device plugin and SCC, take away gpuready's node labels.",
+)
+def cluster(
+    inventory_path: Path,
+    artifacts: Path | None,
+    verbose: int,
+    limit: str | None,
+    check: bool,
+    diff: bool,
+    tags: str | None,
+    allow_power_off: bool,
+    insecure: bool,
+    remove: bool,
+) -> None:
     """Run playbooks/site.yml against the inventory: preflight, then each layer behind its tag."""
-    options = {"limit": limit, "check": check, "diff": diff,
-               "tags": [t.strip() for t in tags.split(",") if t.strip()] if tags else None,
-               "allow_power_off": allow_power_off, "insecure": insecure, "remove": remove}
+    options = {
+        "limit": limit,
+        "check": check,
+        "diff": diff,
+        "tags": [t.strip() for t in tags.split(",") if t.strip()] if tags else None,
+        "allow_power_off": allow_power_off,
+        "insecure": insecure,
+        "remove": remove,
+    }
     execute(Context("provision cluster", inventory_path, artifacts, verbose, options), _cluster)
 
 
@@ -55,8 +74,14 @@ def _cluster(ctx: Context) -> RunResult:
     hosts = inv.limit(opts["limit"])  # refuses a pattern that matches no host, before Ansible starts
 
     # The vSphere plan is made and checked here, so a bad one is refused before anything changes.
-    extra_vars = provision_extra_vars(inv, tags=opts["tags"], limit=opts["limit"], insecure=opts["insecure"],
-                                      allow_power_off=opts["allow_power_off"], note=ctx.note)
+    extra_vars = provision_extra_vars(
+        inv,
+        tags=opts["tags"],
+        limit=opts["limit"],
+        insecure=opts["insecure"],
+        allow_power_off=opts["allow_power_off"],
+        note=ctx.note,
+    )
     if any(KUBE_ONLY_GROUP in groups for groups in inv.host_groups.values()):
         # The host layers' plays (site.yml: gpuready_os_hosts) leave out nodes reached only through the API.
         extra_vars = {**(extra_vars or {}), "gpuready_os_hosts": f"gpu_nodes:!{KUBE_ONLY_GROUP}"}
@@ -71,11 +96,23 @@ def _cluster(ctx: Context) -> RunResult:
         skip_tags = ["preflight"]
     result = ctx.new_result()
     result.metrics["check_mode"] = opts["check"]
-    ctx.note(f"provision cluster: {inv.path} ({'check mode, nothing will change' if opts['check'] else 'apply'})"
-             f" — artifacts in {ctx.run_dir}")
+    ctx.note(
+        f"provision cluster: {inv.path} ({'check mode, nothing will change' if opts['check'] else 'apply'})"
+        f" — artifacts in {ctx.run_dir}"
+    )
     try:
-        run = run_playbook(SITE, inv.path, ctx.run_dir, check=opts["check"], diff=opts["diff"], limit=opts["limit"],
-                           tags=opts["tags"], progress=ctx.progress, extra_vars=extra_vars, skip_tags=skip_tags)
+        run = run_playbook(
+            SITE,
+            inv.path,
+            ctx.run_dir,
+            check=opts["check"],
+            diff=opts["diff"],
+            limit=opts["limit"],
+            tags=opts["tags"],
+            progress=ctx.progress,
+            extra_vars=extra_vars,
+            skip_tags=skip_tags,
+        )
     except Cancelled as e:
         if isinstance(e.partial, PlaybookRun):
             add_playbook_run(result, e.partial, check_mode=opts["check"], hosts=hosts)

@@ -18,36 +18,64 @@ def add_playbook_run(result: RunResult, run: PlaybookRun, *, check_mode: bool, h
     for host, r in sorted(run.hosts.items()):
         result.add(*r.checks)
         if r.unreachable:
-            result.add(errored("provision.reach", host, f"unreachable: {r.unreachable_message or 'no answer'}",
-                               remedy="check the address, SSH access and credentials in the inventory"))
+            result.add(
+                errored(
+                    "provision.reach",
+                    host,
+                    f"unreachable: {r.unreachable_message or 'no answer'}",
+                    remedy="check the address, SSH access and credentials in the inventory",
+                )
+            )
             continue
         if r.tls_failure:
             # The machines were never reached: not a finding about them (exit 3, not 1).
-            result.add(errored("provision.reach", host, f"TLS certificate did not verify: {r.tls_failure}",
-                               remedy="check the CA the inventory names (gpuready.vsphere.ca_file, the kubeconfig's "
-                               "certificate-authority) and the server's certificate"))
+            result.add(
+                errored(
+                    "provision.reach",
+                    host,
+                    f"TLS certificate did not verify: {r.tls_failure}",
+                    remedy="check the CA the inventory names (gpuready.vsphere.ca_file, the kubeconfig's "
+                    "certificate-authority) and the server's certificate",
+                )
+            )
             continue
         if r.failed_tasks:
             task, message = r.failed_tasks[0]
             more = f" (+{len(r.failed_tasks) - 1} more)" if len(r.failed_tasks) > 1 else ""
             evidence = "\n".join(f"{t}: {m}" for t, m in r.failed_tasks)
-            result.add(failed("provision.apply", host, f"{task}: {message}{more}", evidence=evidence,
-                              remedy=f"see {run.artifacts} for the full Ansible output"))
+            result.add(
+                failed(
+                    "provision.apply",
+                    host,
+                    f"{task}: {message}{more}",
+                    evidence=evidence,
+                    remedy=f"see {run.artifacts} for the full Ansible output",
+                )
+            )
             continue
         if any(c.status == "failed" for c in r.checks):
             continue  # a role stopped this host and said why in its findings
         if run.cancelled:
-            result.add(errored("provision.apply", host, f"cancelled before the playbook finished: {r.ok} ok, "
-                               f"{r.changed} {verb} so far", evidence="\n".join(r.changed_tasks),
-                               remedy="run provision cluster again to finish (it is idempotent)"))
+            result.add(
+                errored(
+                    "provision.apply",
+                    host,
+                    f"cancelled before the playbook finished: {r.ok} ok, {r.changed} {verb} so far",
+                    evidence="\n".join(r.changed_tasks),
+                    remedy="run provision cluster again to finish (it is idempotent)",
+                )
+            )
             continue
-        result.add(passed("provision.apply", host, f"{r.ok} ok, {r.changed} {verb}",
-                          evidence="\n".join(r.changed_tasks)))
-    result.metrics.setdefault("playbooks", []).append({
-        "playbook": run.playbook, "status": run.status, "check_mode": check_mode,
-        "changed": {h: r.changed for h, r in sorted(run.hosts.items())},
-        "changed_tasks": {h: r.changed_tasks for h, r in sorted(run.hosts.items()) if r.changed_tasks},
-    })
+        result.add(
+            passed("provision.apply", host, f"{r.ok} ok, {r.changed} {verb}", evidence="\n".join(r.changed_tasks))
+        )
+    result.metrics.setdefault("playbooks", []).append(
+        {
+            "playbook": run.playbook,
+            "status": run.status,
+            "check_mode": check_mode,
+            "changed": {h: r.changed for h, r in sorted(run.hosts.items())},
+            "changed_tasks": {h: r.changed_tasks for h, r in sorted(run.hosts.items()) if r.changed_tasks},
+        }
+    )
     result.metrics["changed"] = result.metrics.get("changed", 0) + run.changed
-
-

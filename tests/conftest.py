@@ -32,11 +32,19 @@ def require(ok: object, reason: str) -> None:
     pytest.skip(reason)
 
 
-def gpuready(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-             timeout: int = 600, input: str | None = None) -> subprocess.CompletedProcess[str]:
+def gpuready(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: int = 600, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real ``gpuready`` command line in a child process, as a user would."""
-    return subprocess.run([sys.executable, "-m", "gpuready.core.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env={**os.environ, **(env or {})}, timeout=timeout, input=input)
+    return subprocess.run(
+        [sys.executable, "-m", "gpuready.core.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        input=input,
+    )
 
 
 @pytest.fixture

@@ -31,10 +31,12 @@ TEST_LABEL = "gpuready.io/test"
 REGISTERED = "Registered device plugin"
 # Seed 002: "permission denied" means wrong SELinux labels; these are the labels it requires (the gpu_selinux role's
 # rules), and container-selinux's boolean that lets containers open the GPU devices.
-SELINUX_REMEDY = ("SELinux labels are wrong on the node (seed 002): "
-                  + ", ".join(f"{c['path']} must be {c['setype']}" for c in role_defaults.selinux_file_contexts())
-                  + ", and container_use_xserver_devices on; run `gpuready provision cluster --tags selinux` "
-                  "(or semanage fcontext + restorecon, setsebool -P)")
+SELINUX_REMEDY = (
+    "SELinux labels are wrong on the node (seed 002): "
+    + ", ".join(f"{c['path']} must be {c['setype']}" for c in role_defaults.selinux_file_contexts())
+    + ", and container_use_xserver_devices on; run `gpuready provision cluster --tags selinux` "
+    "(or semanage fcontext + restorecon, setsebool -P)"
+)
 
 
 @click.command("cluster")
@@ -60,13 +62,18 @@ def _validate(ctx: Context) -> RunResult:
         raise
 
 
-def _run_checks(ctx: Context, client: Kube, settings: Kubernetes, gpu_nodes: list[str], expected: dict[str, int],
-                result: RunResult) -> RunResult:
-    ctx.note(f"validate cluster: {client.server} ({settings.flavour}), {len(gpu_nodes)} GPU node(s)"
-             f" — artifacts in {ctx.run_dir}")
+def _run_checks(
+    ctx: Context, client: Kube, settings: Kubernetes, gpu_nodes: list[str], expected: dict[str, int], result: RunResult
+) -> RunResult:
+    ctx.note(
+        f"validate cluster: {client.server} ({settings.flavour}), {len(gpu_nodes)} GPU node(s)"
+        f" — artifacts in {ctx.run_dir}"
+    )
     nodes = {n.metadata.name: n for n in client.call(lambda: client.core.list_node().items, "list nodes")}
-    plugin_pods = client.call(lambda: client.core.list_namespaced_pod(
-        settings.device_plugin.namespace, label_selector=PLUGIN_SELECTOR).items, "list the device-plugin pods")
+    plugin_pods = client.call(
+        lambda: client.core.list_namespaced_pod(settings.device_plugin.namespace, label_selector=PLUGIN_SELECTOR).items,
+        "list the device-plugin pods",
+    )
     by_node: dict[str, Any] = {}
     for pod in plugin_pods:
         by_node.setdefault(pod.spec.node_name, pod)
@@ -75,16 +82,24 @@ def _run_checks(ctx: Context, client: Kube, settings: Kubernetes, gpu_nodes: lis
         """The host's checks, and whether its GPUs are advertised (so a test pod can run there)."""
         node = nodes.get(host)
         if node is None:
-            return [failed("cluster.node", host, "no Kubernetes node of this name",
-                           evidence=f"nodes: {', '.join(sorted(nodes))}",
-                           remedy="the inventory host name of a GPU node must be its Kubernetes node name")], False
+            return [
+                failed(
+                    "cluster.node",
+                    host,
+                    "no Kubernetes node of this name",
+                    evidence=f"nodes: {', '.join(sorted(nodes))}",
+                    remedy="the inventory host name of a GPU node must be its Kubernetes node name",
+                )
+            ], False
         pod = by_node.get(host)
         advertised = _advertised(host, node, expected[host])
         checks = [_plugin_pod(client, settings, host, pod), _plugin_log(client, settings, host, pod), *advertised]
         if all(c.status == "passed" for c in advertised):
             return checks, True
-        return [*checks, skipped("cluster.cuda_vector_add", host, f"not run: the node advertises no allocatable {GPU}")
-                ], False
+        return [
+            *checks,
+            skipped("cluster.cuda_vector_add", host, f"not run: the node advertises no allocatable {GPU}"),
+        ], False
 
     runnable: list[str] = []
     # One log read per node: in parallel, so 1000 nodes are not 1000 round trips one after another.
@@ -103,26 +118,44 @@ def _run_checks(ctx: Context, client: Kube, settings: Kubernetes, gpu_nodes: lis
     except KeyboardInterrupt:
         from gpuready.core import cancel
 
-        result.add(*(errored("cluster.cuda_vector_add", host, f"{cancel.reason()} before the test pod finished "
-                             "(the pod was deleted)") for host in runnable))
+        result.add(
+            *(
+                errored(
+                    "cluster.cuda_vector_add",
+                    host,
+                    f"{cancel.reason()} before the test pod finished (the pod was deleted)",
+                )
+                for host in runnable
+            )
+        )
         raise
     return result
 
 
 def _plugin_pod(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
     if pod is None:
-        return failed("cluster.device_plugin.pod", host, "no device-plugin pod on this node",
-                      evidence=f"label selector {PLUGIN_SELECTOR} in {settings.device_plugin.namespace}",
-                      remedy="run `gpuready provision cluster --tags kubernetes` (it labels the node and deploys "
-                             "the plugin)")
+        return failed(
+            "cluster.device_plugin.pod",
+            host,
+            "no device-plugin pod on this node",
+            evidence=f"label selector {PLUGIN_SELECTOR} in {settings.device_plugin.namespace}",
+            remedy="run `gpuready provision cluster --tags kubernetes` (it labels the node and deploys the plugin)",
+        )
     ready = any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
     if pod.status.phase == "Running" and ready:
         return passed("cluster.device_plugin.pod", host, f"{pod.metadata.name} Running and Ready")
     evidence = _pod_evidence(client, pod)
-    return failed("cluster.device_plugin.pod", host,
-                  f"{pod.metadata.name} {pod.status.phase}, not Ready: {_container_states(pod)}", evidence=evidence,
-                  remedy=_remedy(evidence, "the plugin cannot start: check the NVIDIA driver and the container "
-                                           "runtime hook on the node (`gpuready validate gpu-node`)"))
+    return failed(
+        "cluster.device_plugin.pod",
+        host,
+        f"{pod.metadata.name} {pod.status.phase}, not Ready: {_container_states(pod)}",
+        evidence=evidence,
+        remedy=_remedy(
+            evidence,
+            "the plugin cannot start: check the NVIDIA driver and the container "
+            "runtime hook on the node (`gpuready validate gpu-node`)",
+        ),
+    )
 
 
 def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
@@ -131,12 +164,20 @@ def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
     log = _log(client, pod)
     if REGISTERED in log and "with Kubelet" in log:
         line = next(line for line in log.splitlines() if REGISTERED in line)
-        return passed("cluster.device_plugin.registered", host, "the plugin registered with the kubelet",
-                      evidence=line.strip())
-    return failed("cluster.device_plugin.registered", host, "the plugin's log shows no registration with the kubelet",
-                  evidence=log[-2000:] or "(empty log)",
-                  remedy=_remedy(log, "see the plugin log: NVML must load (driver installed) and the kubelet's "
-                                      "/var/lib/kubelet/device-plugins must be writable"))
+        return passed(
+            "cluster.device_plugin.registered", host, "the plugin registered with the kubelet", evidence=line.strip()
+        )
+    return failed(
+        "cluster.device_plugin.registered",
+        host,
+        "the plugin's log shows no registration with the kubelet",
+        evidence=log[-2000:] or "(empty log)",
+        remedy=_remedy(
+            log,
+            "see the plugin log: NVML must load (driver installed) and the kubelet's "
+            "/var/lib/kubelet/device-plugins must be writable",
+        ),
+    )
 
 
 def _advertised(host: str, node: Any, want: int) -> list[Any]:
@@ -147,11 +188,17 @@ def _advertised(host: str, node: Any, want: int) -> list[Any]:
         if have == want:
             checks.append(passed(check_id, host, f"{GPU}: {have}"))
         else:
-            checks.append(failed(check_id, host, f"{field.capitalize()} {GPU} is {have}, the inventory says {want}",
-                                 evidence=f"capacity {node.status.capacity.get(GPU, 'none')}, allocatable "
-                                          f"{node.status.allocatable.get(GPU, 'none')}",
-                                 remedy="a GPU the plugin cannot use is not allocatable: check the plugin log and "
-                                        "`nvidia-smi` on the node; fix gpu_count in the node class if it is wrong"))
+            checks.append(
+                failed(
+                    check_id,
+                    host,
+                    f"{field.capitalize()} {GPU} is {have}, the inventory says {want}",
+                    evidence=f"capacity {node.status.capacity.get(GPU, 'none')}, allocatable "
+                    f"{node.status.allocatable.get(GPU, 'none')}",
+                    remedy="a GPU the plugin cannot use is not allocatable: check the plugin log and "
+                    "`nvidia-smi` on the node; fix gpu_count in the node class if it is wrong",
+                )
+            )
     return checks
 
 
@@ -159,8 +206,12 @@ def _no_gpus(name: str, node: Any) -> Any:
     have = int((node.status.capacity or {}).get(GPU, "0"))
     if have == 0:
         return passed("cluster.gpu.none", name, f"not a GPU node in the inventory, advertises no {GPU}")
-    return failed("cluster.gpu.none", name, f"not in the inventory's gpu_nodes but advertises {GPU}: {have}",
-                  remedy="add the node to gpu_nodes, or remove the GPU label from it")
+    return failed(
+        "cluster.gpu.none",
+        name,
+        f"not in the inventory's gpu_nodes but advertises {GPU}: {have}",
+        remedy="add the node to gpu_nodes, or remove the GPU label from it",
+    )
 
 
 def _scc(client: Kube, settings: Kubernetes) -> Any:
@@ -173,26 +224,42 @@ def _scc(client: Kube, settings: Kubernetes) -> Any:
     namespace = settings.device_plugin.namespace
     user = f"system:serviceaccount:{namespace}:nvidia-device-plugin"
     dynamic = client.dynamic()
-    api = client.call(lambda: dynamic.resources.get(api_version="security.openshift.io/v1",
-                                                   kind="SecurityContextConstraints"), "find SCCs")
+    api = client.call(
+        lambda: dynamic.resources.get(api_version="security.openshift.io/v1", kind="SecurityContextConstraints"),
+        "find SCCs",
+    )
     try:
         client.call(lambda: api.get(name=name), f"read SCC {name}")
     except kube.NotFound:
-        return failed("cluster.openshift.scc", "cluster", f"SecurityContextConstraints {name} not found",
-                      remedy="run `gpuready provision cluster --tags kubernetes`")
+        return failed(
+            "cluster.openshift.scc",
+            "cluster",
+            f"SecurityContextConstraints {name} not found",
+            remedy="run `gpuready provision cluster --tags kubernetes`",
+        )
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
-    use = k8s.V1ResourceAttributes(group="security.openshift.io", resource="securitycontextconstraints", name=name,
-                                   verb="use", namespace=namespace)
-    review = k8s.V1SubjectAccessReview(spec=k8s.V1SubjectAccessReviewSpec(user=user, groups=groups,
-                                                                          resource_attributes=use))
+    use = k8s.V1ResourceAttributes(
+        group="security.openshift.io", resource="securitycontextconstraints", name=name, verb="use", namespace=namespace
+    )
+    review = k8s.V1SubjectAccessReview(
+        spec=k8s.V1SubjectAccessReviewSpec(user=user, groups=groups, resource_attributes=use)
+    )
     authz = k8s.AuthorizationV1Api(client.api_client)
     answer = client.call(lambda: authz.create_subject_access_review(review), f"ask whether {user} may use SCC {name}")
     if answer.status.allowed:
-        return passed("cluster.openshift.scc", "cluster", f"{user} may use SCC {name} in {namespace}",
-                      evidence=answer.status.reason or "")
-    return failed("cluster.openshift.scc", "cluster", f"{user} may not use SCC {name} in {namespace}",
-                  evidence=answer.status.reason or answer.status.evaluation_error or "",
-                  remedy="run `gpuready provision cluster --tags kubernetes` (it binds the Role of the same name)")
+        return passed(
+            "cluster.openshift.scc",
+            "cluster",
+            f"{user} may use SCC {name} in {namespace}",
+            evidence=answer.status.reason or "",
+        )
+    return failed(
+        "cluster.openshift.scc",
+        "cluster",
+        f"{user} may not use SCC {name} in {namespace}",
+        evidence=answer.status.reason or answer.status.evaluation_error or "",
+        remedy="run `gpuready provision cluster --tags kubernetes` (it binds the Role of the same name)",
+    )
 
 
 def _vector_add(ctx: Context, client: Kube, settings: Kubernetes, hosts: list[str]) -> list[Any]:
@@ -209,16 +276,19 @@ def _vector_add(ctx: Context, client: Kube, settings: Kubernetes, hosts: list[st
         with contextlib.suppress(kube.Conflict):  # created meanwhile by someone else: fine
             from kubernetes.client import V1Namespace
 
-            client.call(lambda: client.core.create_namespace(V1Namespace.from_dict({"metadata": {"name": namespace}})),
-                        f"create namespace {namespace}")
+            client.call(
+                lambda: client.core.create_namespace(V1Namespace.from_dict({"metadata": {"name": namespace}})),
+                f"create namespace {namespace}",
+            )
     pods: dict[str, str] = {}
 
     def create(host: str) -> None:
         from kubernetes.client import V1Pod
 
         body = V1Pod.from_dict(cuda_vector_add_pod(host, settings.cuda_vector_add_image, run))
-        created = client.call(lambda: client.core.create_namespaced_pod(namespace, body),
-                              f"create a cuda-vector-add pod in {namespace}")
+        created = client.call(
+            lambda: client.core.create_namespaced_pod(namespace, body), f"create a cuda-vector-add pod in {namespace}"
+        )
         pods[host] = created.metadata.name
 
     try:
@@ -235,18 +305,28 @@ def _remove_test_pods(client: Kube, namespace: str, run: str, known: set[str]) -
 
     selector = f"gpuready.io/run={run}"
     with contextlib.suppress(Exception):  # then pod by pod, which logs what it cannot delete
-        client.call(lambda: client.core.delete_collection_namespaced_pod(
-            namespace, label_selector=selector, grace_period_seconds=0), f"delete the test pods in {namespace}")
+        client.call(
+            lambda: client.core.delete_collection_namespaced_pod(
+                namespace, label_selector=selector, grace_period_seconds=0
+            ),
+            f"delete the test pods in {namespace}",
+        )
         return
     names = set(known)
     with contextlib.suppress(Exception):
-        names |= {p.metadata.name for p in client.call(lambda: client.core.list_namespaced_pod(
-            namespace, label_selector=selector).items, "list test pods")}
+        names |= {
+            p.metadata.name
+            for p in client.call(
+                lambda: client.core.list_namespaced_pod(namespace, label_selector=selector).items, "list test pods"
+            )
+        }
 
     def delete(name: str) -> None:
         try:
-            client.call(lambda: client.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0),
-                        f"delete test pod {name}")
+            client.call(
+                lambda: client.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0),
+                f"delete test pod {name}",
+            )
         except Exception:  # cleanup must not hide the result; a leftover pod is logged
             logging.getLogger(__name__).warning("could not delete test pod %s/%s", namespace, name)
 
@@ -258,15 +338,19 @@ def cuda_vector_add_pod(node: str, image: str, run: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"generateName": "cuda-vector-add-",
-                     "labels": {TEST_LABEL: "cuda-vector-add", "gpuready.io/run": run,
-                                "app.kubernetes.io/managed-by": "gpuready"}},
+        "metadata": {
+            "generateName": "cuda-vector-add-",
+            "labels": {
+                TEST_LABEL: "cuda-vector-add",
+                "gpuready.io/run": run,
+                "app.kubernetes.io/managed-by": "gpuready",
+            },
+        },
         "spec": {
             "restartPolicy": "Never",
             "nodeSelector": {"kubernetes.io/hostname": node},
             "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "cuda-vector-add", "image": image,
-                            "resources": {"limits": {GPU: "1"}}}],
+            "containers": [{"name": "cuda-vector-add", "image": image, "resources": {"limits": {GPU: "1"}}}],
         },
     }
 
@@ -277,8 +361,13 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
     deadline = time.monotonic() + settings.pod_timeout_s
     pending = dict(pods)
     while pending:
-        listed = {p.metadata.name: p for p in client.call(lambda: client.core.list_namespaced_pod(
-            namespace, label_selector=f"gpuready.io/run={run}").items, f"list the test pods in {namespace}")}
+        listed = {
+            p.metadata.name: p
+            for p in client.call(
+                lambda: client.core.list_namespaced_pod(namespace, label_selector=f"gpuready.io/run={run}").items,
+                f"list the test pods in {namespace}",
+            )
+        }
         ended = []
         for host, name in list(pending.items()):
             pod = listed.get(name)
@@ -297,8 +386,9 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
 def _verdict(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
     log = _log(client, pod) if pod.status.phase in ("Succeeded", "Failed", "Running") else ""
     if pod.status.phase == "Succeeded" and "Test PASSED" in log:
-        return passed("cluster.cuda_vector_add", host, f"{pod.metadata.name} Succeeded: Test PASSED",
-                      evidence=log.strip())
+        return passed(
+            "cluster.cuda_vector_add", host, f"{pod.metadata.name} Succeeded: Test PASSED", evidence=log.strip()
+        )
     evidence = _pod_evidence(client, pod, log)
     if pod.status.phase in ("Succeeded", "Failed"):
         message = f"{pod.metadata.name} {pod.status.phase}: {_container_states(pod)}"
@@ -308,27 +398,46 @@ def _verdict(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
             message += f"; log: {log.strip().splitlines()[-1]}"
     else:
         message = f"{pod.metadata.name} still {pod.status.phase} after {settings.pod_timeout_s}s: {_why_pending(pod)}"
-    return failed("cluster.cuda_vector_add", host, message, evidence=evidence,
-                  remedy=_remedy(evidence, "see the evidence: the pod's status, events and log"))
+    return failed(
+        "cluster.cuda_vector_add",
+        host,
+        message,
+        evidence=evidence,
+        remedy=_remedy(evidence, "see the evidence: the pod's status, events and log"),
+    )
 
 
 def _log(client: Kube, pod: Any) -> str:
     from gpuready.core import kube
 
     try:
-        return client.call(lambda: client.core.read_namespaced_pod_log(pod.metadata.name, pod.metadata.namespace),
-                           f"read the log of {pod.metadata.name}") or ""
+        return (
+            client.call(
+                lambda: client.core.read_namespaced_pod_log(pod.metadata.name, pod.metadata.namespace),
+                f"read the log of {pod.metadata.name}",
+            )
+            or ""
+        )
     except (kube.NotFound, kube.BadRequest):  # a pod that never started has no log (400); its status says why
         return ""
 
 
 def _events(client: Kube, pod: Any) -> list[str]:
-    items = client.call(lambda: client.core.list_namespaced_event(
-        pod.metadata.namespace, field_selector=f"involvedObject.name={pod.metadata.name}").items,
-        f"list events of {pod.metadata.name}")
+    items = client.call(
+        lambda: (
+            client.core.list_namespaced_event(
+                pod.metadata.namespace, field_selector=f"involvedObject.name={pod.metadata.name}"
+            ).items
+        ),
+        f"list events of {pod.metadata.name}",
+    )
     # resourceVersion is opaque, but etcd-backed servers give numbers: it breaks ties within a second.
-    items.sort(key=lambda e: (str(e.last_timestamp or ""), int(e.metadata.resource_version or 0)
-                              if str(e.metadata.resource_version or "").isdigit() else 0))
+    items.sort(
+        key=lambda e: (
+            str(e.last_timestamp or ""),
+            int(e.metadata.resource_version or 0) if str(e.metadata.resource_version or "").isdigit() else 0,
+        )
+    )
     return [f"{e.type} {e.reason}: {e.message}" for e in items]
 
 
@@ -358,9 +467,17 @@ def _pod_evidence(client: Kube, pod: Any, log: str | None = None) -> str:
     if log is None:
         log = _log(client, pod)
     events = _events(client, pod)
-    return "\n".join([f"pod {pod.metadata.namespace}/{pod.metadata.name} on {pod.spec.node_name or '(unscheduled)'}: "
-                      f"{pod.status.phase}", f"containers: {_container_states(pod)}",
-                      "events:", *(f"  {e}" for e in events[-10:]), "log:", log[-2000:] or "  (empty)"])
+    return "\n".join(
+        [
+            f"pod {pod.metadata.namespace}/{pod.metadata.name} on {pod.spec.node_name or '(unscheduled)'}: "
+            f"{pod.status.phase}",
+            f"containers: {_container_states(pod)}",
+            "events:",
+            *(f"  {e}" for e in events[-10:]),
+            "log:",
+            log[-2000:] or "  (empty)",
+        ]
+    )
 
 
 def _remedy(evidence: str, default: str) -> str:

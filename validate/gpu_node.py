@@ -17,20 +17,42 @@ if TYPE_CHECKING:
 @click.command("gpu-node")
 @common_options
 @limit_option
-@click.option("--workers", type=click.IntRange(1, 512), default=32, show_default=True,
-              help="Hosts validated at once.")
-@click.option("--host-timeout", type=FiniteFloatRange(1, 3600), default=120, show_default=True,
-              help="Seconds one host may take before it is reported as an error.")
+@click.option("--workers", type=click.IntRange(1, 512), default=32, show_default=True, help="Hosts validated at once.")
+@click.option(
+    "--host-timeout",
+    type=FiniteFloatRange(1, 3600),
+    default=120,
+    show_default=True,
+    help="Seconds one host may take before it is reported as an error.",
+)
 @click.option("--only", default=None, metavar="IDS", help="Only these check ids (comma-separated).")
-@click.option("--mark-nodes", is_flag=True,
-              help="Kubernetes: label nodes that passed gpuready.io/validated=<date>, taint nodes that failed "
-                   "gpuready.io/validation-failed=<check>:NoSchedule (removed when they pass), through Ansible.")
+@click.option(
+    "--mark-nodes",
+    is_flag=True,
+    help="Kubernetes: label nodes that passed gpuready.io/validated=<date>, taint nodes that failed "
+    "gpuready.io/validation-failed=<check>:NoSchedule (removed when they pass), through Ansible.",
+)
 @click.option("--check", is_flag=True, help="With --mark-nodes: report what the marks would change, change nothing.")
-def gpu_node(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, workers: int,
-             host_timeout: float, only: str | None, mark_nodes: bool, check: bool) -> None:
+def gpu_node(
+    inventory_path: Path,
+    artifacts: Path | None,
+    verbose: int,
+    limit: str | None,
+    workers: int,
+    host_timeout: float,
+    only: str | None,
+    mark_nodes: bool,
+    check: bool,
+) -> None:
     """Driver, GPUs, topology, a vector add and node settings on each GPU node (read-only unless --mark-nodes)."""
-    options = {"limit": limit, "workers": workers, "host_timeout": host_timeout, "mark_nodes": mark_nodes,
-               "check": check, "only": {i.strip() for i in only.split(",") if i.strip()} if only else None}
+    options = {
+        "limit": limit,
+        "workers": workers,
+        "host_timeout": host_timeout,
+        "mark_nodes": mark_nodes,
+        "check": check,
+        "only": {i.strip() for i in only.split(",") if i.strip()} if only else None,
+    }
     execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
 
 
@@ -69,15 +91,30 @@ def _gpu_node(ctx: Context) -> RunResult:
         if not (ctx.verbose or worth_a_line(event)):
             return
         state = f"{event.failing} failing" if event.failing else "ok"
-        ctx.note(f"[{event.done}/{event.total}] {event.host}: {state} ({event.seconds:.1f}s) · "
-                 f"{len(failing_hosts)} host(s) failing so far")
+        ctx.note(
+            f"[{event.done}/{event.total}] {event.host}: {state} ({event.seconds:.1f}s) · "
+            f"{len(failing_hosts)} host(s) failing so far"
+        )
 
     result = ctx.new_result()
     started = time.monotonic()
-    result.add(*fanout.run(targets, inv.settings, workers=opts["workers"], host_timeout=opts["host_timeout"],
-                           progress=progress, only=opts["only"]))
-    result.metrics.update({"hosts": len(targets), "hosts_failing": len(failing_hosts),
-                           "wall_seconds": round(time.monotonic() - started, 3)})
+    result.add(
+        *fanout.run(
+            targets,
+            inv.settings,
+            workers=opts["workers"],
+            host_timeout=opts["host_timeout"],
+            progress=progress,
+            only=opts["only"],
+        )
+    )
+    result.metrics.update(
+        {
+            "hosts": len(targets),
+            "hosts_failing": len(failing_hosts),
+            "wall_seconds": round(time.monotonic() - started, 3),
+        }
+    )
     if opts["mark_nodes"]:
         marks.mark(result, inv, ctx.run_dir, check=opts["check"], progress=ctx.progress)
     return result

@@ -38,12 +38,24 @@ def _sizes(value: str) -> list[int]:
 @click.command("training")
 @common_options
 @limit_option
-@click.option("--launcher", type=click.Choice(["local", "ssh", "slurm", "kubernetes"]), default=None,
-              help="Where the workers run [default: the inventory's training.launcher].")
-@click.option("--ssh-runner", type=click.Choice(["horovodrun", "mpirun"]), default=None,
-              help="ssh launcher: horovodrun --gloo or mpirun [default: the inventory's training.ssh_runner].")
-@click.option("--gpus", default=None, metavar="N[,N...]",
-              help="Worker counts to sweep, one worker per GPU (on CPU: processes), e.g. 1,2,4,8.")
+@click.option(
+    "--launcher",
+    type=click.Choice(["local", "ssh", "slurm", "kubernetes"]),
+    default=None,
+    help="Where the workers run [default: the inventory's training.launcher].",
+)
+@click.option(
+    "--ssh-runner",
+    type=click.Choice(["horovodrun", "mpirun"]),
+    default=None,
+    help="ssh launcher: horovodrun --gloo or mpirun [default: the inventory's training.ssh_runner].",
+)
+@click.option(
+    "--gpus",
+    default=None,
+    metavar="N[,N...]",
+    help="Worker counts to sweep, one worker per GPU (on CPU: processes), e.g. 1,2,4,8.",
+)
 @click.option("--model", type=click.Choice(["densenet121", "resnet50"]), default=None)
 @click.option("--steps", type=click.IntRange(1), default=None, help="Timed steps per run.")
 @click.option("--warmup-steps", type=click.IntRange(0), default=None, help="Untimed steps first.")
@@ -51,18 +63,32 @@ def _sizes(value: str) -> list[int]:
 @click.option("--image-size", type=click.IntRange(32), default=None, help="Input side in pixels.")
 @click.option("--data", default=None, help="'synthetic' or a folder of TFRecords from the converter.")
 @click.option("--pipeline", type=click.Choice(["new", "old"]), default=None, help="tf.data pipeline (real data).")
-@click.option("--framework", type=click.Choice(["tensorflow", "pytorch"]), default=None,
-              help="TensorFlow (Horovod/MWMS) or PyTorch (DDP under torchrun) [default: the inventory's].")
-@click.option("--distribution", type=click.Choice(["horovod", "mwms"]), default=None,
-              help="TensorFlow: Horovod, or tf.distribute MultiWorkerMirroredStrategy.")
-@click.option("--mixed-precision/--no-mixed-precision", default=None,
-              help="TensorFlow: float16 with loss scaling; PyTorch: bf16 autocast.")
+@click.option(
+    "--framework",
+    type=click.Choice(["tensorflow", "pytorch"]),
+    default=None,
+    help="TensorFlow (Horovod/MWMS) or PyTorch (DDP under torchrun) [default: the inventory's].",
+)
+@click.option(
+    "--distribution",
+    type=click.Choice(["horovod", "mwms"]),
+    default=None,
+    help="TensorFlow: Horovod, or tf.distribute MultiWorkerMirroredStrategy.",
+)
+@click.option(
+    "--mixed-precision/--no-mixed-precision",
+    default=None,
+    help="TensorFlow: float16 with loss scaling; PyTorch: bf16 autocast.",
+)
 @click.option("--xla/--no-xla", default=None)
-@click.option("--cpu-threads", type=click.IntRange(0), default=None,
-              help="CPU threads per worker when training on CPU (0: its share of the host's cores).")
+@click.option(
+    "--cpu-threads",
+    type=click.IntRange(0),
+    default=None,
+    help="CPU threads per worker when training on CPU (0: its share of the host's cores).",
+)
 @click.option("--timeout", "timeout_s", type=click.IntRange(10), default=None, help="Seconds per run.")
-def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None,
-             **overrides: Any) -> None:
+def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, **overrides: Any) -> None:
     """Train CheXNet for a few steps on 1..N workers and judge images/s against references.
 
     Saves each worker's raw step times, the scaling table and curve (training.md, scaling.png)
@@ -75,8 +101,13 @@ def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: 
 
       gpuready validate training --framework pytorch --gpus 1,2 --steps 5 --image-size 64 --batch-size 4
     """
-    ctx = Context("validate training", inventory_path, artifacts, verbose,
-                  options={"limit": limit, **{k: v for k, v in overrides.items() if v is not None}})
+    ctx = Context(
+        "validate training",
+        inventory_path,
+        artifacts,
+        verbose,
+        options={"limit": limit, **{k: v for k, v in overrides.items() if v is not None}},
+    )
     execute(ctx, _body)
 
 
@@ -88,26 +119,46 @@ def _body(ctx: Context) -> RunResult:
     if "gpus" in options:
         options["gpus"] = _sizes(options["gpus"])
     settings = ctx.inventory.settings.training.model_copy(
-        update={k: v for k, v in options.items() if k in type(ctx.inventory.settings.training).model_fields})
+        update={k: v for k, v in options.items() if k in type(ctx.inventory.settings.training).model_fields}
+    )
     if settings.framework == "pytorch":
         from gpuready.core.errors import BadInput
 
         for flag in ("distribution", "xla"):
             if options.get(flag):
-                raise BadInput(f"--{flag} is for --framework tensorflow; PyTorch runs DistributedDataParallel "
-                               "(bf16: --mixed-precision)")
+                raise BadInput(
+                    f"--{flag} is for --framework tensorflow; PyTorch runs DistributedDataParallel "
+                    "(bf16: --mixed-precision)"
+                )
         settings = settings.model_copy(update={"distribution": "ddp", "xla": False})
-    plan = launchers.Plan(model=settings.model, batch_size=settings.batch_size, image_size=settings.image_size,
-                          steps=settings.steps, warmup_steps=settings.warmup_steps, data=settings.data,
-                          pipeline=settings.pipeline, distribution=settings.distribution,
-                          mixed_precision=settings.mixed_precision, xla=settings.xla,
-                          eval_batches=settings.eval_batches, timeout_s=settings.timeout_s,
-                          framework=settings.framework, cpu_threads=settings.cpu_threads)
+    plan = launchers.Plan(
+        model=settings.model,
+        batch_size=settings.batch_size,
+        image_size=settings.image_size,
+        steps=settings.steps,
+        warmup_steps=settings.warmup_steps,
+        data=settings.data,
+        pipeline=settings.pipeline,
+        distribution=settings.distribution,
+        mixed_precision=settings.mixed_precision,
+        xla=settings.xla,
+        eval_batches=settings.eval_batches,
+        timeout_s=settings.timeout_s,
+        framework=settings.framework,
+        cpu_threads=settings.cpu_threads,
+    )
     target = target_for(ctx.inventory, settings, ctx.options.get("limit"))
     sweep.check_plan(plan, settings.gpus, target)  # before the run folder exists: bad input leaves nothing behind
     result = ctx.new_result()
-    rows = sweep.run(plan, settings.gpus, target, ctx.run_dir, result,
-                     launcher_for(ctx.inventory, settings, target, ctx.options.get("limit")), ctx.note)
+    rows = sweep.run(
+        plan,
+        settings.gpus,
+        target,
+        ctx.run_dir,
+        result,
+        launcher_for(ctx.inventory, settings, target, ctx.options.get("limit")),
+        ctx.note,
+    )
     if rows:
         from gpuready.workloads.report import show
 

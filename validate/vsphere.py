@@ -47,8 +47,11 @@ def _validate(ctx: Context) -> RunResult:
             result.add(*host_checks(find_host(si, host_plan.name), host_plan.gpus))
         for vm_plan in plan.vms:
             result.add(*vm_checks(find_vm(si, vm_plan.name), vm_plan, settings))
-    result.metrics["vsphere"] = {"hosts": len(plan.hosts), "vms": len(plan.vms),
-                                 "gpus": sum(len(v.gpus) for v in plan.vms)}
+    result.metrics["vsphere"] = {
+        "hosts": len(plan.hosts),
+        "vms": len(plan.vms),
+        "gpus": sum(len(v.gpus) for v in plan.vms),
+    }
     _note_plan(ctx, plan)
     return result
 
@@ -69,22 +72,33 @@ def host_checks(host: Any, gpus: list[str]) -> list[Check]:
     if str(value).lower() == "true":
         checks.append(passed("vsphere.ats", name, "ATS is on", evidence))
     else:
-        checks.append(failed("vsphere.ats", name, f"ATS is off: expected {ATS_OPTION} true, found {value}", evidence,
-                             remedy=f"{REPROVISION}, then reboot {name}"))
+        checks.append(
+            failed(
+                "vsphere.ats",
+                name,
+                f"ATS is off: expected {ATS_OPTION} true, found {value}",
+                evidence,
+                remedy=f"{REPROVISION}, then reboot {name}",
+            )
+        )
     devices = pci_devices(host)
     for gpu in gpus:
         d = devices[gpu]
         check_id = f"vsphere.passthrough.{gpu}"
-        evidence = (f"{gpu} {d.pci_id} {d.name}: passthruCapable {d.passthru_capable}, passthruEnabled "
-                    f"{d.passthru_enabled}, passthruActive {d.passthru_active}")
+        evidence = (
+            f"{gpu} {d.pci_id} {d.name}: passthruCapable {d.passthru_capable}, passthruEnabled "
+            f"{d.passthru_enabled}, passthruActive {d.passthru_active}"
+        )
         if d.passthru_enabled and d.passthru_active:
             checks.append(passed(check_id, name, f"{gpu} is passed through", evidence))
         elif d.passthru_enabled:
-            checks.append(failed(check_id, name, f"{gpu}: passthrough enabled but not active", evidence,
-                                 remedy=f"reboot {name}"))
+            checks.append(
+                failed(check_id, name, f"{gpu}: passthrough enabled but not active", evidence, remedy=f"reboot {name}")
+            )
         else:
-            checks.append(failed(check_id, name, f"{gpu}: passthrough is off, expected on", evidence,
-                                 remedy=REPROVISION))
+            checks.append(
+                failed(check_id, name, f"{gpu}: passthrough is off, expected on", evidence, remedy=REPROVISION)
+            )
     return checks
 
 
@@ -105,54 +119,94 @@ def vm_checks(vm: Any, plan: VmPlan, settings: Vsphere) -> list[Check]:
     if sorted(attached) == sorted(wanted) and len(attached) == len(set(attached)):
         checks.append(passed("vsphere.vm.gpus", name, f"{len(wanted)} GPU(s) attached as planned", gpu_evidence))
     else:
-        checks.append(failed("vsphere.vm.gpus", name, f"expected GPUs {', '.join(wanted) or 'none'}, found "
-                             f"{', '.join(attached) or 'none'}", gpu_evidence, remedy=REPROVISION))
+        checks.append(
+            failed(
+                "vsphere.vm.gpus",
+                name,
+                f"expected GPUs {', '.join(wanted) or 'none'}, found {', '.join(attached) or 'none'}",
+                gpu_evidence,
+                remedy=REPROVISION,
+            )
+        )
 
     pairs = {tuple(sorted(p)) for p in settings.nvlink_pairs.get(plan.esxi_host, [])}
     if len(attached) < 2:
-        checks.append(skipped("vsphere.vm.nvlink_pair", name, f"{len(attached)} GPU attached: no pair to check",
-                              gpu_evidence))
+        checks.append(
+            skipped("vsphere.vm.nvlink_pair", name, f"{len(attached)} GPU attached: no pair to check", gpu_evidence)
+        )
     elif len(attached) == 2 and tuple(sorted(attached)) in pairs:
-        checks.append(passed("vsphere.vm.nvlink_pair", name, f"{attached[0]} + {attached[1]} are an NVLink pair",
-                             gpu_evidence))
+        checks.append(
+            passed("vsphere.vm.nvlink_pair", name, f"{attached[0]} + {attached[1]} are an NVLink pair", gpu_evidence)
+        )
     else:
         declared = "; ".join(" + ".join(p) for p in sorted(pairs)) or "none declared"
-        checks.append(failed("vsphere.vm.nvlink_pair", name, f"attached GPUs {', '.join(attached)} are not one "
-                             f"NVLink pair on {plan.esxi_host} (pairs: {declared})", gpu_evidence, remedy=REPROVISION))
+        checks.append(
+            failed(
+                "vsphere.vm.nvlink_pair",
+                name,
+                f"attached GPUs {', '.join(attached)} are not one NVLink pair on {plan.esxi_host} (pairs: {declared})",
+                gpu_evidence,
+                remedy=REPROVISION,
+            )
+        )
 
-    for key, check_id, why in (("pciPassthru.allowP2P", "vsphere.vm.p2p", "GPU peer-to-peer"),
-                               ("pciPassthru.RelaxACSforP2P", "vsphere.vm.relax_acs", "P2P through PCIe switches")):
+    for key, check_id, why in (
+        ("pciPassthru.allowP2P", "vsphere.vm.p2p", "GPU peer-to-peer"),
+        ("pciPassthru.RelaxACSforP2P", "vsphere.vm.relax_acs", "P2P through PCIe switches"),
+    ):
         evidence = f"{key} = {extra.get(key, '(unset)')}"
         if _flag(extra, key):
             checks.append(passed(check_id, name, f"{key} is true", evidence))
         else:
-            checks.append(failed(check_id, name, f"{key}: expected true for {why}, found {extra.get(key, 'unset')}",
-                                 evidence, remedy=REPROVISION))
+            checks.append(
+                failed(
+                    check_id,
+                    name,
+                    f"{key}: expected true for {why}, found {extra.get(key, 'unset')}",
+                    evidence,
+                    remedy=REPROVISION,
+                )
+            )
 
     size_text = extra.get("pciPassthru.64bitMMIOSizeGB", "")
     size = int(size_text) if size_text.strip().isdigit() else 0
     total = sum(g.memory_gib for g in plan.gpus)
-    evidence = (f"pciPassthru.use64bitMMIO = {extra.get('pciPassthru.use64bitMMIO', '(unset)')}, "
-                f"pciPassthru.64bitMMIOSizeGB = {size_text or '(unset)'}; GPUs: "
-                f"{' + '.join(f'{g.model} {g.memory_gib} GiB' for g in plan.gpus) or 'none'}; rule: next power of "
-                f"two at or above 2 x {total} GiB = {plan.mmio_gib} GiB")
+    evidence = (
+        f"pciPassthru.use64bitMMIO = {extra.get('pciPassthru.use64bitMMIO', '(unset)')}, "
+        f"pciPassthru.64bitMMIOSizeGB = {size_text or '(unset)'}; GPUs: "
+        f"{' + '.join(f'{g.model} {g.memory_gib} GiB' for g in plan.gpus) or 'none'}; rule: next power of "
+        f"two at or above 2 x {total} GiB = {plan.mmio_gib} GiB"
+    )
     if not plan.gpus:
         checks.append(skipped("vsphere.vm.mmio", name, "no GPU planned", evidence))
     elif _flag(extra, "pciPassthru.use64bitMMIO") and size >= plan.mmio_gib:
-        checks.append(passed("vsphere.vm.mmio", name, f"64-bit MMIO on, {size} GiB (needs {plan.mmio_gib})",
-                             evidence))
+        checks.append(passed("vsphere.vm.mmio", name, f"64-bit MMIO on, {size} GiB (needs {plan.mmio_gib})", evidence))
     else:
         found = f"{size} GiB" if _flag(extra, "pciPassthru.use64bitMMIO") else "64-bit MMIO off"
-        checks.append(failed("vsphere.vm.mmio", name, f"expected 64-bit MMIO of at least {plan.mmio_gib} GiB, found "
-                             f"{found} (the GPU would show 'BAR1 is 0M')", evidence, remedy=REPROVISION))
+        checks.append(
+            failed(
+                "vsphere.vm.mmio",
+                name,
+                f"expected 64-bit MMIO of at least {plan.mmio_gib} GiB, found "
+                f"{found} (the GPU would show 'BAR1 is 0M')",
+                evidence,
+                remedy=REPROVISION,
+            )
+        )
 
     firmware = vm.config.firmware or "bios"
     if firmware == "efi":
         checks.append(passed("vsphere.vm.firmware", name, "EFI firmware", f"firmware = {firmware}"))
     else:
-        checks.append(failed("vsphere.vm.firmware", name, f"expected EFI firmware for GPUs with large BARs, found "
-                             f"{firmware}", f"firmware = {firmware}",
-                             remedy="switch the VM to EFI (the guest OS must boot with EFI); gpuready does not"))
+        checks.append(
+            failed(
+                "vsphere.vm.firmware",
+                name,
+                f"expected EFI firmware for GPUs with large BARs, found {firmware}",
+                f"firmware = {firmware}",
+                remedy="switch the VM to EFI (the guest OS must boot with EFI); gpuready does not",
+            )
+        )
 
     version_text = vm.config.version or ""
     version = int(version_text.removeprefix("vmx-")) if version_text.removeprefix("vmx-").isdigit() else 0
@@ -160,9 +214,15 @@ def vm_checks(vm: Any, plan: VmPlan, settings: Vsphere) -> list[Check]:
     if version >= settings.min_hardware_version:
         checks.append(passed("vsphere.vm.hardware_version", name, f"hardware version {version_text}", evidence))
     else:
-        checks.append(failed("vsphere.vm.hardware_version", name, f"expected hardware version vmx-"
-                             f"{settings.min_hardware_version} or later, found {version_text}", evidence,
-                             remedy="upgrade the VM's compatibility in vCenter (powered off; gpuready does not)"))
+        checks.append(
+            failed(
+                "vsphere.vm.hardware_version",
+                name,
+                f"expected hardware version vmx-{settings.min_hardware_version} or later, found {version_text}",
+                evidence,
+                remedy="upgrade the VM's compatibility in vCenter (powered off; gpuready does not)",
+            )
+        )
 
     memory_mb = vm.config.hardware.memoryMB
     reservation = vm.config.memoryAllocation.reservation if vm.config.memoryAllocation else 0
@@ -173,6 +233,13 @@ def vm_checks(vm: Any, plan: VmPlan, settings: Vsphere) -> list[Check]:
     elif locked or (reservation or 0) >= memory_mb:
         checks.append(passed("vsphere.vm.memory_reservation", name, "all guest memory reserved", evidence))
     else:
-        checks.append(failed("vsphere.vm.memory_reservation", name, f"passthrough needs all {memory_mb} MB reserved, "
-                             f"found {reservation} MB", evidence, remedy=REPROVISION))
+        checks.append(
+            failed(
+                "vsphere.vm.memory_reservation",
+                name,
+                f"passthrough needs all {memory_mb} MB reserved, found {reservation} MB",
+                evidence,
+                remedy=REPROVISION,
+            )
+        )
     return checks

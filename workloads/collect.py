@@ -39,15 +39,42 @@ def read(paths: list[Path]) -> dict[int, Launch]:
 
 def plan_of(launches: dict[int, Launch]) -> Plan:
     """What the workers ran, from their own results; every job must have run the same plan."""
-    seen = {(r["model"], r["batch_size"], r["image_size"], len(r["step_times"]), r["warmup_steps"], r["data"],
-             r["pipeline"], r["distribution"], r["mixed_precision"], r["xla"], r.get("framework", "tensorflow"))
-            for launch in launches.values() for r in launch.results}
+    seen = {
+        (
+            r["model"],
+            r["batch_size"],
+            r["image_size"],
+            len(r["step_times"]),
+            r["warmup_steps"],
+            r["data"],
+            r["pipeline"],
+            r["distribution"],
+            r["mixed_precision"],
+            r["xla"],
+            r.get("framework", "tensorflow"),
+        )
+        for launch in launches.values()
+        for r in launch.results
+    }
     if len(seen) != 1:
-        raise BadInput(f"the outputs ran {len(seen)} different settings (model, batch, image size, steps...); "
-                       "collect one sweep at a time")
+        raise BadInput(
+            f"the outputs ran {len(seen)} different settings (model, batch, image size, steps...); "
+            "collect one sweep at a time"
+        )
     model, batch, image, steps, warmup, data, pipeline, distribution, mixed, xla, framework = seen.pop()
-    return Plan(model=model, batch_size=batch, image_size=image, steps=steps, warmup_steps=warmup, data=data,
-                pipeline=pipeline, distribution=distribution, mixed_precision=mixed, xla=xla, framework=framework)
+    return Plan(
+        model=model,
+        batch_size=batch,
+        image_size=image,
+        steps=steps,
+        warmup_steps=warmup,
+        data=data,
+        pipeline=pipeline,
+        distribution=distribution,
+        mixed_precision=mixed,
+        xla=xla,
+        framework=framework,
+    )
 
 
 def run(paths: list[Path], folder: Path, result: RunResult, note: Callable[[str], None]) -> list[dict[str, Any]]:

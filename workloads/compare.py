@@ -37,8 +37,12 @@ def load(spec: str) -> Run:
     if not training or not training.get("sizes"):
         raise BadInput(f"{summary}: no training figures (is it a `validate training` run that trained?)")
     default = f"{training.get('launcher')}@{training.get('where')} ({summary.parent.name})"
-    return Run(label or default, summary.parent, {int(r["workers"]): float(r["images_per_second"])
-                                                  for r in training["sizes"]}, training)
+    return Run(
+        label or default,
+        summary.parent,
+        {int(r["workers"]): float(r["images_per_second"]) for r in training["sizes"]},
+        training,
+    )
 
 
 #: setup keys that must match for images/s to be comparable
@@ -49,11 +53,16 @@ _BEFORE = {"framework": "tensorflow"}
 
 def setup_differences(runs: list[Run]) -> list[str]:
     """What differs between each run's set-up and the first's: a comparison across set-ups measures those too."""
+
     def get(run: Run, key: str) -> Any:
         return run.setup.get(key, _BEFORE.get(key))
 
-    return [f"{run.label}: {key} {get(run, key)!r} (first: {get(runs[0], key)!r})"
-            for run in runs[1:] for key in SAME_SETUP if get(run, key) != get(runs[0], key)]
+    return [
+        f"{run.label}: {key} {get(run, key)!r} (first: {get(runs[0], key)!r})"
+        for run in runs[1:]
+        for key in SAME_SETUP
+        if get(run, key) != get(runs[0], key)
+    ]
 
 
 def overhead(base: float, value: float) -> float:
@@ -69,8 +78,13 @@ def table(runs: list[Run]) -> list[dict[str, Any]]:
         cells = []
         for run in runs:
             value = run.sizes.get(n)
-            cells.append({"label": run.label, "images_per_second": value,
-                          "overhead_percent": None if value is None or not base else round(overhead(base, value), 2)})
+            cells.append(
+                {
+                    "label": run.label,
+                    "images_per_second": value,
+                    "overhead_percent": None if value is None or not base else round(overhead(base, value), 2),
+                }
+            )
         rows.append({"workers": n, "runs": cells})
     return rows
 
@@ -80,8 +94,12 @@ def markdown(rows: list[dict[str, Any]], runs: list[Run]) -> str:
     lines = [f"# Comparison against {runs[0].label}", ""]
     differences = setup_differences(runs)
     if differences:
-        lines += ["Set-ups differ, so the overheads include these differences:", "",
-                  *[f"- {d}" for d in differences], ""]
+        lines += [
+            "Set-ups differ, so the overheads include these differences:",
+            "",
+            *[f"- {d}" for d in differences],
+            "",
+        ]
     lines += [head, "|---:|" + "---:|" * len(runs)]
     for row in rows:
         cells = []
@@ -93,8 +111,12 @@ def markdown(rows: list[dict[str, Any]], runs: list[Run]) -> str:
             else:
                 cells.append(f"{c['images_per_second']:.1f} ({c['overhead_percent']:+.1f}%)")
         lines.append(f"| {row['workers']} | " + " | ".join(cells) + " |")
-    lines += ["", "images/s (total); in brackets each run's overhead against the first: (first - run) / first.",
-              "", f"![comparison]({PLOT_FILE})"]
+    lines += [
+        "",
+        "images/s (total); in brackets each run's overhead against the first: (first - run) / first.",
+        "",
+        f"![comparison]({PLOT_FILE})",
+    ]
     return "\n".join(lines) + "\n"
 
 

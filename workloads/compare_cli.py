@@ -20,9 +20,13 @@ def report() -> None:
 
 @report.command("compare")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN[=LABEL]...")
-@click.option("--max-overhead", type=FiniteFloatRange(0), default=None, metavar="PCT",
-              help="Fail when a run is more than PCT% slower than the first at any worker count "
-                   "[default: record only].")
+@click.option(
+    "--max-overhead",
+    type=FiniteFloatRange(0),
+    default=None,
+    metavar="PCT",
+    help="Fail when a run is more than PCT% slower than the first at any worker count [default: record only].",
+)
 @artifacts_option
 def compare(runs: tuple[str, ...], max_overhead: float | None, artifacts: Path | None) -> None:
     """Put `validate training` runs side by side: images/s per worker count and each run's overhead
@@ -51,8 +55,9 @@ def _body(ctx: Context) -> RunResult:
             cid, where = f"compare.{row['workers']}w.overhead", cell["label"]
             if cell["overhead_percent"] is None:
                 continue
-            message = (f"{cell['images_per_second']:.1f} images/s, {cell['overhead_percent']:+.1f}% against "
-                       f"{runs[0].label}")
+            message = (
+                f"{cell['images_per_second']:.1f} images/s, {cell['overhead_percent']:+.1f}% against {runs[0].label}"
+            )
             if limit is not None and cell["overhead_percent"] > limit:
                 result.add(failed(cid, where, f"{message}: more than {limit:g}%"))
             else:

@@ -42,8 +42,14 @@ def read_entries(nih_dir: Path) -> list[Entry]:
             if name not in images:
                 continue  # a partial download: convert what is there
             found = set(row["Finding Labels"].split("|"))
-            entries.append(Entry(name, images[name], tuple(int(p in found) for p in PATHOLOGIES),
-                                 row.get("Patient ID", name.split("_")[0])))
+            entries.append(
+                Entry(
+                    name,
+                    images[name],
+                    tuple(int(p in found) for p in PATHOLOGIES),
+                    row.get("Patient ID", name.split("_")[0]),
+                )
+            )
     if not entries:
         raise FileNotFoundError(f"{nih_dir}: none of the images listed in {table.name} were found")
     return entries
@@ -57,8 +63,10 @@ def split(entries: list[Entry], nih_dir: Path, test_fraction: float) -> dict[str
     else:
         bucket = [int(hashlib.sha256(e.patient.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF for e in entries]
         is_test = [b < test_fraction for b in bucket]
-    return {"train": [e for e, t in zip(entries, is_test, strict=True) if not t],
-            "test": [e for e, t in zip(entries, is_test, strict=True) if t]}
+    return {
+        "train": [e for e, t in zip(entries, is_test, strict=True) if not t],
+        "test": [e for e, t in zip(entries, is_test, strict=True) if t],
+    }
 
 
 def write_shards(entries: list[Entry], out_dir: Path, split_name: str, shards: int, size: int) -> list[Path]:
@@ -71,11 +79,17 @@ def write_shards(entries: list[Entry], out_dir: Path, split_name: str, shards: i
         for i, entry in enumerate(entries):
             image = tf.io.decode_png(tf.io.read_file(str(entry.path)), channels=1)  # X-rays are grey
             image = tf.cast(tf.image.resize(image, (size, size), antialias=True), tf.uint8)
-            example = tf.train.Example(features=tf.train.Features(feature={
-                "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[tf.io.encode_png(image).numpy()])),
-                "labels": tf.train.Feature(int64_list=tf.train.Int64List(value=list(entry.labels))),
-                "name": tf.train.Feature(bytes_list=tf.train.BytesList(value=[entry.name.encode()])),
-            }))
+            example = tf.train.Example(
+                features=tf.train.Features(
+                    feature={
+                        "image": tf.train.Feature(
+                            bytes_list=tf.train.BytesList(value=[tf.io.encode_png(image).numpy()])
+                        ),
+                        "labels": tf.train.Feature(int64_list=tf.train.Int64List(value=list(entry.labels))),
+                        "name": tf.train.Feature(bytes_list=tf.train.BytesList(value=[entry.name.encode()])),
+                    }
+                )
+            )
             writers[i % shards].write(example.SerializeToString())
     finally:
         for w in writers:
@@ -83,8 +97,9 @@ def write_shards(entries: list[Entry], out_dir: Path, split_name: str, shards: i
     return paths
 
 
-def convert(nih_dir: Path, out_dir: Path, *, size: int = 256, shards: int = 64,
-            test_fraction: float = 0.2) -> dict[str, int]:
+def convert(
+    nih_dir: Path, out_dir: Path, *, size: int = 256, shards: int = 64, test_fraction: float = 0.2
+) -> dict[str, int]:
     out_dir.mkdir(parents=True, exist_ok=True)
     parts = split(read_entries(nih_dir), nih_dir, test_fraction)
     for name, entries in parts.items():
@@ -102,8 +117,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--test-fraction", type=float, default=0.2)
     args = parser.parse_args(argv)
     try:
-        counts = convert(args.nih_dir, args.out_dir, size=args.size, shards=args.shards,
-                         test_fraction=args.test_fraction)
+        counts = convert(
+            args.nih_dir, args.out_dir, size=args.size, shards=args.shards, test_fraction=args.test_fraction
+        )
     except FileNotFoundError as e:
         parser.exit(2, f"gpuready: error: {e}\n")
     print(" ".join(f"{k}={v}" for k, v in counts.items()))

@@ -39,8 +39,9 @@ def target_for(inventory: Inventory, settings: Training, limit: str | None) -> T
     return Target(settings.launcher, where, node.gpu_model, node.gpu_count, refs)
 
 
-def launcher_for(inventory: Inventory, settings: Training, target: Target,
-                 limit: str | None) -> Callable[[Plan, int, Path], Launch]:
+def launcher_for(
+    inventory: Inventory, settings: Training, target: Target, limit: str | None
+) -> Callable[[Plan, int, Path], Launch]:
     if settings.launcher == "local":
         from gpuready.workloads.launchers import local
 
@@ -52,20 +53,43 @@ def launcher_for(inventory: Inventory, settings: Training, target: Target,
         for name in _gpu_hosts(inventory, limit):
             hv = inventory.host_vars(name)
             slots = settings.workers_per_host or inventory.node_class(name).gpu_count or 1
-            key = str(Path(hv["ansible_ssh_private_key_file"]).expanduser()) \
-                if hv.get("ansible_ssh_private_key_file") else ""
-            hosts.append(ssh.Host(name, str(hv.get("ansible_host") or name), slots, str(hv.get("ansible_user") or ""),
-                                  key, int(hv.get("ansible_port") or 22)))
+            key = (
+                str(Path(hv["ansible_ssh_private_key_file"]).expanduser())
+                if hv.get("ansible_ssh_private_key_file")
+                else ""
+            )
+            hosts.append(
+                ssh.Host(
+                    name,
+                    str(hv.get("ansible_host") or name),
+                    slots,
+                    str(hv.get("ansible_user") or ""),
+                    key,
+                    int(hv.get("ansible_port") or 22),
+                )
+            )
         return partial(ssh.launch, hosts=hosts, runner=settings.ssh_runner)
     if settings.launcher == "slurm":
         from gpuready.workloads.launchers import slurm
 
-        return partial(slurm.launch, gpus_per_node=target.gpus_per_host, partition=settings.slurm_partition,
-                       slurm_conf=settings.slurm_conf, tasks_per_node=settings.workers_per_host)
+        return partial(
+            slurm.launch,
+            gpus_per_node=target.gpus_per_host,
+            partition=settings.slurm_partition,
+            slurm_conf=settings.slurm_conf,
+            tasks_per_node=settings.workers_per_host,
+        )
     from gpuready.workloads.launchers import kubernetes
 
     k8s = inventory.settings.kubernetes
     kind = "pytorchjob" if settings.framework == "pytorch" else settings.kubernetes_job
-    return partial(kubernetes.launch, kind=kind, gpus_per_node=target.gpus_per_host,
-                   image=settings.image, namespace=settings.namespace, kubeconfig=k8s.kubeconfig, context=k8s.context,
-                   operator_wait_s=settings.operator_wait_s)
+    return partial(
+        kubernetes.launch,
+        kind=kind,
+        gpus_per_node=target.gpus_per_host,
+        image=settings.image,
+        namespace=settings.namespace,
+        kubeconfig=k8s.kubeconfig,
+        context=k8s.context,
+        operator_wait_s=settings.operator_wait_s,
+    )

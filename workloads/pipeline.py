@@ -45,16 +45,28 @@ def _parser(image_size: int, training: bool, with_names: bool):
     return parse
 
 
-def new(files: list[str], *, batch_size: int, image_size: int, rank: int = 0, workers: int = 1,
-        training: bool = True, epochs: int | None = None, shuffle_buffer: int = 1024, cycle_length: int = 8,
-        with_names: bool = False, seed: int | None = None) -> tf.data.Dataset:
+def new(
+    files: list[str],
+    *,
+    batch_size: int,
+    image_size: int,
+    rank: int = 0,
+    workers: int = 1,
+    training: bool = True,
+    epochs: int | None = None,
+    shuffle_buffer: int = 1024,
+    cycle_length: int = 8,
+    with_names: bool = False,
+    seed: int | None = None,
+) -> tf.data.Dataset:
     autotune = tf.data.AUTOTUNE
     ds = tf.data.Dataset.from_tensor_slices(files)
     ds = ds.shard(workers, rank)  # first: each worker reads only its own files
     if training:
         ds = ds.shuffle(len(files), seed=seed)
-    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=cycle_length, num_parallel_calls=autotune,
-                       deterministic=not training)
+    ds = ds.interleave(
+        tf.data.TFRecordDataset, cycle_length=cycle_length, num_parallel_calls=autotune, deterministic=not training
+    )
     ds = ds.prefetch(batch_size)
     if training:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
@@ -65,9 +77,20 @@ def new(files: list[str], *, batch_size: int, image_size: int, rank: int = 0, wo
     return ds.prefetch(autotune)
 
 
-def old(files: list[str], *, batch_size: int, image_size: int, rank: int = 0, workers: int = 1,
-        training: bool = True, epochs: int | None = None, shuffle_buffer: int = 1024,
-        with_names: bool = False, seed: int | None = None, **_: Any) -> tf.data.Dataset:
+def old(
+    files: list[str],
+    *,
+    batch_size: int,
+    image_size: int,
+    rank: int = 0,
+    workers: int = 1,
+    training: bool = True,
+    epochs: int | None = None,
+    shuffle_buffer: int = 1024,
+    with_names: bool = False,
+    seed: int | None = None,
+    **_: Any,
+) -> tf.data.Dataset:
     ds = tf.data.TFRecordDataset(tf.data.Dataset.list_files(files, shuffle=False))
     ds = ds.map(_parser(image_size, training, with_names))
     ds = ds.shard(workers, rank)

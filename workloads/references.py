@@ -22,12 +22,24 @@ PUBLISHED: tuple[Reference, ...] = (
 )
 
 
-def find(references: list[Reference] | tuple[Reference, ...], *, gpu_model: str, model: str, gpus: int,
-         metric: str = "images_per_second") -> Reference | None:
+def find(
+    references: list[Reference] | tuple[Reference, ...],
+    *,
+    gpu_model: str,
+    model: str,
+    gpus: int,
+    metric: str = "images_per_second",
+) -> Reference | None:
     """The most specific match: exact GPU model before ``*``; the inventory's before the published table."""
     for table in (references, PUBLISHED):
-        candidates = [r for r in table if r.gpus == gpus and r.metric == metric and r.model in (model, "*")
-                      and (r.gpu_model == "*" or (gpu_model and r.gpu_model == gpu_model))]
+        candidates = [
+            r
+            for r in table
+            if r.gpus == gpus
+            and r.metric == metric
+            and r.model in (model, "*")
+            and (r.gpu_model == "*" or (gpu_model and r.gpu_model == gpu_model))
+        ]
         candidates.sort(key=lambda r: (r.gpu_model == "*", r.model == "*"))
         if candidates:
             return candidates[0]
@@ -47,5 +59,8 @@ def judge(value: float, ref: Reference | None) -> Verdict:
     high = ref.target * (1 + ref.upper) if ref.upper is not None else None
     bounds = f"[{low:.1f}, {'∞' if high is None else f'{high:.1f}'}] {ref.unit}"
     ok = value >= low and (high is None or value <= high)
-    return Verdict(ok, f"{value:.1f} {ref.unit} vs reference {ref.target:g} {ref.unit} ({ref.gpu_model}, "
-                       f"{ref.gpus} GPU{'s' if ref.gpus > 1 else ''}): {'within' if ok else 'outside'} {bounds}")
+    return Verdict(
+        ok,
+        f"{value:.1f} {ref.unit} vs reference {ref.target:g} {ref.unit} ({ref.gpu_model}, "
+        f"{ref.gpus} GPU{'s' if ref.gpus > 1 else ''}): {'within' if ok else 'outside'} {bounds}",
+    )

@@ -26,14 +26,18 @@ from typing import Any
 MODULE = "gpuready.workloads.rendezvous"
 ADDR, PORT, HOSTS = "HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT", "GPUREADY_GLOO_HOSTS"
 #: (rank, local rank) variables of the launchers we know, in order of preference
-RANK_VARIABLES = (("SLURM_PROCID", "SLURM_LOCALID"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
-                  ("PMI_RANK", "MPI_LOCALRANKID"))
+RANK_VARIABLES = (
+    ("SLURM_PROCID", "SLURM_LOCALID"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ("PMI_RANK", "MPI_LOCALRANKID"),
+)
 
 
 def slurm_hosts(nodelist: str, tasks_per_node: str) -> str:
     """``h1:2,h2:2`` from Slurm's SLURM_JOB_NODELIST and SLURM_TASKS_PER_NODE (``2(x2)``, ``3,2``)."""
-    names = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
-                           check=True).stdout.split()
+    names = subprocess.run(
+        ["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True
+    ).stdout.split()
     counts = task_counts(tasks_per_node)
     if len(counts) != len(names):
         raise ValueError(f"{len(names)} nodes ({nodelist}) but tasks per node {tasks_per_node!r}")
@@ -100,21 +104,32 @@ def worker_env(environ: dict[str, str]) -> dict[str, str]:
             rank, local = int(environ[rank_name]), int(environ.get(local_name, "-1"))
             break
     else:
-        raise ValueError(f"no rank variable ({', '.join(r for r, _ in RANK_VARIABLES)}): start this under srun "
-                         "or mpirun")
+        raise ValueError(
+            f"no rank variable ({', '.join(r for r, _ in RANK_VARIABLES)}): start this under srun or mpirun"
+        )
     slots = plan(environ[HOSTS])
     if rank >= len(slots):
         raise ValueError(f"rank {rank} but {environ[HOSTS]} has {len(slots)} slots")
     slot = slots[rank]
     if local >= 0 and local != slot.local_rank:
-        raise ValueError(f"rank {rank} is local rank {local} here, but local rank {slot.local_rank} on "
-                         f"{slot.hostname} in {environ[HOSTS]}: use block placement (srun's default, mpirun "
-                         "--map-by slot or socket with whole hosts)")
+        raise ValueError(
+            f"rank {rank} is local rank {local} here, but local rank {slot.local_rank} on "
+            f"{slot.hostname} in {environ[HOSTS]}: use block placement (srun's default, mpirun "
+            "--map-by slot or socket with whole hosts)"
+        )
     iface = interface_of(route_address(environ[ADDR]))
-    return {"HOROVOD_HOSTNAME": slot.hostname, "HOROVOD_RANK": str(slot.rank), "HOROVOD_SIZE": str(slot.size),
-            "HOROVOD_LOCAL_RANK": str(slot.local_rank), "HOROVOD_LOCAL_SIZE": str(slot.local_size),
-            "HOROVOD_CROSS_RANK": str(slot.cross_rank), "HOROVOD_CROSS_SIZE": str(slot.cross_size),
-            "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo", "HOROVOD_GLOO_IFACE": iface}
+    return {
+        "HOROVOD_HOSTNAME": slot.hostname,
+        "HOROVOD_RANK": str(slot.rank),
+        "HOROVOD_SIZE": str(slot.size),
+        "HOROVOD_LOCAL_RANK": str(slot.local_rank),
+        "HOROVOD_LOCAL_SIZE": str(slot.local_size),
+        "HOROVOD_CROSS_RANK": str(slot.cross_rank),
+        "HOROVOD_CROSS_SIZE": str(slot.cross_size),
+        "HOROVOD_CONTROLLER": "gloo",
+        "HOROVOD_CPU_OPERATIONS": "gloo",
+        "HOROVOD_GLOO_IFACE": iface,
+    }
 
 
 def _srun(command: list[str], srun_args: list[str]) -> int:
@@ -128,15 +143,17 @@ def _srun(command: list[str], srun_args: list[str]) -> int:
 
 def _node_address(node: str) -> str:
     """The address Slurm reaches ``node`` at (its NodeAddr), which the other nodes reach too."""
-    out = subprocess.run(["scontrol", "show", "node", node, "-o"], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(["scontrol", "show", "node", node, "-o"], capture_output=True, text=True, check=True).stdout
     match = re.search(r"\bNodeAddr=(\S+)", out)
     return socket.gethostbyname(match.group(1) if match else node)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gpuready.workloads.rendezvous", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m gpuready.workloads.rendezvous",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("mode", choices=("srun", "worker"))
     p.add_argument("--srun-arg", action="append", default=[], help="passed on to srun (srun mode)")
     p.add_argument("command", nargs=argparse.REMAINDER)

@@ -54,12 +54,16 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
 
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = ["| workers | images/s | images/s per worker | efficiency | median step (s) |",
-             "|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| workers | images/s | images/s per worker | efficiency | median step (s) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         eff = "—" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
-        lines.append(f"| {r['workers']} | {r['images_per_second']:.2f} | {r['images_per_second_per_worker']:.2f} "
-                     f"| {eff} | {r['step_time_median_s']:.4f} |")
+        lines.append(
+            f"| {r['workers']} | {r['images_per_second']:.2f} | {r['images_per_second_per_worker']:.2f} "
+            f"| {eff} | {r['step_time_median_s']:.4f} |"
+        )
     return lines
 
 
@@ -70,13 +74,19 @@ def write(folder: Path, rows: list[dict[str, Any]], setup: dict[str, Any]) -> Pa
         curve = f"![scaling curve]({PLOT_FILE})"
     except ImportError:  # a GPU machine given only the node checks' wheels: the table and raw times still stand
         curve = "(no scaling curve: matplotlib is not installed)"
-    lines = [f"# Training scaling: {title}", "",
-             *[f"- {k}: {v}" for k, v in setup.items()], "",
-             *table(rows), "",
-             curve, "",
-             f"Every figure is computed from `{RAW_FILE}` (each worker's timed step durations, warm-up excluded): "
-             "images/s of a worker = batch size x steps / sum of its step times; a size's total is the sum over "
-             "its workers; efficiency = images/s per worker / that of 1 worker."]
+    lines = [
+        f"# Training scaling: {title}",
+        "",
+        *[f"- {k}: {v}" for k, v in setup.items()],
+        "",
+        *table(rows),
+        "",
+        curve,
+        "",
+        f"Every figure is computed from `{RAW_FILE}` (each worker's timed step durations, warm-up excluded): "
+        "images/s of a worker = batch size x steps / sum of its step times; a size's total is the sum over "
+        "its workers; efficiency = images/s per worker / that of 1 worker.",
+    ]
     path = folder / REPORT_FILE
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -91,8 +101,9 @@ def show(console: Any, rows: list[dict[str, Any]], folder: Path) -> None:
         table.add_column(column, justify="right")
     for r in rows:
         eff = "—" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
-        table.add_row(str(r["workers"]), f"{r['images_per_second']:.2f}",
-                      f"{r['images_per_second_per_worker']:.2f}", eff)
+        table.add_row(
+            str(r["workers"]), f"{r['images_per_second']:.2f}", f"{r['images_per_second_per_worker']:.2f}", eff
+        )
     console.print(table)
     plot = folder / PLOT_FILE
     console.print(f"report: {folder / REPORT_FILE}" + (f"  plot: {plot}" if plot.exists() else ""))

@@ -24,8 +24,11 @@ DISTRIBUTIONS = ("horovod", "mwms")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m gpuready.workloads.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m gpuready.workloads.train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", default="densenet121", choices=("densenet121", "resnet50"))
     p.add_argument("--batch-size", type=int, default=32, help="images per worker and step")
     p.add_argument("--image-size", type=int, default=224)
@@ -44,9 +47,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _local_rank_and_size() -> tuple[int, int]:
-    for rank, size in (("HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"), ("OMPI_COMM_WORLD_LOCAL_RANK",
-                       "OMPI_COMM_WORLD_LOCAL_SIZE"), ("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
-                       ("GPUREADY_LOCAL_RANK", "GPUREADY_LOCAL_SIZE")):
+    for rank, size in (
+        ("HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+        ("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+        ("GPUREADY_LOCAL_RANK", "GPUREADY_LOCAL_SIZE"),
+    ):
         if rank in os.environ:
             return int(os.environ[rank]), int(os.environ.get(size, "1").split("(")[0])
     return 0, 1
@@ -93,8 +99,12 @@ class Horovod:
 
         hvd.init()
         self.hvd, self.tf = hvd, tf
-        self.rank, self.size, self.local_rank, self.local_size = hvd.rank(), hvd.size(), hvd.local_rank(), \
-            hvd.local_size()
+        self.rank, self.size, self.local_rank, self.local_size = (
+            hvd.rank(),
+            hvd.size(),
+            hvd.local_rank(),
+            hvd.local_size(),
+        )
 
     def scope(self) -> Any:
         import contextlib
@@ -188,8 +198,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def make_dataset(rank: int, workers: int) -> Any:
         if args.data == "synthetic":
             return pipeline.synthetic(batch_size=args.batch_size, image_size=args.image_size, rank=rank)
-        return pipeline.build(args.pipeline, pipeline.shard_files(args.data, "train"), batch_size=args.batch_size,
-                              image_size=args.image_size, rank=rank, workers=workers)
+        return pipeline.build(
+            args.pipeline,
+            pipeline.shard_files(args.data, "train"),
+            batch_size=args.batch_size,
+            image_size=args.image_size,
+            rank=rank,
+            workers=workers,
+        )
 
     with dist.scope():
         model = chexnet.build(args.model, args.image_size)
@@ -217,13 +233,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             step_times.append(elapsed)
 
     result: dict[str, Any] = {
-        "rank": dist.rank, "size": dist.size, "local_rank": local_rank, "host": socket.gethostname(),
-        "device": device, "distribution": args.distribution, "model": args.model, "batch_size": args.batch_size,
-        "image_size": args.image_size, "data": args.data, "pipeline": args.pipeline,
-        "mixed_precision": args.mixed_precision, "xla": args.xla, "warmup_steps": args.warmup_steps,
-        "step_times": step_times, "losses": losses,
-        "process_start_unix": PROCESS_START_UNIX, "first_step_unix": first_step_unix,
-        "weights_sha256_before": before, "weights_sha256": weights_digest(model.trainable_variables),
+        "rank": dist.rank,
+        "size": dist.size,
+        "local_rank": local_rank,
+        "host": socket.gethostname(),
+        "device": device,
+        "distribution": args.distribution,
+        "model": args.model,
+        "batch_size": args.batch_size,
+        "image_size": args.image_size,
+        "data": args.data,
+        "pipeline": args.pipeline,
+        "mixed_precision": args.mixed_precision,
+        "xla": args.xla,
+        "warmup_steps": args.warmup_steps,
+        "step_times": step_times,
+        "losses": losses,
+        "process_start_unix": PROCESS_START_UNIX,
+        "first_step_unix": first_step_unix,
+        "weights_sha256_before": before,
+        "weights_sha256": weights_digest(model.trainable_variables),
     }
     if args.eval_batches and args.data != "synthetic" and dist.rank == 0:
         result["auroc"] = evaluate(model, args)
@@ -235,8 +264,13 @@ def evaluate(model: Any, args: argparse.Namespace) -> list[float | None]:
 
     from gpuready.workloads import pipeline
 
-    ds = pipeline.new(pipeline.shard_files(args.data, "test"), batch_size=args.batch_size,
-                      image_size=args.image_size, training=False, epochs=1)
+    ds = pipeline.new(
+        pipeline.shard_files(args.data, "test"),
+        batch_size=args.batch_size,
+        image_size=args.image_size,
+        training=False,
+        epochs=1,
+    )
     labels, scores = [], []
     for images, y in ds.take(args.eval_batches):
         labels.append(y.numpy())

@@ -19,8 +19,9 @@ from typing import Any
 from gpuready.core.errors import BadInput, Unreachable
 from gpuready.lab import Component, Lab, stop_pids, wait_for_port
 
-DEFAULT_PROFILES = "v100-x4,a100-x4,h100-x8,ecc-errors,driver-mismatch,missing-gpu,nouveau,nvlink-down," \
-                   "selinux-label,throttle"
+DEFAULT_PROFILES = (
+    "v100-x4,a100-x4,h100-x8,ecc-errors,driver-mismatch,missing-gpu,nouveau,nvlink-down,selinux-label,throttle"
+)
 TOOLS = ("ip", "unshare", "setfattr", "ssh-keygen", "/usr/sbin/sshd", "mknod")
 MAX_HOSTS = 200
 
@@ -85,12 +86,13 @@ def check_prefix(prefix: str) -> None:
     if len(prefix) > 8:
         raise BadInput(f"nodes: prefix {prefix!r} longer than 8 characters (interface names are short)")
     if not re.fullmatch(r"[a-z][a-z0-9]*", prefix):
-        raise BadInput(f"nodes: prefix {prefix!r}: lower-case letters and digits only, starting with a letter "
-                       "(it names network interfaces and namespaces)")
+        raise BadInput(
+            f"nodes: prefix {prefix!r}: lower-case letters and digits only, starting with a letter "
+            "(it names network interfaces and namespaces)"
+        )
 
 
-def up_hosts(root: Path, profiles: list[str], prefix: str,
-             spawn: Callable[[list[str]], int]) -> dict[str, Any]:
+def up_hosts(root: Path, profiles: list[str], prefix: str, spawn: Callable[[list[str]], int]) -> dict[str, Any]:
     """Start one namespace host per profile; returns the state (hosts, pids, bridge, namespaces, key)."""
     from gpuready.lab import replay
 
@@ -105,16 +107,29 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
     keys.mkdir(parents=True, exist_ok=True)
     for name in ("id_ed25519", "host_ed25519"):
         if not (keys / name).exists():
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"gpuready-lab-{name}",
-                            "-f", str(keys / name)], check=True, capture_output=True)
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"gpuready-lab-{name}", "-f", str(keys / name)],
+                check=True,
+                capture_output=True,
+            )
     (keys / "authorized_keys").write_text((keys / "id_ed25519.pub").read_text())
     third = _free_subnet()
     names = [(f"{profile}-{i:02d}", f"10.213.{third}.{10 + i}") for i, profile in enumerate(profiles)]
     hosts_file = root / "etc-hosts"
-    hosts_file.write_text(Path("/etc/hosts").read_text() + "\n# gpuready lab hosts\n"
-                          + "".join(f"{address} {name}\n" for name, address in names))
-    state: dict[str, Any] = {"prefix": prefix, "bridge": f"{prefix}br", "subnet": f"10.213.{third}.0/24",
-                             "namespaces": [], "hosts": [], "pids": [], "key": str(keys / "id_ed25519")}
+    hosts_file.write_text(
+        Path("/etc/hosts").read_text()
+        + "\n# gpuready lab hosts\n"
+        + "".join(f"{address} {name}\n" for name, address in names)
+    )
+    state: dict[str, Any] = {
+        "prefix": prefix,
+        "bridge": f"{prefix}br",
+        "subnet": f"10.213.{third}.0/24",
+        "namespaces": [],
+        "hosts": [],
+        "pids": [],
+        "key": str(keys / "id_ed25519"),
+    }
     try:
         _ip("link", "add", state["bridge"], "type", "bridge")
         _ip("addr", "add", f"10.213.{third}.1/24", "dev", state["bridge"])
@@ -124,8 +139,9 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
             home = root / "hosts" / name
             shutil.rmtree(home, ignore_errors=True)
             replay.build(profile, home)
-            (home / "sshd_config").write_text(SSHD_CONFIG.format(name=name, profile=profile, address=address,
-                                                                 keys=keys, home=home))
+            (home / "sshd_config").write_text(
+                SSHD_CONFIG.format(name=name, profile=profile, address=address, keys=keys, home=home)
+            )
             (home / "start.sh").write_text(START.format(home=home, name=name, hosts_file=hosts_file))
             _ip("netns", "add", ns)
             state["namespaces"].append(ns)
@@ -135,11 +151,23 @@ def up_hosts(root: Path, profiles: list[str], prefix: str,
             _ip("-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
             _ip("-n", ns, "link", "set", "lo", "up")
-            pid = spawn(["ip", "netns", "exec", ns, "unshare", "-m", "-u", "--propagation", "private",
-                         "sh", str(home / "start.sh")])
+            pid = spawn(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    "unshare",
+                    "-m",
+                    "-u",
+                    "--propagation",
+                    "private",
+                    "sh",
+                    str(home / "start.sh"),
+                ]
+            )
             state["pids"].append(pid)
-            state["hosts"].append({"name": name, "profile": profile, "namespace": ns, "address": address,
-                                   "pid": pid})
+            state["hosts"].append({"name": name, "profile": profile, "namespace": ns, "address": address, "pid": pid})
         for host in state["hosts"]:
             wait_for_port(host["address"], 22, timeout=20)
     except BaseException:
@@ -165,10 +193,17 @@ def inventory_hosts(state: dict[str, Any]) -> dict[str, Any]:
     from gpuready.lab import replay
 
     # The lab makes new host keys for new hosts: like Ansible with host_key_checking off for them.
-    hosts = {h["name"]: {"ansible_host": h["address"], "ansible_port": 22, "ansible_user": "root",
-                         "ansible_ssh_private_key_file": state["key"], "ansible_host_key_checking": False,
-                         "gpuready_node_class": replay.PROFILES[h["profile"]].node_class}
-             for h in state["hosts"]}
+    hosts = {
+        h["name"]: {
+            "ansible_host": h["address"],
+            "ansible_port": 22,
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": state["key"],
+            "ansible_host_key_checking": False,
+            "gpuready_node_class": replay.PROFILES[h["profile"]].node_class,
+        }
+        for h in state["hosts"]
+    }
     return {"gpu_nodes": {"hosts": hosts}}
 
 
@@ -181,7 +216,8 @@ def write_inventory(folder: Path, state: dict[str, Any]) -> Path:
     (folder / "group_vars" / "all").mkdir(parents=True, exist_ok=True)
     (folder / "hosts.yml").write_text(yaml.safe_dump(inventory_hosts(state), sort_keys=False))
     (folder / "group_vars" / "all" / "gpuready.yml").write_text(
-        yaml.safe_dump({"gpuready": replay.lab_settings()}, sort_keys=False))
+        yaml.safe_dump({"gpuready": replay.lab_settings()}, sort_keys=False)
+    )
     return folder
 
 
@@ -221,11 +257,13 @@ class NodesLab(Component):
     def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
         inventory = state.get("inventory", "?")
         hosts = state.get("hosts") or [{"name": "?", "address": "?"}]
-        return [f"# {len(state.get('hosts', []))} simulated GPU nodes over SSH (key {state.get('key')}):",
-                f"gpuready validate gpu-node -i {inventory}",
-                f"gpuready provision cluster -i {inventory} --tags preflight",
-                f"ssh -i {state.get('key')} -o StrictHostKeyChecking=no root@{hosts[0]['address']} nvidia-smi"
-                f"   # {hosts[0]['name']}"]
+        return [
+            f"# {len(state.get('hosts', []))} simulated GPU nodes over SSH (key {state.get('key')}):",
+            f"gpuready validate gpu-node -i {inventory}",
+            f"gpuready provision cluster -i {inventory} --tags preflight",
+            f"ssh -i {state.get('key')} -o StrictHostKeyChecking=no root@{hosts[0]['address']} nvidia-smi"
+            f"   # {hosts[0]['name']}",
+        ]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
         return f"{len(state.get('hosts', []))} hosts on {state.get('subnet', '?')}; " + super().status(lab, state)

@@ -43,18 +43,44 @@ class Model:
 
 MODELS = {
     # Seed 001/004: PowerEdge C4140, 4x V100-SXM2 32 GB, hybrid cube mesh (6 links per GPU).
-    "v100": Model("Tesla V100-SXM2-32GB", "Volta", "1DB510DE", 3, 32768, 6, "all",
-                  ("00000000:1A:00.0", "00000000:1C:00.0", "00000000:1D:00.0", "00000000:1E:00.0")),
+    "v100": Model(
+        "Tesla V100-SXM2-32GB",
+        "Volta",
+        "1DB510DE",
+        3,
+        32768,
+        6,
+        "all",
+        ("00000000:1A:00.0", "00000000:1C:00.0", "00000000:1D:00.0", "00000000:1E:00.0"),
+    ),
     # Seed 003: PowerEdge R750xa, 4x A100 PCIe, NVLink-bridged pairs (3 bridges, 12 links per GPU).
-    "a100": Model("NVIDIA A100-PCIE-40GB", "Ampere", "20F110DE", 4, 40960, 12, "pairs",
-                  ("00000000:17:00.0", "00000000:31:00.0", "00000000:B1:00.0", "00000000:CA:00.0")),
+    "a100": Model(
+        "NVIDIA A100-PCIE-40GB",
+        "Ampere",
+        "20F110DE",
+        4,
+        40960,
+        12,
+        "pairs",
+        ("00000000:17:00.0", "00000000:31:00.0", "00000000:B1:00.0", "00000000:CA:00.0"),
+    ),
     # HGX H100: 8x H100 SXM5, 18 links per GPU through NVSwitch.
-    "h100": Model("NVIDIA H100 80GB HBM3", "Hopper", "233010DE", 5, 81559, 18, "all",
-                  tuple(f"00000000:{b}:00.0" for b in ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"))),
+    "h100": Model(
+        "NVIDIA H100 80GB HBM3",
+        "Hopper",
+        "233010DE",
+        5,
+        81559,
+        18,
+        "all",
+        tuple(f"00000000:{b}:00.0" for b in ("18", "2A", "3A", "5D", "9A", "AB", "BA", "DB")),
+    ),
 }
 
-SMI_DRIVER_FAILURE = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
-                      "Make sure that the latest NVIDIA driver is installed and running.\n")
+SMI_DRIVER_FAILURE = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running.\n"
+)
 
 
 @dataclass
@@ -77,45 +103,84 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
-    "v100-x4": Profile("v100", 4, "c4140-v100", "healthy 4x V100-SXM2 (C4140), SELinux enforcing, EDR IB",
-                       selinux="Enforcing"),
+    "v100-x4": Profile(
+        "v100", 4, "c4140-v100", "healthy 4x V100-SXM2 (C4140), SELinux enforcing, EDR IB", selinux="Enforcing"
+    ),
     "a100-x4": Profile("a100", 4, "r750xa-a100", "healthy 4x A100 PCIe in NVLink-bridged pairs (R750xa), ATS on"),
     "h100-x8": Profile("h100", 8, "hgx-h100", "healthy 8x H100 SXM5 (HGX)"),
-    "ecc-errors": Profile("v100", 4, "c4140-v100", "GPU 1: 2 volatile uncorrectable (DBE) errors and Xid 48",
-                          gpu_edits={1: {"ecc_errors/volatile/dram_uncorrectable": "2",
-                                         "ecc_errors/aggregate/dram_uncorrectable": "2"}},
-                          xid_lines=("[ 8123.456789] NVRM: Xid (PCI:0000:1c:00): 48, pid='<unknown>', name=<unknown>, "
-                                     "An uncorrectable double bit error (DBE) has been detected on GPU in the "
-                                     "framebuffer at partition 0, subpartition 0.",)),
-    "driver-mismatch": Profile("a100", 4, "r750xa-a100", "driver 530.30.02 installed, 535.54.03 pinned",
-                               driver="530.30.02"),
+    "ecc-errors": Profile(
+        "v100",
+        4,
+        "c4140-v100",
+        "GPU 1: 2 volatile uncorrectable (DBE) errors and Xid 48",
+        gpu_edits={1: {"ecc_errors/volatile/dram_uncorrectable": "2", "ecc_errors/aggregate/dram_uncorrectable": "2"}},
+        xid_lines=(
+            "[ 8123.456789] NVRM: Xid (PCI:0000:1c:00): 48, pid='<unknown>', name=<unknown>, "
+            "An uncorrectable double bit error (DBE) has been detected on GPU in the "
+            "framebuffer at partition 0, subpartition 0.",
+        ),
+    ),
+    "driver-mismatch": Profile(
+        "a100", 4, "r750xa-a100", "driver 530.30.02 installed, 535.54.03 pinned", driver="530.30.02"
+    ),
     "missing-gpu": Profile("v100", 4, "c4140-v100", "GPU 3 absent (3 of 4 visible)", missing_gpus=(3,)),
-    "nouveau": Profile("v100", 4, "c4140-v100", "nouveau loaded instead of nvidia: nvidia-smi cannot talk to "
-                       "the driver", nouveau=True),
+    "nouveau": Profile(
+        "v100", 4, "c4140-v100", "nouveau loaded instead of nvidia: nvidia-smi cannot talk to the driver", nouveau=True
+    ),
     "nvlink-down": Profile("h100", 8, "hgx-h100", "GPU 5: NVLink 3 inactive", nvlink_down={5: (3,)}),
-    "selinux-label": Profile("v100", 4, "c4140-v100", "SELinux enforcing, /dev/nvidia2 labelled device_t",
-                             selinux="Enforcing", wrong_labels={"nvidia2": "device_t"}),
-    "throttle": Profile("a100", 4, "r750xa-a100", "GPU 2: hardware thermal slowdown active at idle",
-                        gpu_edits={2: {"clocks_event_reasons/clocks_event_reason_hw_thermal_slowdown": "Active"}}),
+    "selinux-label": Profile(
+        "v100",
+        4,
+        "c4140-v100",
+        "SELinux enforcing, /dev/nvidia2 labelled device_t",
+        selinux="Enforcing",
+        wrong_labels={"nvidia2": "device_t"},
+    ),
+    "throttle": Profile(
+        "a100",
+        4,
+        "r750xa-a100",
+        "GPU 2: hardware thermal slowdown active at idle",
+        gpu_edits={2: {"clocks_event_reasons/clocks_event_reason_hw_thermal_slowdown": "Active"}},
+    ),
 }
 
 #: The node classes the profiles belong to, as an inventory's gpuready.node_classes.
 NODE_CLASSES = {
-    "c4140-v100": {"gpu_model": MODELS["v100"].name, "gpu_count": 4, "gpu_memory_gib": 32,
-                   "nvlink_links_per_gpu": 6, "p2p_pairs": [list(p) for p in combinations(range(4), 2)],
-                   "fabric": {"type": "infiniband", "ports": ["mlx5_0"]}},
-    "r750xa-a100": {"gpu_model": MODELS["a100"].name, "gpu_count": 4, "gpu_memory_gib": 40,
-                    "nvlink_links_per_gpu": 12, "p2p_pairs": [[0, 1], [2, 3]],
-                    "fabric": {"type": "roce", "ports": ["mlx5_0"], "ats": True}},
-    "hgx-h100": {"gpu_model": MODELS["h100"].name, "gpu_count": 8, "gpu_memory_gib": 80,
-                 "nvlink_links_per_gpu": 18, "p2p_pairs": [list(p) for p in combinations(range(8), 2)]},
+    "c4140-v100": {
+        "gpu_model": MODELS["v100"].name,
+        "gpu_count": 4,
+        "gpu_memory_gib": 32,
+        "nvlink_links_per_gpu": 6,
+        "p2p_pairs": [list(p) for p in combinations(range(4), 2)],
+        "fabric": {"type": "infiniband", "ports": ["mlx5_0"]},
+    },
+    "r750xa-a100": {
+        "gpu_model": MODELS["a100"].name,
+        "gpu_count": 4,
+        "gpu_memory_gib": 40,
+        "nvlink_links_per_gpu": 12,
+        "p2p_pairs": [[0, 1], [2, 3]],
+        "fabric": {"type": "roce", "ports": ["mlx5_0"], "ats": True},
+    },
+    "hgx-h100": {
+        "gpu_model": MODELS["h100"].name,
+        "gpu_count": 8,
+        "gpu_memory_gib": 80,
+        "nvlink_links_per_gpu": 18,
+        "p2p_pairs": [list(p) for p in combinations(range(8), 2)],
+    },
 }
 
 
 def lab_settings() -> dict:
     """gpuready settings for an inventory of replayed hosts."""
-    return {"node_classes": NODE_CLASSES, "driver": {"branch": DRIVER.split(".")[0], "version": DRIVER},
-            "container_runtime": "none", "selinux": {"expect": "any"}}
+    return {
+        "node_classes": NODE_CLASSES,
+        "driver": {"branch": DRIVER.split(".")[0], "version": DRIVER},
+        "container_runtime": "none",
+        "selinux": {"expect": "any"},
+    }
 
 
 def smi_xml(profile: Profile) -> str:
@@ -131,11 +196,18 @@ def smi_xml(profile: Profile) -> str:
     for i in visible:
         gpu = copy.deepcopy(template)
         edits = {
-            "product_name": model.name, "product_architecture": model.architecture,
-            "persistence_mode": "Enabled", "mig_mode/current_mig": "Disabled", "mig_mode/pending_mig": "Disabled",
-            "minor_number": str(i), "uuid": f"GPU-{i:08x}-{model.device_id[:4].lower()}-4e00-a000-0000{i:08x}",
-            "serial": f"16505220{i:05d}", "pci/pci_bus_id": model.bus_ids[i], "pci/pci_bus": model.bus_ids[i][9:11],
-            "pci/pci_device_id": model.device_id, "gsp_firmware_version": profile.driver,
+            "product_name": model.name,
+            "product_architecture": model.architecture,
+            "persistence_mode": "Enabled",
+            "mig_mode/current_mig": "Disabled",
+            "mig_mode/pending_mig": "Disabled",
+            "minor_number": str(i),
+            "uuid": f"GPU-{i:08x}-{model.device_id[:4].lower()}-4e00-a000-0000{i:08x}",
+            "serial": f"16505220{i:05d}",
+            "pci/pci_bus_id": model.bus_ids[i],
+            "pci/pci_bus": model.bus_ids[i][9:11],
+            "pci/pci_device_id": model.device_id,
+            "gsp_firmware_version": profile.driver,
             "fb_memory_usage/total": f"{model.memory_mib} MiB",
             "pci/pci_gpu_link_info/pcie_gen/max_link_gen": str(model.pcie_gen),
             "pci/pci_gpu_link_info/pcie_gen/max_device_link_gen": str(model.pcie_gen),
@@ -158,21 +230,33 @@ def smi_xml(profile: Profile) -> str:
             # Ampere and later report row remapping instead of page retirement.
             rows = gpu.find("remapped_rows")
             rows.text = None  # type: ignore[union-attr]
-            for tag, value in (("remapped_row_corr", "0"), ("remapped_row_unc", "0"),
-                               ("remapped_row_pending", "No"), ("remapped_row_failure", "No")):
+            for tag, value in (
+                ("remapped_row_corr", "0"),
+                ("remapped_row_unc", "0"),
+                ("remapped_row_pending", "No"),
+                ("remapped_row_failure", "No"),
+            ):
                 ET.SubElement(rows, tag).text = value  # type: ignore[arg-type]
         root.append(gpu)
     ET.indent(root, space="    ")
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n'
-            + ET.tostring(root, encoding="unicode") + "\n")
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">\n'
+        + ET.tostring(root, encoding="unicode")
+        + "\n"
+    )
 
 
 def query_csv(profile: Profile) -> str:
     model = MODELS[profile.model]
     rows = []
     for n, i in enumerate(i for i in range(profile.count) if i not in profile.missing_gpus):
-        values = {"index": str(n), "name": model.name, "pci.bus_id": model.bus_ids[i],
-                  "driver_version": profile.driver, "persistence_mode": "Enabled"}
+        values = {
+            "index": str(n),
+            "name": model.name,
+            "pci.bus_id": model.bus_ids[i],
+            "driver_version": profile.driver,
+            "persistence_mode": "Enabled",
+        }
         rows.append(", ".join(values[f] for f in QUERY_FIELDS))
     return "\n".join(rows) + "\n"
 
@@ -206,9 +290,18 @@ def p2p_matrix(profile: Profile) -> str:
     for n, a in enumerate(gpus):
         cells = ["X" if a == b else ("OK" if joined(a, b) else "CNS") for b in gpus]
         lines.append(f" GPU{n}\t" + "\t".join(cells) + "\t")
-    lines += ["", "Legend:", "", "  X    = Self", "  OK   = Status Ok", "  CNS  = Chipset not supported",
-              "  GNS  = GPU not supported", "  TNS  = Topology not supported", "  NS   = Not supported",
-              "  U    = Unknown"]
+    lines += [
+        "",
+        "Legend:",
+        "",
+        "  X    = Self",
+        "  OK   = Status Ok",
+        "  CNS  = Chipset not supported",
+        "  GNS  = GPU not supported",
+        "  TNS  = Topology not supported",
+        "  NS   = Not supported",
+        "  U    = Unknown",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -233,11 +326,13 @@ drm                   614400  4 drm_kms_helper,drm_ttm_helper,ttm,nouveau
 def dmesg(profile: Profile) -> str:
     if profile.nouveau:
         return "[    4.812345] nouveau 0000:1a:00.0: NVIDIA GV100 (140000a1)\n"
-    return (f"[    5.123456] nvidia: loading out-of-tree module taints kernel.\n"
-            f"[    5.234567] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {profile.driver}  "
-            f"Tue Jun  6 22:20:39 UTC 2023\n"
-            f"[    6.345678] nvidia-uvm: Loaded the UVM driver, major device number 509.\n"
-            + "".join(line + "\n" for line in profile.xid_lines))
+    return (
+        f"[    5.123456] nvidia: loading out-of-tree module taints kernel.\n"
+        f"[    5.234567] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  {profile.driver}  "
+        f"Tue Jun  6 22:20:39 UTC 2023\n"
+        f"[    6.345678] nvidia-uvm: Loaded the UVM driver, major device number 509.\n"
+        + "".join(line + "\n" for line in profile.xid_lines)
+    )
 
 
 #: The replayed dmesg stamps Xid lines this many seconds before the host's uptime when read, so the
@@ -260,25 +355,32 @@ def nvlink_errors(profile: Profile) -> str:
     for n, i in enumerate(_visible(profile)):
         lines.append(f"GPU {n}: {model.name} (UUID: GPU-{i:08x}-{model.device_id[:4].lower()}-4e00-a000-0000{i:08x})")
         for link in range(model.nvlinks):
-            lines += [f"\t Link {link}: Replay Errors: 0", f"\t Link {link}: Recovery Errors: 0",
-                      f"\t Link {link}: CRC Errors: 0"]
+            lines += [
+                f"\t Link {link}: Replay Errors: 0",
+                f"\t Link {link}: Recovery Errors: 0",
+                f"\t Link {link}: CRC Errors: 0",
+            ]
     return "\n".join(lines) + "\n"
 
 
 def ibstat(profile: Profile) -> str:
     rate = {"v100": "100", "a100": "100", "h100": "400"}[profile.model]
-    return (f"CA 'mlx5_0'\n\tCA type: MT4123\n\tNumber of ports: 1\n\tFirmware version: 20.31.1014\n"
-            f"\tHardware version: 0\n\tNode GUID: 0x0c42a10300a1b2c3\n\tSystem image GUID: 0x0c42a10300a1b2c3\n"
-            f"\tPort 1:\n\t\tState: {profile.ib_state}\n\t\tPhysical state: LinkUp\n\t\tRate: {rate}\n"
-            f"\t\tBase lid: 7\n\t\tLMC: 0\n\t\tSM lid: 1\n\t\tCapability mask: 0xa651e848\n"
-            f"\t\tPort GUID: 0x0c42a10300a1b2c3\n\t\tLink layer: InfiniBand\n")
+    return (
+        f"CA 'mlx5_0'\n\tCA type: MT4123\n\tNumber of ports: 1\n\tFirmware version: 20.31.1014\n"
+        f"\tHardware version: 0\n\tNode GUID: 0x0c42a10300a1b2c3\n\tSystem image GUID: 0x0c42a10300a1b2c3\n"
+        f"\tPort 1:\n\t\tState: {profile.ib_state}\n\t\tPhysical state: LinkUp\n\t\tRate: {rate}\n"
+        f"\t\tBase lid: 7\n\t\tLMC: 0\n\t\tSM lid: 1\n\t\tCapability mask: 0xa651e848\n"
+        f"\t\tPort GUID: 0x0c42a10300a1b2c3\n\t\tLink layer: InfiniBand\n"
+    )
 
 
 def mlxconfig_ats(profile: Profile) -> str:
-    return ("\nDevice #1:\n----------\n\nDevice type:    ConnectX6\nName:           MCX653106A-ECA_Ax\n"
-            "Description:    ConnectX-6 VPI adapter card; 100Gb/s (HDR100, EDR IB and 100GbE); dual-port QSFP56\n"
-            "Device:         mlx5_0\n\nConfigurations:                              Next Boot\n"
-            f"        ATS_ENABLED                         {'True(1)' if profile.ats else 'False(0)'}\n")
+    return (
+        "\nDevice #1:\n----------\n\nDevice type:    ConnectX6\nName:           MCX653106A-ECA_Ax\n"
+        "Description:    ConnectX-6 VPI adapter card; 100Gb/s (HDR100, EDR IB and 100GbE); dual-port QSFP56\n"
+        "Device:         mlx5_0\n\nConfigurations:                              Next Boot\n"
+        f"        ATS_ENABLED                         {'True(1)' if profile.ats else 'False(0)'}\n"
+    )
 
 
 def devices(profile: Profile) -> list[tuple[str, int, int, str]]:
@@ -300,12 +402,21 @@ def build(profile_name: str, dest: Path) -> Path:
     data, bin_dir = dest / "data", dest / "bin"
     data.mkdir(parents=True, exist_ok=True)
     bin_dir.mkdir(parents=True, exist_ok=True)
-    files = {"q.xml": smi_xml(profile), "query.csv": query_csv(profile), "nvlink.txt": nvlink_status(profile),
-             "p2p.txt": p2p_matrix(profile), "lsmod.txt": LSMOD_NOUVEAU if profile.nouveau else LSMOD_NVIDIA,
-             "dmesg.txt": dmesg(profile), "ibstat.txt": ibstat(profile), "mlxconfig.txt": mlxconfig_ats(profile),
-             "vector-add.txt": (RECORDED / "vector-add.txt").read_text(), "profile.txt": profile.description + "\n",
-             "smi-failure.txt": SMI_DRIVER_FAILURE, "lspci.txt": lspci(profile),
-             "nvlink-errors.txt": nvlink_errors(profile)}
+    files = {
+        "q.xml": smi_xml(profile),
+        "query.csv": query_csv(profile),
+        "nvlink.txt": nvlink_status(profile),
+        "p2p.txt": p2p_matrix(profile),
+        "lsmod.txt": LSMOD_NOUVEAU if profile.nouveau else LSMOD_NVIDIA,
+        "dmesg.txt": dmesg(profile),
+        "ibstat.txt": ibstat(profile),
+        "mlxconfig.txt": mlxconfig_ats(profile),
+        "vector-add.txt": (RECORDED / "vector-add.txt").read_text(),
+        "profile.txt": profile.description + "\n",
+        "smi-failure.txt": SMI_DRIVER_FAILURE,
+        "lspci.txt": lspci(profile),
+        "nvlink-errors.txt": nvlink_errors(profile),
+    }
     for name, text in files.items():
         (data / name).write_text(text)
     d = shlex.quote(str(data))
@@ -313,22 +424,34 @@ def build(profile_name: str, dest: Path) -> Path:
     if profile.nouveau:
         smi = f"cat {d}/smi-failure.txt\nexit 9\n"
     else:
-        smi = (f'case "$*" in\n  "-q -x") cat {d}/q.xml ;;\n  "{query}") cat {d}/query.csv ;;\n'
-               f'  "--query-gpu=index --format=csv,noheader") cut -d, -f1 {d}/query.csv ;;\n'
-               f'  "nvlink -s") cat {d}/nvlink.txt ;;\n  "topo -p2p r") cat {d}/p2p.txt ;;\n'
-               f'  "nvlink -e") cat {d}/nvlink-errors.txt ;;\n'
-               f'  *) echo "replay: no recording for: nvidia-smi $*" >&2; exit 2 ;;\nesac\n')
-    vector_add = (f"if [ ! -e /dev/nvidia${{CUDA_VISIBLE_DEVICES:-0}} ]; then\n"
-                  f"  echo 'Failed to allocate device vector A (error code no CUDA-capable device is detected)!'\n"
-                  f"  exit 1\nfi\ncat {d}/vector-add.txt\n")
+        smi = (
+            f'case "$*" in\n  "-q -x") cat {d}/q.xml ;;\n  "{query}") cat {d}/query.csv ;;\n'
+            f'  "--query-gpu=index --format=csv,noheader") cut -d, -f1 {d}/query.csv ;;\n'
+            f'  "nvlink -s") cat {d}/nvlink.txt ;;\n  "topo -p2p r") cat {d}/p2p.txt ;;\n'
+            f'  "nvlink -e") cat {d}/nvlink-errors.txt ;;\n'
+            f'  *) echo "replay: no recording for: nvidia-smi $*" >&2; exit 2 ;;\nesac\n'
+        )
+    vector_add = (
+        f"if [ ! -e /dev/nvidia${{CUDA_VISIBLE_DEVICES:-0}} ]; then\n"
+        f"  echo 'Failed to allocate device vector A (error code no CUDA-capable device is detected)!'\n"
+        f"  exit 1\nfi\ncat {d}/vector-add.txt\n"
+    )
     # Xid lines get a stamp XID_AGE_SECONDS before the host's uptime now (see XID_AGE_SECONDS).
-    dmesg_tool = (f"now=$(cut -d' ' -f1 /proc/uptime)\n"
-                  f"awk -v now=\"$now\" '/NVRM: Xid/ {{sub(/^\\[ *[0-9.]+\\]/, sprintf(\"[%12.6f]\", "
-                  f"now - {XID_AGE_SECONDS}))}} {{print}}' {d}/dmesg.txt\n")
-    tools = {"nvidia-smi": smi, "lsmod": f"cat {d}/lsmod.txt\n", "dmesg": dmesg_tool,
-             "lspci": f"cat {d}/lspci.txt\n",
-             "getenforce": f"echo {profile.selinux}\n", "ibstat": f"cat {d}/ibstat.txt\n",
-             "mlxconfig": f"cat {d}/mlxconfig.txt\n", "vectorAdd": vector_add}
+    dmesg_tool = (
+        f"now=$(cut -d' ' -f1 /proc/uptime)\n"
+        f'awk -v now="$now" \'/NVRM: Xid/ {{sub(/^\\[ *[0-9.]+\\]/, sprintf("[%12.6f]", '
+        f"now - {XID_AGE_SECONDS}))}} {{print}}' {d}/dmesg.txt\n"
+    )
+    tools = {
+        "nvidia-smi": smi,
+        "lsmod": f"cat {d}/lsmod.txt\n",
+        "dmesg": dmesg_tool,
+        "lspci": f"cat {d}/lspci.txt\n",
+        "getenforce": f"echo {profile.selinux}\n",
+        "ibstat": f"cat {d}/ibstat.txt\n",
+        "mlxconfig": f"cat {d}/mlxconfig.txt\n",
+        "vectorAdd": vector_add,
+    }
     for name, body in tools.items():
         path = bin_dir / name
         path.write_text(_tool(name, body))

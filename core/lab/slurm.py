@@ -109,21 +109,38 @@ def write_config(root: Path, state: dict[str, Any], partition: str) -> Path:
         for device in devices:
             gres_lines.append(f"NodeName={host['name']} Name=gpu File={device}")
     conf = root / "slurm.conf"
-    conf.write_text(SLURM_CONF.format(
-        name=state["cluster"], cluster=state["cluster"], controller=state["controller"],
-        controller_address=state["controller_address"], ctld_port=state["ctld_port"],
-        slurmd_port=state["slurmd_port"], munge_socket=state["munge_socket"], root=root,
-        node_lines="\n".join(node_lines), partition=partition))
-    (root / "cgroup.conf").write_text("# cgroups are not used (proctrack/linuxproc, task/none)\n"
-                                      "CgroupPlugin=cgroup/v1\n")
-    (root / "gres.conf").write_text("# GPUs of the lab's hosts, from their GPU profiles\n"
-                                    + "\n".join(gres_lines) + "\n")
+    conf.write_text(
+        SLURM_CONF.format(
+            name=state["cluster"],
+            cluster=state["cluster"],
+            controller=state["controller"],
+            controller_address=state["controller_address"],
+            ctld_port=state["ctld_port"],
+            slurmd_port=state["slurmd_port"],
+            munge_socket=state["munge_socket"],
+            root=root,
+            node_lines="\n".join(node_lines),
+            partition=partition,
+        )
+    )
+    (root / "cgroup.conf").write_text(
+        "# cgroups are not used (proctrack/linuxproc, task/none)\nCgroupPlugin=cgroup/v1\n"
+    )
+    (root / "gres.conf").write_text(
+        "# GPUs of the lab's hosts, from their GPU profiles\n" + "\n".join(gres_lines) + "\n"
+    )
     return conf
 
 
 def scontrol(conf: Path | str, *args: str, timeout: float = 20) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=timeout, check=False,
-                          env={**os.environ, "SLURM_CONF": str(conf)})
+    return subprocess.run(
+        ["scontrol", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, "SLURM_CONF": str(conf)},
+    )
 
 
 def wait_nodes_idle(conf: Path | str, names: list[str], timeout: float = 60) -> None:
@@ -137,8 +154,9 @@ def wait_nodes_idle(conf: Path | str, names: list[str], timeout: float = 60) -> 
         if all(states.get(n, "").startswith("IDLE") for n in names):
             return
         time.sleep(0.5)
-    raise Unreachable(f"slurm: nodes not idle after {timeout:.0f}s: "
-                      + ", ".join(f"{n} {states.get(n) or 'unknown'}" for n in names))
+    raise Unreachable(
+        f"slurm: nodes not idle after {timeout:.0f}s: " + ", ".join(f"{n} {states.get(n) or 'unknown'}" for n in names)
+    )
 
 
 class SlurmLab(Component):
@@ -153,8 +171,9 @@ class SlurmLab(Component):
             raise BadInput("lab component 'slurm' needs root (network namespaces); run it as root")
         unknown = set(options) - {"profiles", "prefix", "partition"}
         if unknown:
-            raise BadInput(f"slurm: unknown option(s) {', '.join(sorted(unknown))} (known: profiles, prefix, "
-                           "partition)")
+            raise BadInput(
+                f"slurm: unknown option(s) {', '.join(sorted(unknown))} (known: profiles, prefix, partition)"
+            )
         if missing := missing_tools():
             raise BadInput(f"slurm: missing {', '.join(missing)} (Debian: {PACKAGES}; run scripts/install-system-deps)")
         try:
@@ -182,31 +201,69 @@ class SlurmLab(Component):
         munge_dir = Path(f"/run/gpuready-munge-{state['prefix']}")
         shutil.rmtree(munge_dir, ignore_errors=True)
         munge_dir.mkdir(mode=0o755, parents=True)
-        state.update(cluster=f"lab{state['prefix']}", controller=f"{state['prefix']}-ctl",
-                     controller_address=f"10.213.{third}.1", ctld_port=_free_port(), slurmd_port=6818,
-                     munge_dir=str(munge_dir), munge_socket=str(munge_dir / "munge.socket"))
+        state.update(
+            cluster=f"lab{state['prefix']}",
+            controller=f"{state['prefix']}-ctl",
+            controller_address=f"10.213.{third}.1",
+            ctld_port=_free_port(),
+            slurmd_port=6818,
+            munge_dir=str(munge_dir),
+            munge_socket=str(munge_dir / "munge.socket"),
+        )
         key = root / "munge" / "munge.key"
         subprocess.run(["mungekey", "--create", "--keyfile", str(key)], check=True, capture_output=True)
-        state["pids"].append(lab.spawn(self.name, [
-            "munged", "--foreground", "--force", f"--socket={state['munge_socket']}", f"--key-file={key}",
-            f"--pid-file={root / 'munge' / 'munged.pid'}", f"--seed-file={root / 'munge' / 'munged.seed'}",
-            f"--log-file={root / 'log' / 'munged.log'}"]))
+        state["pids"].append(
+            lab.spawn(
+                self.name,
+                [
+                    "munged",
+                    "--foreground",
+                    "--force",
+                    f"--socket={state['munge_socket']}",
+                    f"--key-file={key}",
+                    f"--pid-file={root / 'munge' / 'munged.pid'}",
+                    f"--seed-file={root / 'munge' / 'munged.seed'}",
+                    f"--log-file={root / 'log' / 'munged.log'}",
+                ],
+            )
+        )
         _wait_for_file(Path(state["munge_socket"]), 10, "munged")
         for host in state["hosts"]:
             (root / "spool" / host["name"]).mkdir()
         conf = write_config(root, state, partition)
         state["slurm_conf"] = str(conf)
         env = {"SLURM_CONF": str(conf)}
-        state["pids"].append(lab.spawn(self.name, [
-            "unshare", "--uts", "sh", "-c", f"hostname {state['controller']} && exec slurmctld -D -i -f {conf}"],
-            env=env))
+        state["pids"].append(
+            lab.spawn(
+                self.name,
+                ["unshare", "--uts", "sh", "-c", f"hostname {state['controller']} && exec slurmctld -D -i -f {conf}"],
+                env=env,
+            )
+        )
         wait_for_port(state["controller_address"], state["ctld_port"], timeout=30)
         for host in state["hosts"]:
             script = root / "hosts" / host["name"] / "slurmd.sh"
             script.write_text(START_SLURMD.format(name=host["name"], conf=conf))
-            state["pids"].append(lab.spawn(self.name, [
-                "nsenter", "-t", str(host["pid"]), "-n", "-m", "-u",
-                "unshare", "--mount", "--propagation", "private", "sh", str(script)], env=env))
+            state["pids"].append(
+                lab.spawn(
+                    self.name,
+                    [
+                        "nsenter",
+                        "-t",
+                        str(host["pid"]),
+                        "-n",
+                        "-m",
+                        "-u",
+                        "unshare",
+                        "--mount",
+                        "--propagation",
+                        "private",
+                        "sh",
+                        str(script),
+                    ],
+                    env=env,
+                )
+            )
         wait_nodes_idle(conf, [h["name"] for h in state["hosts"]])
 
     @staticmethod
@@ -217,8 +274,13 @@ class SlurmLab(Component):
         settings = replay.lab_settings()
         # The hosts' GPUs are replayed recordings, so the workers train on CPU: one per host spreads a
         # two-worker job over two nodes, which is what the lab is for.
-        settings["training"] = {**settings.get("training", {}), "launcher": "slurm", "slurm_partition": partition,
-                                "slurm_conf": state["slurm_conf"], "workers_per_host": 1}
+        settings["training"] = {
+            **settings.get("training", {}),
+            "launcher": "slurm",
+            "slurm_partition": partition,
+            "slurm_conf": state["slurm_conf"],
+            "workers_per_host": 1,
+        }
         return hosts, settings
 
     def down(self, lab: Lab, state: dict[str, Any]) -> None:
@@ -238,14 +300,17 @@ class SlurmLab(Component):
 
     def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
         inventory = state.get("inventory", "?")
-        return [f"# a Slurm cluster of {len(state.get('hosts', []))} simulated GPU nodes (Debian's slurm-wlm):",
-                f"export SLURM_CONF={state.get('slurm_conf', '?')}   # for sinfo, squeue, sbatch",
-                f"gpuready validate training -i {inventory} --gpus 2 --steps 3 --image-size 32 --batch-size 4",
-                f"gpuready validate gpu-node -i {inventory}"]
+        return [
+            f"# a Slurm cluster of {len(state.get('hosts', []))} simulated GPU nodes (Debian's slurm-wlm):",
+            f"export SLURM_CONF={state.get('slurm_conf', '?')}   # for sinfo, squeue, sbatch",
+            f"gpuready validate training -i {inventory} --gpus 2 --steps 3 --image-size 32 --batch-size 4",
+            f"gpuready validate gpu-node -i {inventory}",
+        ]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:
-        return (f"{len(state.get('hosts', []))} nodes, SLURM_CONF={state.get('slurm_conf', '?')}; "
-                + super().status(lab, state))
+        return f"{len(state.get('hosts', []))} nodes, SLURM_CONF={state.get('slurm_conf', '?')}; " + super().status(
+            lab, state
+        )
 
 
 def _wait_for_file(path: Path, timeout: float, what: str) -> None:

@@ -101,7 +101,8 @@ class NodeChecks(Section):
     xid_window_hours: float = Field(default=24, ge=0)
     #: Xid classes that fail a node (NVIDIA's Xid catalogue): hardware, driver, application, unknown.
     xid_fail_classes: list[Literal["hardware", "driver", "application", "unknown"]] = Field(
-        default_factory=lambda: ["hardware", "driver", "unknown"])
+        default_factory=lambda: ["hardware", "driver", "unknown"]
+    )
     #: Retired pages (single- plus double-bit) at which a GPU is due for replacement (NVIDIA's page-retirement
     #: RMA guidance: 60).
     retired_pages_limit: int = Field(default=60, ge=1)

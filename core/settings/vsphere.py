@@ -44,12 +44,18 @@ class Vsphere(Section):
     #: May provisioning power off a VM whose GPUs or pciPassthru settings change (``--allow-power-off``)?
     allow_power_off: bool = False
     #: GPU memory per model in GiB, for the 64-bit MMIO size rule.
-    gpu_memory_gib: dict[str, int] = Field(default_factory=lambda: {
-        "A100-PCIE-40GB": 40, "A100-PCIE-80GB": 80, "V100-PCIE-32GB": 32, "T4": 16})
+    gpu_memory_gib: dict[str, int] = Field(
+        default_factory=lambda: {"A100-PCIE-40GB": 40, "A100-PCIE-80GB": 80, "V100-PCIE-32GB": 32, "T4": 16}
+    )
     #: GPU model of each PCI vendor:device id (lspci -n), to look up its memory.
-    gpu_models: dict[str, str] = Field(default_factory=lambda: {
-        "10de:20f1": "A100-PCIE-40GB", "10de:20b5": "A100-PCIE-80GB", "10de:1db6": "V100-PCIE-32GB",
-        "10de:1eb8": "T4"})
+    gpu_models: dict[str, str] = Field(
+        default_factory=lambda: {
+            "10de:20f1": "A100-PCIE-40GB",
+            "10de:20b5": "A100-PCIE-80GB",
+            "10de:1db6": "V100-PCIE-32GB",
+            "10de:1eb8": "T4",
+        }
+    )
     #: Per ESXi host: the NVLink-bridged GPU pairs (PCI addresses).
     nvlink_pairs: dict[str, list[tuple[str, str]]] = Field(default_factory=dict)
     #: Most GPUs one VM may get (seed 003's R750xa: one NVLink pair, so 2).

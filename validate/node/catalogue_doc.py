@@ -20,13 +20,20 @@ def render() -> str:
 
     lines = [BEGIN, "", "### Checks", "", "| id | what | depends on | remedy when it fails |", "|---|---|---|---|"]
     for c in CATALOGUE:
-        lines.append(f"| `{c.id}` | {_cell(c.what)} | {', '.join(f'`{d}`' for d in c.depends) or '-'} | "
-                     f"{_cell(c.remedy)} |")
-    lines += ["", "### References", "", "| GPU model | metric | target | lower bound | unit | source |",
-              "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| `{c.id}` | {_cell(c.what)} | {', '.join(f'`{d}`' for d in c.depends) or '-'} | {_cell(c.remedy)} |"
+        )
+    lines += [
+        "",
+        "### References",
+        "",
+        "| GPU model | metric | target | lower bound | unit | source |",
+        "|---|---|---|---|---|---|",
+    ]
     for pattern, metric, ref in references.rows():
-        lines.append(f"| {_cell(pattern)} | {metric} | {ref.target:g} | {ref.lower:g} | {ref.unit} | "
-                     f"{_cell(ref.source)} |")
+        lines.append(
+            f"| {_cell(pattern)} | {metric} | {ref.target:g} | {ref.lower:g} | {ref.unit} | {_cell(ref.source)} |"
+        )
     lines += ["", "### Xid classes", "", "| Xid | class | NVIDIA's description |", "|---|---|---|"]
     for code, (kind, description) in sorted(xid.CATALOGUE.items()):
         lines.append(f"| {code} | {kind} | {description} |")

@@ -29,18 +29,24 @@ RUNTIME_CONFIG = {
     "crio-oci-hook": ("/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json", "nvidia-container"),
 }
 # One listing each, whatever the number of GPUs: the file type per path, the label per path.
-DEVICES_COMMAND = "for f in /dev/nvidia*; do [ -c \"$f\" ] && echo \"$f character\" || echo \"$f other\"; done"
-LABELS_COMMAND = ("for f in " + " ".join(SELINUX_LABELS) + "; do [ -e \"$f\" ] && printf '%s %s\\n' \"$f\" "
-                  "\"$(getfattr --only-values -n security.selinux \"$f\" 2>/dev/null)\"; done; true")
+DEVICES_COMMAND = 'for f in /dev/nvidia*; do [ -c "$f" ] && echo "$f character" || echo "$f other"; done'
+LABELS_COMMAND = (
+    "for f in " + " ".join(SELINUX_LABELS) + '; do [ -e "$f" ] && printf \'%s %s\\n\' "$f" '
+    '"$(getfattr --only-values -n security.selinux "$f" 2>/dev/null)"; done; true'
+)
 LSPCI_COMMAND = f"lspci -n -d {role_defaults.nvidia_vendor_id():04x}:"
 UPTIME_COMMAND = "cat /proc/uptime"
 FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
 DCGM_COMMAND = "if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1 -j; else echo '== no dcgmi'; fi"
-NCCL_COMMAND = ("if command -v all_reduce_perf >/dev/null 2>&1; then "
-                "all_reduce_perf -b 1G -e 1G -f 2 -g \"$(nvidia-smi -L | grep -c '^GPU')\"; "
-                "else echo '== not installed'; fi")
-NVBANDWIDTH_COMMAND = ("if command -v nvbandwidth >/dev/null 2>&1; then nvbandwidth -t host_to_device_memcpy_ce; "
-                       "else echo '== not installed'; fi")
+NCCL_COMMAND = (
+    "if command -v all_reduce_perf >/dev/null 2>&1; then "
+    "all_reduce_perf -b 1G -e 1G -f 2 -g \"$(nvidia-smi -L | grep -c '^GPU')\"; "
+    "else echo '== not installed'; fi"
+)
+NVBANDWIDTH_COMMAND = (
+    "if command -v nvbandwidth >/dev/null 2>&1; then nvbandwidth -t host_to_device_memcpy_ce; "
+    "else echo '== not installed'; fi"
+)
 DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/nvidia.sock"
 KUBELET_COMMAND = "test -d /var/lib/kubelet"
 SOCKET_COMMAND = f"test -S {DEVICE_PLUGIN_SOCKET}"
@@ -65,14 +71,16 @@ CATALOGUE: list[CheckDef] = []
 DEPENDS = "depends on "
 
 
-def check(id: str, what: str, remedy: str, depends: tuple[str, ...] = ()
-          ) -> Callable[[Callable[[Node], Check]], Callable[[Node], Check]]:
+def check(
+    id: str, what: str, remedy: str, depends: tuple[str, ...] = ()
+) -> Callable[[Callable[[Node], Check]], Callable[[Node], Check]]:
     def register(func: Callable[[Node], Check]) -> Callable[[Node], Check]:
         unknown = [d for d in depends if d not in {c.id for c in CATALOGUE}]
         if unknown:  # a dependency must come earlier in the catalogue, so it has run when this one runs
             raise ValueError(f"check {id}: depends on {unknown}, not declared before it")
         CATALOGUE.append(CheckDef(id, func, remedy, what, depends))
         return func
+
     return register
 
 
@@ -100,7 +108,7 @@ def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
         if cause is not None:
             root = results[cause]
             if root.message.startswith(DEPENDS):  # skipped itself: name the same root cause
-                reason = root.message[len(DEPENDS):]
+                reason = root.message[len(DEPENDS) :]
             else:  # the first clause of the root's message, identical across hosts so they group
                 reason = f"{cause} ({root.message.split(':', 1)[0]})"
             results[definition.id] = skipped(definition.id, node.name, DEPENDS + reason)
@@ -110,24 +118,33 @@ def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
 
 
 def _blocks(result: Check) -> bool:
-    return result.status in ("failed", "error") or (result.status == "skipped"
-                                                     and result.message.startswith(DEPENDS))
+    return result.status in ("failed", "error") or (result.status == "skipped" and result.message.startswith(DEPENDS))
 
 
 # ---------------------------------------------------------------- driver
-@check("driver.nouveau_absent", "the nouveau module is not loaded (lsmod)",
-       "Blacklist nouveau (/etc/modprobe.d/blacklist-nouveau.conf), rebuild the initramfs and reboot.")
+@check(
+    "driver.nouveau_absent",
+    "the nouveau module is not loaded (lsmod)",
+    "Blacklist nouveau (/etc/modprobe.d/blacklist-nouveau.conf), rebuild the initramfs and reboot.",
+)
 def nouveau_absent(node: Node) -> Check:
     answer = node.modules
     if "nouveau" in nvsmi.parse_lsmod(answer.stdout):
-        return failed("driver.nouveau_absent", node.name, "nouveau is loaded: it holds the GPUs the nvidia "
-                      "driver needs", answer.evidence(600))
+        return failed(
+            "driver.nouveau_absent",
+            node.name,
+            "nouveau is loaded: it holds the GPUs the nvidia driver needs",
+            answer.evidence(600),
+        )
     return passed("driver.nouveau_absent", node.name, "nouveau not loaded")
 
 
-@check("driver.nvidia_module", "the nvidia kernel module is loaded (lsmod)",
-       "Install the driver (gpuready provision cluster) and load it: modprobe nvidia; check dmesg for NVRM errors.",
-       depends=("driver.nouveau_absent",))
+@check(
+    "driver.nvidia_module",
+    "the nvidia kernel module is loaded (lsmod)",
+    "Install the driver (gpuready provision cluster) and load it: modprobe nvidia; check dmesg for NVRM errors.",
+    depends=("driver.nouveau_absent",),
+)
 def nvidia_module(node: Node) -> Check:
     answer = node.modules
     if "nvidia" in nvsmi.parse_lsmod(answer.stdout):
@@ -135,25 +152,32 @@ def nvidia_module(node: Node) -> Check:
     return failed("driver.nvidia_module", node.name, "the nvidia kernel module is not loaded", answer.evidence(600))
 
 
-@check("driver.nvidia_smi", "nvidia-smi answers (nvidia-smi -q -x exits 0)",
-       "Run nvidia-smi on the node: a driver/library version mismatch needs a reboot; a missing driver, an install.",
-       depends=("driver.nvidia_module",))
+@check(
+    "driver.nvidia_smi",
+    "nvidia-smi answers (nvidia-smi -q -x exits 0)",
+    "Run nvidia-smi on the node: a driver/library version mismatch needs a reboot; a missing driver, an install.",
+    depends=("driver.nvidia_module",),
+)
 def nvidia_smi(node: Node) -> Check:
     answer = node.smi_xml
     if answer.ok:
         return passed("driver.nvidia_smi", node.name, f"nvidia-smi answers ({len(node.smi.gpus)} GPUs)")
     if answer.rc == 127:
-        return failed("driver.nvidia_smi", node.name, "nvidia-smi not found: no NVIDIA driver installed",
-                      answer.evidence())
+        return failed(
+            "driver.nvidia_smi", node.name, "nvidia-smi not found: no NVIDIA driver installed", answer.evidence()
+        )
     return failed("driver.nvidia_smi", node.name, f"nvidia-smi failed (exit {answer.rc})", answer.evidence())
 
 
 GPU_VIEW = ("driver.nvidia_smi",)
 
 
-@check("driver.version", "the driver version equals gpuready.driver.version (or its branch)",
-       "Provision the pinned driver: gpuready provision cluster (reboot if the old module is still loaded).",
-       depends=GPU_VIEW)
+@check(
+    "driver.version",
+    "the driver version equals gpuready.driver.version (or its branch)",
+    "Provision the pinned driver: gpuready provision cluster (reboot if the old module is still loaded).",
+    depends=GPU_VIEW,
+)
 def driver_version(node: Node) -> Check:
     pin = node.settings.driver
     version = node.smi.driver_version
@@ -161,11 +185,11 @@ def driver_version(node: Node) -> Check:
     if not version and node.query.ok:  # some drivers leave the XML field out; the query form still has it
         rows = node.gpus_csv()
         version, source = (nvsmi.driver_version(rows[0]["driver_version"]) if rows else ""), "--query-gpu"
-    evidence = f"driver_version={version or '(not reported)'} ({source}); pinned version={pin.version!r} " \
-               f"branch={pin.branch}"
+    evidence = (
+        f"driver_version={version or '(not reported)'} ({source}); pinned version={pin.version!r} branch={pin.branch}"
+    )
     if not version:
-        return skipped("driver.version", node.name, "nvidia-smi does not report the driver version here",
-                       evidence)
+        return skipped("driver.version", node.name, "nvidia-smi does not report the driver version here", evidence)
     branch = pin.branch.split("-")[0]
     if pin.version:
         ok, want = version == pin.version, pin.version
@@ -173,14 +197,17 @@ def driver_version(node: Node) -> Check:
         ok, want = version.split(".")[0] == branch, f"branch {branch}"
     if ok:
         return passed("driver.version", node.name, f"driver {version}", evidence)
-    return failed("driver.version", node.name, f"driver {version} is installed, the inventory pins {want}",
-                  evidence)
+    return failed("driver.version", node.name, f"driver {version} is installed, the inventory pins {want}", evidence)
 
 
 # ---------------------------------------------------------------- GPUs
-@check("gpu.pci_bus", f"every NVIDIA GPU on the PCI bus is seen by nvidia-smi ({LSPCI_COMMAND})",
-       "A GPU on the bus that nvidia-smi does not list has fallen off or failed to initialise: check dmesg for "
-       "Xid 79/NVRM errors, reseat it, run the field diagnostics.", depends=GPU_VIEW)
+@check(
+    "gpu.pci_bus",
+    f"every NVIDIA GPU on the PCI bus is seen by nvidia-smi ({LSPCI_COMMAND})",
+    "A GPU on the bus that nvidia-smi does not list has fallen off or failed to initialise: check dmesg for "
+    "Xid 79/NVRM errors, reseat it, run the field diagnostics.",
+    depends=GPU_VIEW,
+)
 def pci_bus(node: Node) -> Check:
     answer = node.run(LSPCI_COMMAND)
     if answer.rc == 127 or (not answer.ok and not answer.stdout.strip()):
@@ -190,8 +217,12 @@ def pci_bus(node: Node) -> Check:
     missing = sorted(set(on_bus) - seen)
     evidence = answer.evidence(1200) + "\nnvidia-smi: " + ", ".join(sorted(seen))
     if missing:
-        return failed("gpu.pci_bus", node.name, f"{len(on_bus)} NVIDIA GPUs on the PCI bus, nvidia-smi sees "
-                      f"{len(seen)}; not seen: {', '.join(missing)}", evidence)
+        return failed(
+            "gpu.pci_bus",
+            node.name,
+            f"{len(on_bus)} NVIDIA GPUs on the PCI bus, nvidia-smi sees {len(seen)}; not seen: {', '.join(missing)}",
+            evidence,
+        )
     return passed("gpu.pci_bus", node.name, f"{len(on_bus)} GPUs on the bus, all seen by nvidia-smi", evidence)
 
 
@@ -200,9 +231,12 @@ def _short_bus_id(bus_id: str) -> str:
     return bus_id.lower().split(":", 1)[1] if bus_id.count(":") == 2 else bus_id.lower()
 
 
-@check("gpu.count", "as many GPUs as the node class says (nvidia-smi -q -x)",
-       "Reseat or replace the missing GPU; check lspci and dmesg for a GPU that fell off the bus (Xid 79).",
-       depends=(*GPU_VIEW, "gpu.pci_bus"))
+@check(
+    "gpu.count",
+    "as many GPUs as the node class says (nvidia-smi -q -x)",
+    "Reseat or replace the missing GPU; check lspci and dmesg for a GPU that fell off the bus (Xid 79).",
+    depends=(*GPU_VIEW, "gpu.pci_bus"),
+)
 def gpu_count(node: Node) -> Check:
     gpus = node.smi.gpus
     want = node.node_class.gpu_count
@@ -212,9 +246,12 @@ def gpu_count(node: Node) -> Check:
     return failed("gpu.count", node.name, f"{len(gpus)} GPUs visible, the node class expects {want}", evidence)
 
 
-@check("gpu.model", "every GPU is the node class's model (nvidia-smi -q -x product_name)",
-       "Fix gpuready.node_classes[...].gpu_model or gpuready_node_class for this host, or the hardware.",
-       depends=GPU_VIEW)
+@check(
+    "gpu.model",
+    "every GPU is the node class's model (nvidia-smi -q -x product_name)",
+    "Fix gpuready.node_classes[...].gpu_model or gpuready_node_class for this host, or the hardware.",
+    depends=GPU_VIEW,
+)
 def gpu_model(node: Node) -> Check:
     gpus = node.smi.gpus
     want = node.node_class.gpu_model
@@ -227,8 +264,13 @@ def gpu_model(node: Node) -> Check:
     return failed("gpu.model", node.name, f"expected {want!r}; " + "; ".join(wrong), evidence)
 
 
-def _per_gpu(node: Node, id: str, bad: Callable[[nvsmi.Gpu], str], ok_message: str,
-             note: Callable[[nvsmi.Gpu], str] | None = None) -> Check:
+def _per_gpu(
+    node: Node,
+    id: str,
+    bad: Callable[[nvsmi.Gpu], str],
+    ok_message: str,
+    note: Callable[[nvsmi.Gpu], str] | None = None,
+) -> Check:
     """One verdict over every GPU: failed when ``bad`` says why for any; ``note`` adds what passes but is
     worth seeing (e.g. a narrower link the node class does not forbid)."""
     gpus = node.smi.gpus
@@ -243,39 +285,54 @@ def _per_gpu(node: Node, id: str, bad: Callable[[nvsmi.Gpu], str], ok_message: s
 
 
 def _facts(g: nvsmi.Gpu) -> str:
-    return (f"persistence={g.persistence or 'not reported'} ecc={g.ecc_mode or 'not reported'} "
-            f"volatile_uncorrectable={g.volatile_uncorrectable or 'none'} "
-            f"aggregate_uncorrectable={g.aggregate_uncorrectable or 'none'} "
-            f"retired sbe/dbe={g.retired_sbe}/{g.retired_dbe} retired_pending={g.retired_pending} "
-            f"remapped pending/failure={g.remapped_pending}/{g.remapped_failure} "
-            f"slowdowns={','.join(g.slowdowns) or 'none'} benign={','.join(g.benign_reasons) or 'none'} "
-            f"pcie gen cur/max/gpu/host={g.pcie_gen}/{g.pcie_max_gen}/{g.pcie_device_max_gen}/{g.pcie_host_max_gen} "
-            f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width} replays={g.pcie_replays} "
-            f"mig={g.mig_current or 'not reported'} virtualization={g.virtualization or 'not reported'}")
+    return (
+        f"persistence={g.persistence or 'not reported'} ecc={g.ecc_mode or 'not reported'} "
+        f"volatile_uncorrectable={g.volatile_uncorrectable or 'none'} "
+        f"aggregate_uncorrectable={g.aggregate_uncorrectable or 'none'} "
+        f"retired sbe/dbe={g.retired_sbe}/{g.retired_dbe} retired_pending={g.retired_pending} "
+        f"remapped pending/failure={g.remapped_pending}/{g.remapped_failure} "
+        f"slowdowns={','.join(g.slowdowns) or 'none'} benign={','.join(g.benign_reasons) or 'none'} "
+        f"pcie gen cur/max/gpu/host={g.pcie_gen}/{g.pcie_max_gen}/{g.pcie_device_max_gen}/{g.pcie_host_max_gen} "
+        f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width} replays={g.pcie_replays} "
+        f"mig={g.mig_current or 'not reported'} virtualization={g.virtualization or 'not reported'}"
+    )
 
 
-@check("gpu.persistence", "persistence mode is Enabled on every GPU (N/A on vGPU guests and some platforms)",
-       "Enable it at boot: systemctl enable --now nvidia-persistenced (or nvidia-smi -pm 1).", depends=GPU_VIEW)
+@check(
+    "gpu.persistence",
+    "persistence mode is Enabled on every GPU (N/A on vGPU guests and some platforms)",
+    "Enable it at boot: systemctl enable --now nvidia-persistenced (or nvidia-smi -pm 1).",
+    depends=GPU_VIEW,
+)
 def persistence(node: Node) -> Check:
     # "N/A" (vGPU guests, Windows, some platforms) or absent (old schemas): the mode does not apply there.
-    return _per_gpu(node, "gpu.persistence",
-                    lambda g: f"persistence mode {g.persistence}" if g.persistence == "Disabled" else "",
-                    "no GPU with persistence mode Disabled",
-                    lambda g: "" if g.persistence == "Enabled" else
-                    f"persistence mode {g.persistence or 'not reported'}, not applicable")
+    return _per_gpu(
+        node,
+        "gpu.persistence",
+        lambda g: f"persistence mode {g.persistence}" if g.persistence == "Disabled" else "",
+        "no GPU with persistence mode Disabled",
+        lambda g: (
+            "" if g.persistence == "Enabled" else f"persistence mode {g.persistence or 'not reported'}, not applicable"
+        ),
+    )
 
 
-@check("gpu.ecc_volatile", "no uncorrectable ECC error since the driver loaded (every DRAM and SRAM counter), "
-       "SRAM threshold not exceeded",
-       "Drain the node, reset the GPU (nvidia-smi -r) and run the field diagnostics; RMA if errors return.",
-       depends=GPU_VIEW)
+@check(
+    "gpu.ecc_volatile",
+    "no uncorrectable ECC error since the driver loaded (every DRAM and SRAM counter), SRAM threshold not exceeded",
+    "Drain the node, reset the GPU (nvidia-smi -r) and run the field diagnostics; RMA if errors return.",
+    depends=GPU_VIEW,
+)
 def ecc_volatile(node: Node) -> Check:
     def bad(g: nvsmi.Gpu) -> str:
         problems = []
         errors = {k: v for k, v in g.volatile_uncorrectable.items() if v}
         if errors:
-            problems.append(f"{sum(errors.values())} volatile uncorrectable ECC errors ("
-                            + ", ".join(f"{k}={v}" for k, v in errors.items()) + ")")
+            problems.append(
+                f"{sum(errors.values())} volatile uncorrectable ECC errors ("
+                + ", ".join(f"{k}={v}" for k, v in errors.items())
+                + ")"
+            )
         if g.sram_threshold_exceeded:  # NVIDIA's SRAM RMA flag (A100/H100 memory error management guide)
             problems.append("SRAM uncorrectable-error threshold exceeded (RMA criterion)")
         return ", ".join(problems)
@@ -289,18 +346,22 @@ def ecc_volatile(node: Node) -> Check:
     return _per_gpu(node, "gpu.ecc_volatile", bad, "no volatile uncorrectable ECC errors", note)
 
 
-@check("gpu.ecc_correctable_rate", "corrected (single-bit) ECC errors per hour under the limit on every GPU "
-       "(volatile counters over the uptime)",
-       "A GPU correcting this many errors is degrading: watch its retired pages / remapped rows, drain it and run "
-       "the field diagnostics (dcgmi diag -r 3) before it turns uncorrectable.", depends=GPU_VIEW)
+@check(
+    "gpu.ecc_correctable_rate",
+    "corrected (single-bit) ECC errors per hour under the limit on every GPU (volatile counters over the uptime)",
+    "A GPU correcting this many errors is degrading: watch its retired pages / remapped rows, drain it and run "
+    "the field diagnostics (dcgmi diag -r 3) before it turns uncorrectable.",
+    depends=GPU_VIEW,
+)
 def ecc_correctable_rate(node: Node) -> Check:
     limit = node.settings.node_checks.correctable_errors_per_hour
     gpus = [g for g in node.smi.gpus if g.volatile_correctable]
     if not limit:
         return skipped("gpu.ecc_correctable_rate", node.name, "turned off (node_checks.correctable_errors_per_hour: 0)")
     if not gpus:
-        return skipped("gpu.ecc_correctable_rate", node.name, "no GPU reports corrected-error counters (ECC off or "
-                       "not supported)")
+        return skipped(
+            "gpu.ecc_correctable_rate", node.name, "no GPU reports corrected-error counters (ECC off or not supported)"
+        )
     uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
     if uptime is None:
         return skipped("gpu.ecc_correctable_rate", node.name, f"the uptime cannot be read ({UPTIME_COMMAND})")
@@ -309,20 +370,29 @@ def ecc_correctable_rate(node: Node) -> Check:
     hours = max(uptime / 3600, 1.0)
     rates = {g.index: sum(g.volatile_correctable.values()) / hours for g in gpus}
     evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x ecc_errors/volatile:\n" + "\n".join(
-        f"GPU {g.index} {g.bus_id}: {g.volatile_correctable} -> {rates[g.index]:.1f}/h" for g in gpus)
-    high = [f"GPU {g.index} ({g.bus_id}): {sum(g.volatile_correctable.values())} corrected in {hours:.1f} h = "
-            f"{rates[g.index]:.1f}/h >= {limit:g}/h" for g in gpus if rates[g.index] >= limit]
+        f"GPU {g.index} {g.bus_id}: {g.volatile_correctable} -> {rates[g.index]:.1f}/h" for g in gpus
+    )
+    high = [
+        f"GPU {g.index} ({g.bus_id}): {sum(g.volatile_correctable.values())} corrected in {hours:.1f} h = "
+        f"{rates[g.index]:.1f}/h >= {limit:g}/h"
+        for g in gpus
+        if rates[g.index] >= limit
+    ]
     if high:
         return failed("gpu.ecc_correctable_rate", node.name, "; ".join(high), evidence)
     worst = max(rates.values())
-    return passed("gpu.ecc_correctable_rate", node.name, f"at most {worst:.1f} corrected errors/h (< {limit:g}/h)",
-                  evidence)
+    return passed(
+        "gpu.ecc_correctable_rate", node.name, f"at most {worst:.1f} corrected errors/h (< {limit:g}/h)", evidence
+    )
 
 
-@check("gpu.retired_pages", "retired pages under NVIDIA's replacement threshold, nothing pending; row "
-       "remapping neither pending nor failed",
-       "Pending retirement/remapping/repair: reset the GPU or reboot. Threshold reached or remapping failed: "
-       "drain, run the field diagnostics, RMA.", depends=GPU_VIEW)
+@check(
+    "gpu.retired_pages",
+    "retired pages under NVIDIA's replacement threshold, nothing pending; row remapping neither pending nor failed",
+    "Pending retirement/remapping/repair: reset the GPU or reboot. Threshold reached or remapping failed: "
+    "drain, run the field diagnostics, RMA.",
+    depends=GPU_VIEW,
+)
 def retired_pages(node: Node) -> Check:
     limit = node.settings.node_checks.retired_pages_limit
 
@@ -347,20 +417,28 @@ def retired_pages(node: Node) -> Check:
     return _per_gpu(node, "gpu.retired_pages", bad, "nothing pending, under the thresholds", note)
 
 
-@check("gpu.throttle", "no hardware slowdown (HW slowdown, thermal, power brake) active",
-       "Check cooling, airflow and power supply; nvidia-smi -q -d PERFORMANCE shows the active reason.",
-       depends=GPU_VIEW)
+@check(
+    "gpu.throttle",
+    "no hardware slowdown (HW slowdown, thermal, power brake) active",
+    "Check cooling, airflow and power supply; nvidia-smi -q -d PERFORMANCE shows the active reason.",
+    depends=GPU_VIEW,
+)
 def throttle(node: Node) -> Check:
-    return _per_gpu(node, "gpu.throttle",
-                    lambda g: "hardware slowdown active: " + ", ".join(g.slowdowns) if g.slowdowns else "",
-                    "no hardware slowdown active",
-                    lambda g: "benign: " + ", ".join(g.benign_reasons) if g.benign_reasons else "")
+    return _per_gpu(
+        node,
+        "gpu.throttle",
+        lambda g: "hardware slowdown active: " + ", ".join(g.slowdowns) if g.slowdowns else "",
+        "no hardware slowdown active",
+        lambda g: "benign: " + ", ".join(g.benign_reasons) if g.benign_reasons else "",
+    )
 
 
-@check("gpu.pcie_link", "PCIe link at the node class's generation and width (else reported against the GPU's "
-       "and the host's maximum)",
-       "Reseat the GPU or riser, set the slot to its maximum generation in the BIOS, check lspci -vv LnkSta.",
-       depends=GPU_VIEW)
+@check(
+    "gpu.pcie_link",
+    "PCIe link at the node class's generation and width (else reported against the GPU's and the host's maximum)",
+    "Reseat the GPU or riser, set the slot to its maximum generation in the BIOS, check lspci -vv LnkSta.",
+    depends=GPU_VIEW,
+)
 def pcie_link(node: Node) -> Check:
     want_gen, want_width = node.node_class.pcie_gen, node.node_class.pcie_width
 
@@ -385,26 +463,41 @@ def pcie_link(node: Node) -> Check:
         return ", ".join(notes)
 
     declared = " and ".join(filter(None, [want_gen and f"gen {want_gen}", want_width and f"x{want_width}"]))
-    return _per_gpu(node, "gpu.pcie_link", bad,
-                    f"links reach the node class's {declared}" if declared else "links up (no gen/width declared)",
-                    note)
+    return _per_gpu(
+        node,
+        "gpu.pcie_link",
+        bad,
+        f"links reach the node class's {declared}" if declared else "links up (no gen/width declared)",
+        note,
+    )
 
 
-@check("gpu.pcie_replay", "PCIe replay counter under the limit on every GPU (nvidia-smi -q -x replay_counter)",
-       "Many replays mean a marginal link: reseat the GPU or riser, check the slot and cables; "
-       "nvidia-smi -q -d PCIE.", depends=GPU_VIEW)
+@check(
+    "gpu.pcie_replay",
+    "PCIe replay counter under the limit on every GPU (nvidia-smi -q -x replay_counter)",
+    "Many replays mean a marginal link: reseat the GPU or riser, check the slot and cables; nvidia-smi -q -d PCIE.",
+    depends=GPU_VIEW,
+)
 def pcie_replay(node: Node) -> Check:
     limit = node.settings.node_checks.pcie_replay_limit
-    return _per_gpu(node, "gpu.pcie_replay",
-                    lambda g: f"{g.pcie_replays} PCIe replays > {limit}"
-                    if g.pcie_replays is not None and g.pcie_replays > limit else "",
-                    f"replays <= {limit}",
-                    lambda g: f"{g.pcie_replays} replays" if g.pcie_replays else "")
+    return _per_gpu(
+        node,
+        "gpu.pcie_replay",
+        lambda g: (
+            f"{g.pcie_replays} PCIe replays > {limit}" if g.pcie_replays is not None and g.pcie_replays > limit else ""
+        ),
+        f"replays <= {limit}",
+        lambda g: f"{g.pcie_replays} replays" if g.pcie_replays else "",
+    )
 
 
-@check("gpu.mig", "MIG mode as the node class declares, nothing pending (nvidia-smi -q -x mig_mode)",
-       "Set MIG mode as the node class says (nvidia-smi -mig 1|0, or the GPU Operator's MIG manager) and reset "
-       "the GPU so a pending change takes effect.", depends=GPU_VIEW)
+@check(
+    "gpu.mig",
+    "MIG mode as the node class declares, nothing pending (nvidia-smi -q -x mig_mode)",
+    "Set MIG mode as the node class says (nvidia-smi -mig 1|0, or the GPU Operator's MIG manager) and reset "
+    "the GPU so a pending change takes effect.",
+    depends=GPU_VIEW,
+)
 def mig(node: Node) -> Check:
     want = node.node_class.mig
     if want is None:
@@ -423,24 +516,33 @@ def mig(node: Node) -> Check:
     return _per_gpu(node, "gpu.mig", bad, f"MIG {target}")
 
 
-@check("gpu.xid", "no hardware or driver Xid (NVIDIA's Xid catalogue) in the kernel log within the window",
-       "Look the Xid code up in NVIDIA's Xid catalogue; hardware Xids need a drain, a GPU reset and the field "
-       "diagnostics, driver Xids a reset and, if they repeat, a driver update.", depends=GPU_VIEW)
+@check(
+    "gpu.xid",
+    "no hardware or driver Xid (NVIDIA's Xid catalogue) in the kernel log within the window",
+    "Look the Xid code up in NVIDIA's Xid catalogue; hardware Xids need a drain, a GPU reset and the field "
+    "diagnostics, driver Xids a reset and, if they repeat, a driver update.",
+    depends=GPU_VIEW,
+)
 def xid(node: Node) -> Check:
     settings = node.settings.node_checks
     answer = node.run("dmesg")
     if not answer.ok:
         answer = node.run("journalctl -k -b --no-pager -q")
     if not answer.ok:
-        return skipped("gpu.xid", node.name, "the kernel log cannot be read here (dmesg and journalctl -k failed)",
-                       answer.evidence(300))
+        return skipped(
+            "gpu.xid",
+            node.name,
+            "the kernel log cannot be read here (dmesg and journalctl -k failed)",
+            answer.evidence(300),
+        )
     found = xids.events(answer.stdout)
     uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
     recent = xids.recent(found, uptime, settings.xid_window_hours)
     window = f"last {settings.xid_window_hours:g} h" if settings.xid_window_hours else "since boot"
     fatal = [e for e in recent if e.kind in settings.xid_fail_classes]
     evidence = f"$ {answer.command}  (uptime {uptime}s, window {window})\n" + "\n".join(
-        f"[{e.kind}] Xid {e.code} ({e.description}): {e.line}" for e in found[:30])
+        f"[{e.kind}] Xid {e.code} ({e.description}): {e.line}" for e in found[:30]
+    )
     if fatal:
         kinds = sorted({e.kind for e in fatal})
         codes = ", ".join(sorted({f"{e.code} ({e.description})" for e in fatal}))
@@ -448,15 +550,22 @@ def xid(node: Node) -> Check:
         return failed("gpu.xid", node.name, f"{'/'.join(kinds)} Xid in the {window}: {codes}", evidence, remedy)
     if found:
         other = len(found) - len(recent)
-        return passed("gpu.xid", node.name, f"no failing Xid in the {window} ({len(recent)} application Xid(s) "
-                      f"in it, {other} older)", evidence)
+        return passed(
+            "gpu.xid",
+            node.name,
+            f"no failing Xid in the {window} ({len(recent)} application Xid(s) in it, {other} older)",
+            evidence,
+        )
     return passed("gpu.xid", node.name, "no Xid since boot")
 
 
 # ---------------------------------------------------------------- topology
-@check("topology.nvlink", "every GPU has the node class's NVLink links up (nvidia-smi nvlink -s)",
-       "Reseat the NVLink bridge (PCIe) or check the baseboard (SXM); run the field diagnostics.",
-       depends=(*GPU_VIEW, "gpu.count"))
+@check(
+    "topology.nvlink",
+    "every GPU has the node class's NVLink links up (nvidia-smi nvlink -s)",
+    "Reseat the NVLink bridge (PCIe) or check the baseboard (SXM); run the field diagnostics.",
+    depends=(*GPU_VIEW, "gpu.count"),
+)
 def nvlink(node: Node) -> Check:
     want = node.node_class.nvlink_links_per_gpu
     if not want:
@@ -464,12 +573,16 @@ def nvlink(node: Node) -> Check:
     gpus = [g for g in node.smi.gpus if not g.mig_enabled]
     in_mig = [g.index for g in node.smi.gpus if g.mig_enabled]
     if not gpus:
-        return skipped("topology.nvlink", node.name, "every GPU is in MIG mode: the driver does not report NVLink "
-                       "state per link there (see gpu.mig)")
+        return skipped(
+            "topology.nvlink",
+            node.name,
+            "every GPU is in MIG mode: the driver does not report NVLink state per link there (see gpu.mig)",
+        )
     answer = node.run("nvidia-smi nvlink -s")
     if not answer.ok:
-        return failed("topology.nvlink", node.name, f"nvidia-smi nvlink -s failed (exit {answer.rc})",
-                      answer.evidence())
+        return failed(
+            "topology.nvlink", node.name, f"nvidia-smi nvlink -s failed (exit {answer.rc})", answer.evidence()
+        )
     links = nvsmi.parse_nvlink_status(answer.stdout)
     problems = []
     for gpu in gpus:
@@ -483,38 +596,53 @@ def nvlink(node: Node) -> Check:
     return passed("topology.nvlink", node.name, f"{want} links up on each GPU{skipped_note}", answer.evidence(600))
 
 
-@check("topology.nvlink_errors", "no NVLink replay, recovery or CRC errors beyond the limit (nvidia-smi nvlink -e)",
-       "Errors on one link: reseat the bridge or report the baseboard; run dcgmi diag -r 3; RMA if they grow.",
-       depends=GPU_VIEW)
+@check(
+    "topology.nvlink_errors",
+    "no NVLink replay, recovery or CRC errors beyond the limit (nvidia-smi nvlink -e)",
+    "Errors on one link: reseat the bridge or report the baseboard; run dcgmi diag -r 3; RMA if they grow.",
+    depends=GPU_VIEW,
+)
 def nvlink_errors(node: Node) -> Check:
     if not node.node_class.nvlink_links_per_gpu:
         return skipped("topology.nvlink_errors", node.name, "the node class expects no NVLink")
     answer = node.run("nvidia-smi nvlink -e")
     if not answer.ok:
-        return skipped("topology.nvlink_errors", node.name,
-                       f"nvidia-smi nvlink -e does not answer here (exit {answer.rc})", answer.evidence(300))
+        return skipped(
+            "topology.nvlink_errors",
+            node.name,
+            f"nvidia-smi nvlink -e does not answer here (exit {answer.rc})",
+            answer.evidence(300),
+        )
     counters = nvsmi.parse_nvlink_errors(answer.stdout)
     limit = node.settings.node_checks.nvlink_error_limit
-    bad = [f"GPU {g} link {link}: {name}={value}" for (g, link, name), value in sorted(counters.items())
-           if value > limit]
+    bad = [
+        f"GPU {g} link {link}: {name}={value}" for (g, link, name), value in sorted(counters.items()) if value > limit
+    ]
     if bad:
-        return failed("topology.nvlink_errors", node.name, f"{len(bad)} NVLink counter(s) over {limit}: "
-                      + "; ".join(bad[:6]), answer.evidence(2000))
-    return passed("topology.nvlink_errors", node.name, f"{len(counters)} counters read, none over {limit}",
-                  answer.evidence(600))
+        return failed(
+            "topology.nvlink_errors",
+            node.name,
+            f"{len(bad)} NVLink counter(s) over {limit}: " + "; ".join(bad[:6]),
+            answer.evidence(2000),
+        )
+    return passed(
+        "topology.nvlink_errors", node.name, f"{len(counters)} counters read, none over {limit}", answer.evidence(600)
+    )
 
 
-@check("topology.p2p", "peer-to-peer reads possible between the class's GPU pairs (nvidia-smi topo -p2p r)",
-       "Attach NVLink-bridged GPUs together; enable ATS/ACS settings for peer-to-peer (seed 003).",
-       depends=(*GPU_VIEW, "gpu.count"))
+@check(
+    "topology.p2p",
+    "peer-to-peer reads possible between the class's GPU pairs (nvidia-smi topo -p2p r)",
+    "Attach NVLink-bridged GPUs together; enable ATS/ACS settings for peer-to-peer (seed 003).",
+    depends=(*GPU_VIEW, "gpu.count"),
+)
 def p2p(node: Node) -> Check:
     pairs = node.node_class.p2p_pairs
     if not pairs:
         return skipped("topology.p2p", node.name, "the node class names no p2p_pairs")
     answer = node.run("nvidia-smi topo -p2p r")
     if not answer.ok:
-        return failed("topology.p2p", node.name, f"nvidia-smi topo -p2p r failed (exit {answer.rc})",
-                      answer.evidence())
+        return failed("topology.p2p", node.name, f"nvidia-smi topo -p2p r failed (exit {answer.rc})", answer.evidence())
     matrix = nvsmi.parse_p2p_matrix(answer.stdout)
     bad = [f"GPU{a}<->GPU{b}: {matrix.get((a, b), 'absent')}" for a, b in pairs if matrix.get((a, b)) != "OK"]
     if bad:
@@ -526,17 +654,21 @@ def p2p(node: Node) -> Check:
 VECTOR_ADD_PASS = "Test PASSED"
 
 
-@check("compute.vector_add", "a vector add passes on every GPU (cuda-samples vectorAdd, cupy or torch)",
-       "Install the CUDA samples (vectorAdd) or a CUDA Python library; a failure on one GPU points at that GPU.",
-       depends=GPU_VIEW)
+@check(
+    "compute.vector_add",
+    "a vector add passes on every GPU (cuda-samples vectorAdd, cupy or torch)",
+    "Install the CUDA samples (vectorAdd) or a CUDA Python library; a failure on one GPU points at that GPU.",
+    depends=GPU_VIEW,
+)
 def vector_add(node: Node) -> Check:
     gpus = node.smi.gpus
     if not gpus:
         return failed("compute.vector_add", node.name, "no GPU visible to compute on")
     answer = node.run(VECTOR_ADD_COMMAND)
     if "== no program" in answer.stdout:
-        return skipped("compute.vector_add", node.name,
-                       "no vector add available (neither vectorAdd, cupy nor torch on the node)")
+        return skipped(
+            "compute.vector_add", node.name, "no vector add available (neither vectorAdd, cupy nor torch on the node)"
+        )
     sections = answer.stdout.split("== GPU ")[1:]
     failing = [s.split("\n", 1)[0] for s in sections if VECTOR_ADD_PASS not in s or "== rc=0" not in s]
     if len(sections) != len(gpus) or failing:
@@ -545,10 +677,14 @@ def vector_add(node: Node) -> Check:
     return passed("compute.vector_add", node.name, f"{VECTOR_ADD_PASS} on {len(gpus)} GPUs", answer.evidence(600))
 
 
-_CUPY = ("python3 -c \"import cupy as c; a=c.arange(50000,dtype=c.float32); b=a*2; "
-         "assert bool((a+b==a*3).all()); print('Test PASSED')\"")
-_TORCH = ("python3 -c \"import torch as t; a=t.rand(50000,device='cuda'); b=t.rand(50000,device='cuda'); "
-          "assert t.allclose((a+b).cpu(),a.cpu()+b.cpu()); print('Test PASSED')\"")
+_CUPY = (
+    'python3 -c "import cupy as c; a=c.arange(50000,dtype=c.float32); b=a*2; '
+    "assert bool((a+b==a*3).all()); print('Test PASSED')\""
+)
+_TORCH = (
+    "python3 -c \"import torch as t; a=t.rand(50000,device='cuda'); b=t.rand(50000,device='cuda'); "
+    "assert t.allclose((a+b).cpu(),a.cpu()+b.cpu()); print('Test PASSED')\""
+)
 #: One command whatever the node has: it picks the program there and runs it once per GPU index.
 VECTOR_ADD_COMMAND = (
     "P=; if command -v vectorAdd >/dev/null 2>&1; then P=vectorAdd; "
@@ -556,15 +692,18 @@ VECTOR_ADD_COMMAND = (
     f"elif python3 -c 'import cupy' >/dev/null 2>&1; then P={shlex.quote(_CUPY)}; "
     f"elif python3 -c 'import torch' >/dev/null 2>&1; then P={shlex.quote(_TORCH)}; fi; "
     "if [ -z \"$P\" ]; then echo '== no program'; else "
-    "for i in $(nvidia-smi --query-gpu=index --format=csv,noheader); do echo \"== GPU $i\"; "
-    "CUDA_VISIBLE_DEVICES=$i sh -c \"$P\"; echo \"== rc=$?\"; done; fi"
+    'for i in $(nvidia-smi --query-gpu=index --format=csv,noheader); do echo "== GPU $i"; '
+    'CUDA_VISIBLE_DEVICES=$i sh -c "$P"; echo "== rc=$?"; done; fi'
 )
 
 
 # ---------------------------------------------------------------- node
-@check("node.devices", "/dev/nvidiactl, /dev/nvidia-uvm and one /dev/nvidiaN per GPU are character devices",
-       "Load nvidia-uvm and create the nodes: nvidia-modprobe -u -c=0 (or reboot after installing the driver).",
-       depends=("driver.nvidia_module",))
+@check(
+    "node.devices",
+    "/dev/nvidiactl, /dev/nvidia-uvm and one /dev/nvidiaN per GPU are character devices",
+    "Load nvidia-uvm and create the nodes: nvidia-modprobe -u -c=0 (or reboot after installing the driver).",
+    depends=("driver.nvidia_module",),
+)
 def devices(node: Node) -> Check:
     try:
         minors = [g.minor for g in node.smi.gpus]
@@ -579,11 +718,18 @@ def devices(node: Node) -> Check:
     return passed("node.devices", node.name, f"{len(paths)} device files present", answer.evidence(600))
 
 
-@check("node.selinux_labels", "with SELinux enforcing, NVIDIA files carry the seed's labels",
-       "Relabel: " + " && ".join(f"semanage fcontext -a -t {c['setype']} '{c['target']}'"
-                                 for c in role_defaults.selinux_file_contexts() if "nvidia" in c["path"])
-       + " && restorecon -Rv /dev /usr/bin (gpuready provision cluster does this when "
-       "selinux.manage_file_contexts is on).")
+@check(
+    "node.selinux_labels",
+    "with SELinux enforcing, NVIDIA files carry the seed's labels",
+    "Relabel: "
+    + " && ".join(
+        f"semanage fcontext -a -t {c['setype']} '{c['target']}'"
+        for c in role_defaults.selinux_file_contexts()
+        if "nvidia" in c["path"]
+    )
+    + " && restorecon -Rv /dev /usr/bin (gpuready provision cluster does this when "
+    "selinux.manage_file_contexts is on).",
+)
 def selinux_labels(node: Node) -> Check:
     mode = node.run("getenforce")
     if not mode.ok:
@@ -606,8 +752,11 @@ def selinux_labels(node: Node) -> Check:
     return passed("node.selinux_labels", node.name, f"{len(seen)} files labelled as required", evidence)
 
 
-@check("node.container_runtime", "the container runtime's configuration names the nvidia runtime",
-       "Run gpuready provision cluster (nvidia-ctk runtime configure --runtime=<runtime>), then restart it.")
+@check(
+    "node.container_runtime",
+    "the container runtime's configuration names the nvidia runtime",
+    "Run gpuready provision cluster (nvidia-ctk runtime configure --runtime=<runtime>), then restart it.",
+)
 def container_runtime(node: Node) -> Check:
     runtime = node.settings.container_runtime
     if runtime == "none":
@@ -617,24 +766,37 @@ def container_runtime(node: Node) -> Check:
     if not config.exists:
         return failed("node.container_runtime", node.name, f"{path} does not exist ({runtime})")
     if needle not in config.content_string:
-        return failed("node.container_runtime", node.name, f"{path} does not mention {needle}",
-                      f"$ cat {path}\n{config.content_string[:800]}")
+        return failed(
+            "node.container_runtime",
+            node.name,
+            f"{path} does not mention {needle}",
+            f"$ cat {path}\n{config.content_string[:800]}",
+        )
     return passed("node.container_runtime", node.name, f"{runtime} configured for nvidia", f"{path} mentions {needle}")
 
 
-@check("node.device_plugin_socket", "on Kubernetes nodes the device plugin's socket exists",
-       "Deploy the NVIDIA device plugin on this node (gpuready provision cluster) and check its pod log.")
+@check(
+    "node.device_plugin_socket",
+    "on Kubernetes nodes the device plugin's socket exists",
+    "Deploy the NVIDIA device plugin on this node (gpuready provision cluster) and check its pod log.",
+)
 def device_plugin_socket(node: Node) -> Check:
     if not node.run(KUBELET_COMMAND).ok:
         return skipped("node.device_plugin_socket", node.name, "not a Kubernetes node (no /var/lib/kubelet)")
     if node.run(SOCKET_COMMAND).ok:
         return passed("node.device_plugin_socket", node.name, f"{DEVICE_PLUGIN_SOCKET} present")
-    return failed("node.device_plugin_socket", node.name, f"{DEVICE_PLUGIN_SOCKET} missing: the device plugin "
-                  "is not serving on this node")
+    return failed(
+        "node.device_plugin_socket",
+        node.name,
+        f"{DEVICE_PLUGIN_SOCKET} missing: the device plugin is not serving on this node",
+    )
 
 
-@check("node.ib_ports", "on fabric nodes every listed IB port is Active at the node class's rate (ibstat)",
-       "Check the cable and the subnet manager (opensm); ibdev2netdev maps ports; ibstat shows the state and rate.")
+@check(
+    "node.ib_ports",
+    "on fabric nodes every listed IB port is Active at the node class's rate (ibstat)",
+    "Check the cable and the subnet manager (opensm); ibdev2netdev maps ports; ibstat shows the state and rate.",
+)
 def ib_ports(node: Node) -> Check:
     fabric = node.node_class.fabric
     if fabric is None or not fabric.ports:
@@ -656,8 +818,7 @@ def ib_ports(node: Node) -> Check:
             elif fabric.rate_gbps and (rate or 0) < fabric.rate_gbps:
                 problems.append(f"{port} port {number}: rate {rate} Gb/s < node class {fabric.rate_gbps}")
     if problems:
-        return failed("node.ib_ports", node.name, "ports not as expected: " + "; ".join(problems),
-                      "\n".join(evidence))
+        return failed("node.ib_ports", node.name, "ports not as expected: " + "; ".join(problems), "\n".join(evidence))
     rate = f" at >= {fabric.rate_gbps} Gb/s" if fabric.rate_gbps else ""
     return passed("node.ib_ports", node.name, f"{len(fabric.ports)} port(s) Active{rate}", "\n".join(evidence))
 
@@ -669,8 +830,11 @@ def _int_or_none(value: str) -> int | None:
         return None
 
 
-@check("node.ib_flapping", "on fabric nodes, no InfiniBand/RDMA link went down since boot (kernel log)",
-       "A port that goes down and up is a bad cable, transceiver or switch port: reseat or replace it.")
+@check(
+    "node.ib_flapping",
+    "on fabric nodes, no InfiniBand/RDMA link went down since boot (kernel log)",
+    "A port that goes down and up is a bad cable, transceiver or switch port: reseat or replace it.",
+)
 def ib_flapping(node: Node) -> Check:
     fabric = node.node_class.fabric
     if fabric is None or not fabric.ports:
@@ -680,13 +844,20 @@ def ib_flapping(node: Node) -> Check:
         return skipped("node.ib_flapping", node.name, "the kernel log cannot be read here", log.evidence(300))
     downs = nvsmi.link_down_events(log.stdout, fabric.ports)
     if downs:
-        return failed("node.ib_flapping", node.name, f"{len(downs)} link-down event(s) on the fabric since boot",
-                      "$ dmesg | grep link down\n" + "\n".join(downs[:20]))
+        return failed(
+            "node.ib_flapping",
+            node.name,
+            f"{len(downs)} link-down event(s) on the fabric since boot",
+            "$ dmesg | grep link down\n" + "\n".join(downs[:20]),
+        )
     return passed("node.ib_flapping", node.name, "no fabric link-down event since boot")
 
 
-@check("node.ats", "on fabric nodes with ats: true, ATS is enabled on the NIC (mlxconfig)",
-       "mlxconfig -d <dev> set ATS_ENABLED=true, then reboot (gpuready provision cluster does it when fabric.ats).")
+@check(
+    "node.ats",
+    "on fabric nodes with ats: true, ATS is enabled on the NIC (mlxconfig)",
+    "mlxconfig -d <dev> set ATS_ENABLED=true, then reboot (gpuready provision cluster does it when fabric.ats).",
+)
 def ats(node: Node) -> Check:
     fabric = node.node_class.fabric
     if fabric is None or not fabric.ats:
@@ -704,9 +875,13 @@ def ats(node: Node) -> Check:
     return passed("node.ats", node.name, f"ATS enabled on {len(devices)} device(s)", "\n".join(evidence))
 
 
-@check("node.peermem", "on GPUDirect RDMA fabric nodes the nvidia_peermem module is loaded (lsmod)",
-       "modprobe nvidia_peermem and add it to /etc/modules-load.d (NVIDIA GPUDirect RDMA guide; the GPU Operator "
-       "sets driver.rdma.enabled).", depends=("driver.nvidia_module",))
+@check(
+    "node.peermem",
+    "on GPUDirect RDMA fabric nodes the nvidia_peermem module is loaded (lsmod)",
+    "modprobe nvidia_peermem and add it to /etc/modules-load.d (NVIDIA GPUDirect RDMA guide; the GPU Operator "
+    "sets driver.rdma.enabled).",
+    depends=("driver.nvidia_module",),
+)
 def peermem(node: Node) -> Check:
     fabric = node.node_class.fabric
     if fabric is None or not fabric.gpudirect_rdma:
@@ -715,14 +890,18 @@ def peermem(node: Node) -> Check:
     loaded = [m for m in ("nvidia_peermem", "nv_peer_mem") if m in modules]
     if loaded:
         return passed("node.peermem", node.name, f"{loaded[0]} loaded")
-    return failed("node.peermem", node.name, "nvidia_peermem is not loaded: GPUDirect RDMA is off",
-                  node.modules.evidence(600))
+    return failed(
+        "node.peermem", node.name, "nvidia_peermem is not loaded: GPUDirect RDMA is off", node.modules.evidence(600)
+    )
 
 
-@check("node.fabric_manager", "on NVSwitch (HGX/DGX) nodes nvidia-fabricmanager is active and every GPU's fabric "
-       "state is Completed/Success",
-       "Install nvidia-fabricmanager of the same version as the driver and systemctl enable --now "
-       "nvidia-fabricmanager; journalctl -u nvidia-fabricmanager says why it stopped.", depends=GPU_VIEW)
+@check(
+    "node.fabric_manager",
+    "on NVSwitch (HGX/DGX) nodes nvidia-fabricmanager is active and every GPU's fabric state is Completed/Success",
+    "Install nvidia-fabricmanager of the same version as the driver and systemctl enable --now "
+    "nvidia-fabricmanager; journalctl -u nvidia-fabricmanager says why it stopped.",
+    depends=GPU_VIEW,
+)
 def fabric_manager(node: Node) -> Check:
     if not node.node_class.nvswitch:
         return skipped("node.fabric_manager", node.name, "the node class has no NVSwitch (nvswitch: false)")
@@ -732,58 +911,94 @@ def fabric_manager(node: Node) -> Check:
         problems.append(f"nvidia-fabricmanager is {service.stdout.strip() or 'not installed'}")
     # Hopper and later report their NVSwitch fabric registration in the XML (<fabric><state>, <status>).
     states = {g.index: (g.fabric_state, g.fabric_status) for g in node.smi.gpus}
-    problems += [f"GPU {i}: fabric {state}/{status}" for i, (state, status) in states.items()
-                 if state not in nvsmi.NOT_AVAILABLE
-                 and (state != "Completed" or status not in ("Success", *nvsmi.NOT_AVAILABLE))]
-    evidence = service.evidence(300) + "\nfabric state/status per GPU: " + ", ".join(
-        f"{i}={a or 'N/A'}/{b or 'N/A'}" for i, (a, b) in states.items())
+    problems += [
+        f"GPU {i}: fabric {state}/{status}"
+        for i, (state, status) in states.items()
+        if state not in nvsmi.NOT_AVAILABLE
+        and (state != "Completed" or status not in ("Success", *nvsmi.NOT_AVAILABLE))
+    ]
+    evidence = (
+        service.evidence(300)
+        + "\nfabric state/status per GPU: "
+        + ", ".join(f"{i}={a or 'N/A'}/{b or 'N/A'}" for i, (a, b) in states.items())
+    )
     if problems:
         return failed("node.fabric_manager", node.name, "; ".join(problems), evidence)
-    return passed("node.fabric_manager", node.name, "nvidia-fabricmanager active, fabric registration complete",
-                  evidence)
+    return passed(
+        "node.fabric_manager", node.name, "nvidia-fabricmanager active, fabric registration complete", evidence
+    )
 
 
-@check("diag.dcgm", "DCGM diagnostics pass (dcgmi diag -r 1, JSON) when DCGM is installed",
-       "Read the failing test's message in the evidence; dcgmi diag -r 3 runs the longer tests; "
-       "NVIDIA's DCGM user guide lists each test's remedy.", depends=GPU_VIEW)
+@check(
+    "diag.dcgm",
+    "DCGM diagnostics pass (dcgmi diag -r 1, JSON) when DCGM is installed",
+    "Read the failing test's message in the evidence; dcgmi diag -r 3 runs the longer tests; "
+    "NVIDIA's DCGM user guide lists each test's remedy.",
+    depends=GPU_VIEW,
+)
 def dcgm_diag(node: Node) -> Check:
     answer = node.run(DCGM_COMMAND)
     if "== no dcgmi" in answer.stdout:
-        return skipped("diag.dcgm", node.name, "DCGM not installed: install datacenter-gpu-manager from NVIDIA's "
-                       "CUDA repository and start nvidia-dcgm to run dcgmi diag")
+        return skipped(
+            "diag.dcgm",
+            node.name,
+            "DCGM not installed: install datacenter-gpu-manager from NVIDIA's "
+            "CUDA repository and start nvidia-dcgm to run dcgmi diag",
+        )
     try:
         results = nvsmi.parse_dcgm_diag(answer.stdout)
     except nvsmi.ParseError as e:
-        return failed("diag.dcgm", node.name, f"dcgmi diag did not answer in JSON (exit {answer.rc}): {e}",
-                      answer.evidence(1500))
+        return failed(
+            "diag.dcgm", node.name, f"dcgmi diag did not answer in JSON (exit {answer.rc}): {e}", answer.evidence(1500)
+        )
     failing = [f"{name}: {status}" for name, status in results if status.lower() in ("fail", "failed")]
     if failing:
-        return failed("diag.dcgm", node.name, "dcgmi diag -r 1 failed: " + "; ".join(failing[:6]),
-                      answer.evidence(3000))
-    return passed("diag.dcgm", node.name, f"dcgmi diag -r 1: {len(results)} result(s), none failed",
-                  answer.evidence(800))
+        return failed(
+            "diag.dcgm", node.name, "dcgmi diag -r 1 failed: " + "; ".join(failing[:6]), answer.evidence(3000)
+        )
+    return passed(
+        "diag.dcgm", node.name, f"dcgmi diag -r 1: {len(results)} result(s), none failed", answer.evidence(800)
+    )
 
 
-@check("perf.nccl_allreduce", "NCCL all-reduce bus bandwidth within the node (nccl-tests all_reduce_perf) at "
-       "least the model's reference", "Check NVLink/NVSwitch health (topology.nvlink, node.fabric_manager) and "
-       "that no other job runs; compare with the reference table in docs/node-checks.md.", depends=GPU_VIEW)
+@check(
+    "perf.nccl_allreduce",
+    "NCCL all-reduce bus bandwidth within the node (nccl-tests all_reduce_perf) at least the model's reference",
+    "Check NVLink/NVSwitch health (topology.nvlink, node.fabric_manager) and "
+    "that no other job runs; compare with the reference table in docs/node-checks.md.",
+    depends=GPU_VIEW,
+)
 def nccl_allreduce(node: Node) -> Check:
-    return _bandwidth(node, "perf.nccl_allreduce", NCCL_COMMAND, "nccl_allreduce_busbw",
-                      "nccl-tests not installed: build all_reduce_perf from github.com/NVIDIA/nccl-tests and put it "
-                      "on PATH", nvsmi.parse_nccl_busbw)
+    return _bandwidth(
+        node,
+        "perf.nccl_allreduce",
+        NCCL_COMMAND,
+        "nccl_allreduce_busbw",
+        "nccl-tests not installed: build all_reduce_perf from github.com/NVIDIA/nccl-tests and put it on PATH",
+        nvsmi.parse_nccl_busbw,
+    )
 
 
-@check("perf.h2d_bandwidth", "host-to-device copy bandwidth per GPU (nvbandwidth) at least the PCIe reference",
-       "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link.",
-       depends=GPU_VIEW)
+@check(
+    "perf.h2d_bandwidth",
+    "host-to-device copy bandwidth per GPU (nvbandwidth) at least the PCIe reference",
+    "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link.",
+    depends=GPU_VIEW,
+)
 def h2d_bandwidth(node: Node) -> Check:
-    return _bandwidth(node, "perf.h2d_bandwidth", NVBANDWIDTH_COMMAND, "h2d_bandwidth",
-                      "nvbandwidth not installed: build it from github.com/NVIDIA/nvbandwidth and put it on PATH",
-                      nvsmi.parse_nvbandwidth_h2d)
+    return _bandwidth(
+        node,
+        "perf.h2d_bandwidth",
+        NVBANDWIDTH_COMMAND,
+        "h2d_bandwidth",
+        "nvbandwidth not installed: build it from github.com/NVIDIA/nvbandwidth and put it on PATH",
+        nvsmi.parse_nvbandwidth_h2d,
+    )
 
 
-def _bandwidth(node: Node, id: str, command: str, metric: str, hint: str,
-               parse: Callable[[str], float | None]) -> Check:
+def _bandwidth(
+    node: Node, id: str, command: str, metric: str, hint: str, parse: Callable[[str], float | None]
+) -> Check:
     answer = node.run(command)
     if "== not installed" in answer.stdout:
         return skipped(id, node.name, hint)
@@ -793,16 +1008,19 @@ def _bandwidth(node: Node, id: str, command: str, metric: str, hint: str,
     gpus = node.smi.gpus
     ref = references.lookup(gpus[0].name if gpus else "", metric, gpus[0] if gpus else None)
     if ref is None:
-        return passed(id, node.name, f"{value:g} GB/s (no reference for this model: recorded, not judged)",
-                      answer.evidence(800))
+        return passed(
+            id, node.name, f"{value:g} GB/s (no reference for this model: recorded, not judged)", answer.evidence(800)
+        )
     evidence = f"{answer.evidence(800)}\nreference: {ref.describe()}"
     if value < ref.lower:
-        return failed(id, node.name, f"{value:g} GB/s < lower bound {ref.lower:g} {ref.unit} "
-                      f"(target {ref.target:g})", evidence)
+        return failed(
+            id, node.name, f"{value:g} GB/s < lower bound {ref.lower:g} {ref.unit} (target {ref.target:g})", evidence
+        )
     return passed(id, node.name, f"{value:g} GB/s (target {ref.target:g}, lower {ref.lower:g})", evidence)
 
 
 CHECK_IDS = [c.id for c in CATALOGUE]
+
 
 def _ibstat(port: str) -> str:
     return f"ibstat {shlex.quote(port)}"
@@ -824,8 +1042,23 @@ def prefetch_commands(node: Node) -> list[str]:
 
 
 #: The fixed commands the catalogue runs, sent to a host in one round trip before the checks.
-PREFETCH = [MODULES_COMMAND, "nvidia-smi -q -x",
-            "dmesg", UPTIME_COMMAND, LSPCI_COMMAND, "nvidia-smi nvlink -s", "nvidia-smi nvlink -e",
-            "nvidia-smi topo -p2p r", "getenforce", DEVICES_COMMAND, LABELS_COMMAND, VECTOR_ADD_COMMAND,
-            KUBELET_COMMAND, SOCKET_COMMAND, FABRIC_MANAGER_COMMAND, DCGM_COMMAND, NCCL_COMMAND,
-            NVBANDWIDTH_COMMAND]
+PREFETCH = [
+    MODULES_COMMAND,
+    "nvidia-smi -q -x",
+    "dmesg",
+    UPTIME_COMMAND,
+    LSPCI_COMMAND,
+    "nvidia-smi nvlink -s",
+    "nvidia-smi nvlink -e",
+    "nvidia-smi topo -p2p r",
+    "getenforce",
+    DEVICES_COMMAND,
+    LABELS_COMMAND,
+    VECTOR_ADD_COMMAND,
+    KUBELET_COMMAND,
+    SOCKET_COMMAND,
+    FABRIC_MANAGER_COMMAND,
+    DCGM_COMMAND,
+    NCCL_COMMAND,
+    NVBANDWIDTH_COMMAND,
+]

@@ -36,23 +36,27 @@ def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str
     if name in ("localhost", "127.0.0.1") and "ansible_connection" not in variables:
         connection = "local"
     if connection not in ("ssh", "smart", "paramiko", "local"):
-        raise BadInput(f"host {name}: ansible_connection {connection!r} is not supported by validate gpu-node "
-                       "(ssh or local)")
+        raise BadInput(
+            f"host {name}: ansible_connection {connection!r} is not supported by validate gpu-node (ssh or local)"
+        )
     become = _flag(variables.get("ansible_become"), False)
     method = str(variables.get("ansible_become_method", "sudo"))
     if become and method != "sudo":
-        raise BadInput(f"host {name}: ansible_become_method {method!r} is not supported by validate gpu-node "
-                       "(sudo)")
+        raise BadInput(f"host {name}: ansible_become_method {method!r} is not supported by validate gpu-node (sudo)")
     checking = variables.get("ansible_host_key_checking", variables.get("ansible_ssh_host_key_checking"))
-    spec = {"name": name, "connection": "local" if connection == "local" else "ssh",
-            "address": str(variables.get("ansible_host", name)),
-            "port": int(variables.get("ansible_port", 22)),
-            "user": str(variables.get("ansible_user", "") or ""),
-            "key": str(variables.get("ansible_ssh_private_key_file", "") or ""),
-            "extra": " ".join(str(variables.get(k, "") or "") for k in ("ansible_ssh_common_args",
-                                                                         "ansible_ssh_extra_args")).strip(),
-            "host_key_checking": _flag(checking, _flag(environ.get("ANSIBLE_HOST_KEY_CHECKING"), True)),
-            "become_user": str(variables.get("ansible_become_user", "root")) if become else ""}
+    spec = {
+        "name": name,
+        "connection": "local" if connection == "local" else "ssh",
+        "address": str(variables.get("ansible_host", name)),
+        "port": int(variables.get("ansible_port", 22)),
+        "user": str(variables.get("ansible_user", "") or ""),
+        "key": str(variables.get("ansible_ssh_private_key_file", "") or ""),
+        "extra": " ".join(
+            str(variables.get(k, "") or "") for k in ("ansible_ssh_common_args", "ansible_ssh_extra_args")
+        ).strip(),
+        "host_key_checking": _flag(checking, _flag(environ.get("ANSIBLE_HOST_KEY_CHECKING"), True)),
+        "become_user": str(variables.get("ansible_become_user", "root")) if become else "",
+    }
     for key in ("address", "user", "key", "extra", "become_user"):
         if "{{" in spec[key]:
             raise BadInput(f"host {name}: {key} is templated ({spec[key]!r}); validate gpu-node needs plain values")
@@ -60,8 +64,9 @@ def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str
 
 
 def ssh_args(spec: dict[str, Any]) -> str:
-    return " ".join(filter(None, [SSH_OPTIONS, "" if spec["host_key_checking"] else NO_HOST_KEY_CHECKING,
-                                  spec["extra"]]))
+    return " ".join(
+        filter(None, [SSH_OPTIONS, "" if spec["host_key_checking"] else NO_HOST_KEY_CHECKING, spec["extra"]])
+    )
 
 
 def testinfra_host(spec: dict[str, Any], timeout: int) -> Any:
@@ -89,5 +94,6 @@ def describe(spec: dict[str, Any]) -> str:
     if spec["connection"] == "local":
         return "local"
     user = f"{shlex.quote(spec['user'])}@" if spec["user"] else ""
-    return f"ssh {user}{spec['address']}:{spec['port']}" + (f" (become {spec['become_user']})"
-                                                             if spec.get("become_user") else "")
+    return f"ssh {user}{spec['address']}:{spec['port']}" + (
+        f" (become {spec['become_user']})" if spec.get("become_user") else ""
+    )

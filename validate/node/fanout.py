@@ -46,32 +46,51 @@ class HostDone:
     seconds: float
 
 
-def validate_host(target: Target, settings: Settings, timeout: int,
-                  only: set[str] | None = None, command_timeout: int = 60) -> list[Check]:
+def validate_host(
+    target: Target, settings: Settings, timeout: int, only: set[str] | None = None, command_timeout: int = 60
+) -> list[Check]:
     host = connect.testinfra_host(target.spec, timeout)
-    node = Node(target.name, host, target.node_class, settings, command_timeout=command_timeout,
-                wrap=functools.partial(connect.become, target.spec))
+    node = Node(
+        target.name,
+        host,
+        target.node_class,
+        settings,
+        command_timeout=command_timeout,
+        wrap=functools.partial(connect.become, target.spec),
+    )
     try:
         node.prefetch(prefetch_commands(node))
     except ConnectionError as e:
-        return [errored(REACH_ID, target.name, f"cannot reach {target.name} ({connect.describe(target.spec)}): "
-                        f"{str(e)[:300]}", remedy="Check ansible_host/ansible_port/ansible_user and the SSH key; "
-                        "ssh to the host by hand.")]
+        return [
+            errored(
+                REACH_ID,
+                target.name,
+                f"cannot reach {target.name} ({connect.describe(target.spec)}): {str(e)[:300]}",
+                remedy="Check ansible_host/ansible_port/ansible_user and the SSH key; ssh to the host by hand.",
+            )
+        ]
     return run_catalogue(node, only)
 
 
-def run(targets: list[Target], settings: Settings, *, workers: int = 32, host_timeout: float = 120,
-        progress: Callable[[HostDone], None] | None = None, only: set[str] | None = None) -> list[Check]:
+def run(
+    targets: list[Target],
+    settings: Settings,
+    *,
+    workers: int = 32,
+    host_timeout: float = 120,
+    progress: Callable[[HostDone], None] | None = None,
+    only: set[str] | None = None,
+) -> list[Check]:
     """All targets concurrently; checks come back grouped by host, in inventory order."""
     results: dict[str, list[Check]] = {}
     started = time.monotonic()
-    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets) or 1)),
-                              thread_name_prefix="gpu-node")
+    pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets) or 1)), thread_name_prefix="gpu-node")
     futures: dict[Future[list[Check]], Target] = {}
     begun: dict[str, float] = {}
     for t in targets:
-        futures[pool.submit(_timed, begun, t, settings, int(min(host_timeout, 30)), only,
-                              max(1, int(host_timeout) - 5))] = t
+        futures[
+            pool.submit(_timed, begun, t, settings, int(min(host_timeout, 30)), only, max(1, int(host_timeout) - 5))
+        ] = t
     pending = set(futures)
     try:
         while pending:
@@ -87,17 +106,25 @@ def run(targets: list[Target], settings: Settings, *, workers: int = 32, host_ti
                 if target.name in begun and now - begun[target.name] > host_timeout:
                     pending.discard(future)
                     future.cancel()
-                    results[target.name] = [errored(REACH_ID, target.name,
-                                                    f"no answer within {host_timeout:.0f}s; gave up on this host",
-                                                    remedy="Look at the host: an nvidia-smi that hangs "
-                                                    "usually means a GPU fell off the bus (Xid 79).")]
+                    results[target.name] = [
+                        errored(
+                            REACH_ID,
+                            target.name,
+                            f"no answer within {host_timeout:.0f}s; gave up on this host",
+                            remedy="Look at the host: an nvidia-smi that hangs "
+                            "usually means a GPU fell off the bus (Xid 79).",
+                        )
+                    ]
                     _report(progress, target, results, len(targets), begun)
     except KeyboardInterrupt as e:
         # Ctrl-C or SIGTERM: what finished is kept, the hosts still running are marked, the caller reports.
         from gpuready.core import cancel
 
-        partial = [c for t in targets for c in results.get(t.name) or [
-            errored(REACH_ID, t.name, f"{cancel.reason()} before this host finished")]]
+        partial = [
+            c
+            for t in targets
+            for c in results.get(t.name) or [errored(REACH_ID, t.name, f"{cancel.reason()} before this host finished")]
+        ]
         raise Cancelled(cancel.reason(), partial) from e
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -118,8 +145,13 @@ def _outcome(future: Future[list[Check]], target: Target) -> list[Check]:
         return [errored(REACH_ID, target.name, f"validation of {target.name} stopped: {type(e).__name__}: {e}")]
 
 
-def _report(progress: Callable[[HostDone], None] | None, target: Target, results: dict[str, list[Check]],
-            total: int, begun: dict[str, float]) -> None:
+def _report(
+    progress: Callable[[HostDone], None] | None,
+    target: Target,
+    results: dict[str, list[Check]],
+    total: int,
+    begun: dict[str, float],
+) -> None:
     if progress is None:
         return
     failing = sum(c.status in ("failed", "error") for c in results[target.name])

@@ -61,8 +61,7 @@ class Node:
     _answers: dict[str, Answer] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def recorded(cls, name: str, node_class: NodeClass, settings: Settings, answers: dict[str, str | Answer]
-                 ) -> Node:
+    def recorded(cls, name: str, node_class: NodeClass, settings: Settings, answers: dict[str, str | Answer]) -> Node:
         """A node whose commands answer with recorded outputs (a command not recorded is not installed there)."""
         node = cls(name, None, node_class, settings)
         for command, answer in answers.items():
@@ -97,16 +96,20 @@ class Node:
         script = shlex.quote("\n".join(parts))
         # A hung tool (an nvidia-smi waiting on a GPU that fell off the bus) must not hold the host forever:
         # the batch runs under timeout(1) where the host has it.
-        wrapper = (f"if command -v timeout >/dev/null 2>&1; then timeout -k 5 {self.command_timeout} sh -c {script}; "
-                   f"else sh -c {script}; fi")
+        wrapper = (
+            f"if command -v timeout >/dev/null 2>&1; then timeout -k 5 {self.command_timeout} sh -c {script}; "
+            f"else sh -c {script}; fi"
+        )
         try:
             result = self.host.run(self.wrap(wrapper))
         except RuntimeError as e:  # testinfra's SSH backend raises on exit 255: ssh itself failed
             failure = e.args[0] if e.args else None
             raise ConnectionError(str(getattr(failure, "stderr", e)).strip()[:300]) from e
         if result.rc in (124, 137):
-            raise ConnectionError(f"the node's commands ran past {self.command_timeout}s and were stopped "
-                                  "(a tool hangs: try nvidia-smi by hand)")
+            raise ConnectionError(
+                f"the node's commands ran past {self.command_timeout}s and were stopped "
+                "(a tool hangs: try nvidia-smi by hand)"
+            )
         if result.rc != 0:
             raise ConnectionError((result.stderr.strip() or f"exit {result.rc}")[:300])
         found: dict[tuple[int, str], str] = {}
@@ -116,8 +119,9 @@ class Node:
             found[(int(index), kind)] = body
         for i, command in enumerate(todo):
             rc = found.get((i, "r"), "").strip()
-            self._answers[command] = Answer(command, int(rc) if rc.isdigit() else 255,
-                                            found.get((i, "o"), ""), found.get((i, "e"), ""))
+            self._answers[command] = Answer(
+                command, int(rc) if rc.isdigit() else 255, found.get((i, "o"), ""), found.get((i, "e"), "")
+            )
 
     # What nvidia-smi says, parsed once.
     @cached_property
@@ -129,8 +133,10 @@ class Node:
         answer = self.smi_xml
         if not answer.ok:
             why = "not installed" if answer.rc == 127 else f"failed (exit {answer.rc})"
-            raise NoGpuView(f"cannot read the GPUs: nvidia-smi {why}: "
-                            f"{(answer.stderr or answer.stdout).strip()[:200] or 'no output'}")
+            raise NoGpuView(
+                f"cannot read the GPUs: nvidia-smi {why}: "
+                f"{(answer.stderr or answer.stdout).strip()[:200] or 'no output'}"
+            )
         try:
             return nvsmi.parse_xml(answer.stdout)
         except nvsmi.ParseError as e:

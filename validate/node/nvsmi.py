@@ -103,8 +103,11 @@ def parse_xml(text: str) -> SmiLog:
     if root.tag != "nvidia_smi_log":
         raise ParseError(f"nvidia-smi -q -x: root element is {root.tag!r}, not nvidia_smi_log")
     gpus = [_gpu(i, g) for i, g in enumerate(root.findall("gpu"))]
-    return SmiLog(driver_version=driver_version(_text(root, "driver_version")), gpus=gpus,
-                  schema=schema.group(1) if schema else "")
+    return SmiLog(
+        driver_version=driver_version(_text(root, "driver_version")),
+        gpus=gpus,
+        schema=schema.group(1) if schema else "",
+    )
 
 
 def _gpu(index: int, g: ET.Element) -> Gpu:
@@ -132,8 +135,9 @@ def _gpu(index: int, g: ET.Element) -> Gpu:
         or _text(g, "retired_pages/pending_blacklist") == "Yes",
         remapped_pending=_text(remapped, "remapped_row_pending") == "Yes",
         remapped_failure=_text(remapped, "remapped_row_failure") == "Yes",
-        repair_pending=[t for t in ("channel_repair_pending", "tpc_repair_pending")
-                        if _text(g, f"ecc_errors/{t}") == "Yes"],
+        repair_pending=[
+            t for t in ("channel_repair_pending", "tpc_repair_pending") if _text(g, f"ecc_errors/{t}") == "Yes"
+        ],
         slowdowns=[r for r in SLOWDOWN_REASONS if _text(reasons, prefix + r) == "Active"],
         benign_reasons=[r for r in BENIGN_REASONS if _text(reasons, prefix + r) == "Active"],
         pcie_gen=_int(_text(link, "pcie_gen/current_link_gen")),
@@ -166,8 +170,7 @@ def uncorrectable_counts(section: ET.Element | None) -> dict[str, int]:
 def correctable_counts(section: ET.Element | None) -> dict[str, int]:
     """Every corrected-error counter of one ECC section: ``dram_correctable``, ``sram_correctable`` (v11+),
     ``<single_bit>`` per memory with a ``<total>`` before v11. N/A counters are left out."""
-    return _ecc_counts(section, lambda tag: tag.endswith("correctable") and "uncorrectable" not in tag,
-                       "single_bit")
+    return _ecc_counts(section, lambda tag: tag.endswith("correctable") and "uncorrectable" not in tag, "single_bit")
 
 
 def _ecc_counts(section: ET.Element | None, wanted: Callable[[str], bool], pre_v11: str) -> dict[str, int]:
@@ -305,7 +308,7 @@ def parse_dcgm_diag(text: str) -> list[tuple[str, str]]:
     import json
 
     try:
-        data = json.loads(text[text.find("{"):]) if "{" in text else None
+        data = json.loads(text[text.find("{") :]) if "{" in text else None
     except json.JSONDecodeError as e:
         raise ParseError(str(e)) from e
     if not isinstance(data, dict):

@@ -50,9 +50,22 @@ class Plan:
         return TORCH_MODULE if self.framework == "pytorch" else TRAIN_MODULE
 
     def train_args(self) -> list[str]:
-        args = ["--model", self.model, "--batch-size", str(self.batch_size), "--image-size", str(self.image_size),
-                "--steps", str(self.steps), "--warmup-steps", str(self.warmup_steps), "--data", self.data,
-                "--pipeline", self.pipeline]
+        args = [
+            "--model",
+            self.model,
+            "--batch-size",
+            str(self.batch_size),
+            "--image-size",
+            str(self.image_size),
+            "--steps",
+            str(self.steps),
+            "--warmup-steps",
+            str(self.warmup_steps),
+            "--data",
+            self.data,
+            "--pipeline",
+            self.pipeline,
+        ]
         if self.framework != "pytorch":
             args += ["--distribution", self.distribution]
         if self.mixed_precision:
@@ -83,8 +96,7 @@ class Launch:
         text = self.log.read_text(errors="replace") if self.log else ""
         self.results = parse_results(text)
         if not self.problem and (self.returncode or len(self.results) != self.workers):
-            self.problem = (f"exit {self.returncode}, {len(self.results)}/{self.workers} workers reported: "
-                            f"{tail(text)}")
+            self.problem = f"exit {self.returncode}, {len(self.results)}/{self.workers} workers reported: {tail(text)}"
         return self
 
 
@@ -109,17 +121,24 @@ def require_local_training(distribution: str, framework: str = "tensorflow") -> 
     if framework == "pytorch":
         missing = [m for m in ("torch", "torchvision") if importlib.util.find_spec(m) is None]
         if missing:
-            raise Unreachable(f"{' and '.join(missing)} not installed in {sys.prefix}: "
-                              "pip install 'gpuready[torch]' (docs/pytorch.md)")
+            raise Unreachable(
+                f"{' and '.join(missing)} not installed in {sys.prefix}: "
+                "pip install 'gpuready[torch]' (docs/pytorch.md)"
+            )
         return
     needed = ["tensorflow"] + (["horovod"] if distribution == "horovod" else [])
     missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing:
-        where = "" if sys.version_info[:2] == (3, 11) else \
-            f" (the train extra needs Python 3.11; this is {sys.version_info[0]}.{sys.version_info[1]}: " \
+        where = (
+            ""
+            if sys.version_info[:2] == (3, 11)
+            else f" (the train extra needs Python 3.11; this is {sys.version_info[0]}.{sys.version_info[1]}: "
             "or use --framework pytorch)"
-        raise Unreachable(f"{' and '.join(missing)} not installed in {sys.prefix}: "
-                          f"pip install 'gpuready[train]' (README, Training), or use --distribution mwms{where}")
+        )
+        raise Unreachable(
+            f"{' and '.join(missing)} not installed in {sys.prefix}: "
+            f"pip install 'gpuready[train]' (README, Training), or use --distribution mwms{where}"
+        )
 
 
 def horovodrun() -> str:
@@ -132,8 +151,7 @@ def horovodrun() -> str:
 
 def worker_env() -> dict[str, str]:
     # TensorFlow's C++ info lines would drown the workers' output; warnings and errors still show.
-    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1"),
-            "PYTHONUNBUFFERED": "1"}
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1"), "PYTHONUNBUFFERED": "1"}
 
 
 TRAIN_MODULE = ["-m", "gpuready.workloads.train"]
@@ -144,5 +162,15 @@ RENDEZVOUS_PORT = 29400
 
 def torchrun_args(nodes: int, per_node: int, endpoint: str, job_id: str) -> list[str]:
     """torchrun's options for ``nodes`` hosts of ``per_node`` workers meeting at ``endpoint`` (c10d rendezvous)."""
-    return ["--nnodes", str(nodes), "--nproc-per-node", str(per_node), "--rdzv-backend", "c10d",
-            "--rdzv-endpoint", endpoint, "--rdzv-id", job_id]
+    return [
+        "--nnodes",
+        str(nodes),
+        "--nproc-per-node",
+        str(per_node),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-id",
+        job_id,
+    ]

@@ -27,8 +27,16 @@ log = logging.getLogger(__name__)
 def command(plan: Plan, workers: int) -> list[str]:
     if plan.framework == "pytorch":
         # torchrun even for 1 worker: the same environment (RANK, MASTER_ADDR...) at every size
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(workers),
-                *plan.module, *plan.train_args()]
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            str(workers),
+            *plan.module,
+            *plan.train_args(),
+        ]
     train = [sys.executable, *TRAIN_MODULE, *plan.train_args()]
     if workers == 1:
         return train  # hvd.init() without a launcher is a 1-worker job
@@ -71,8 +79,14 @@ def launch(plan: Plan, workers: int, folder: Path) -> Launch:
             result.returncode = _run_group(command(plan, workers), log_path, plan.timeout_s)
         elif plan.distribution == "horovod":
             with log_path.open("w") as out:
-                proc = subprocess.run(command(plan, workers), stdout=out, stderr=subprocess.STDOUT, env=worker_env(),
-                                      timeout=plan.timeout_s, check=False)
+                proc = subprocess.run(
+                    command(plan, workers),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=worker_env(),
+                    timeout=plan.timeout_s,
+                    check=False,
+                )
             result.returncode = proc.returncode
         else:
             result.returncode = _mwms(plan, workers, log_path)
@@ -88,11 +102,18 @@ def _mwms(plan: Plan, workers: int, log_path: Path) -> int:
     logs = [log_path.with_suffix(f".{i}.log") for i in range(workers)]
     procs = []
     for i in range(workers):
-        env = {**worker_env(), "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
-               "GPUREADY_LOCAL_RANK": str(i), "GPUREADY_LOCAL_SIZE": str(workers)}
+        env = {
+            **worker_env(),
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
+            "GPUREADY_LOCAL_RANK": str(i),
+            "GPUREADY_LOCAL_SIZE": str(workers),
+        }
         with logs[i].open("w") as out:
-            procs.append(subprocess.Popen([sys.executable, *TRAIN_MODULE, *plan.train_args()], stdout=out,
-                                          stderr=subprocess.STDOUT, env=env))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, *TRAIN_MODULE, *plan.train_args()], stdout=out, stderr=subprocess.STDOUT, env=env
+                )
+            )
     try:
         return max((p.wait(timeout=plan.timeout_s) for p in procs), key=abs)
     finally:

@@ -31,12 +31,31 @@ from gpuready.workloads.launchers import (
 )
 
 #: sbatch long options the script may use (from `man sbatch`); anything else is a typo.
-KNOWN_OPTIONS = {"job-name", "nodes", "ntasks", "ntasks-per-node", "gres", "gpus-per-node", "cpus-per-task",
-                 "time", "output", "partition", "exclusive"}
+KNOWN_OPTIONS = {
+    "job-name",
+    "nodes",
+    "ntasks",
+    "ntasks-per-node",
+    "gres",
+    "gpus-per-node",
+    "cpus-per-task",
+    "time",
+    "output",
+    "partition",
+    "exclusive",
+}
 _DIRECTIVE = re.compile(r"^#SBATCH\s+--([a-z-]+)(?:=(\S+))?\s*$")
 #: pending reasons that no amount of waiting fixes (squeue(1), JOB REASON CODES)
-HOPELESS = ("ReqNodeNotAvail", "PartitionNodeLimit", "PartitionDown", "PartitionInactive", "BadConstraints",
-            "NodeDown", "InvalidQOS", "Nodes_required_for_job_are_DOWN")
+HOPELESS = (
+    "ReqNodeNotAvail",
+    "PartitionNodeLimit",
+    "PartitionDown",
+    "PartitionInactive",
+    "BadConstraints",
+    "NodeDown",
+    "InvalidQOS",
+    "Nodes_required_for_job_are_DOWN",
+)
 #: how long a job may stay pending for one of those reasons before it is cancelled (a drained node
 #: may be resumed by its admin meanwhile)
 HOPELESS_GRACE_S = 15
@@ -45,13 +64,25 @@ HOPELESS_GRACE_S = 15
 NO_CLUSTER = "Could not establish a configuration source"
 
 
-def script(plan: Plan, workers: int, gpus_per_node: int, folder: Path, partition: str = "",
-           python: str = "", tasks_per_node: int = 0) -> str:
+def script(
+    plan: Plan,
+    workers: int,
+    gpus_per_node: int,
+    folder: Path,
+    partition: str = "",
+    python: str = "",
+    tasks_per_node: int = 0,
+) -> str:
     per_node = min(workers, tasks_per_node or max(1, gpus_per_node))
     nodes = math.ceil(workers / per_node)
     minutes = max(1, math.ceil(plan.timeout_s / 60))
-    lines = ["#!/bin/bash", f"#SBATCH --job-name=gpuready-{plan.model}-{workers}w", f"#SBATCH --nodes={nodes}",
-             f"#SBATCH --ntasks={workers}", f"#SBATCH --ntasks-per-node={per_node}"]
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name=gpuready-{plan.model}-{workers}w",
+        f"#SBATCH --nodes={nodes}",
+        f"#SBATCH --ntasks={workers}",
+        f"#SBATCH --ntasks-per-node={per_node}",
+    ]
     if gpus_per_node:
         lines.append(f"#SBATCH --gres=gpu:{per_node}")
     lines += [f"#SBATCH --time={minutes}", "#SBATCH --exclusive", f"#SBATCH --output={folder}/slurm-{workers}w-%j.out"]
@@ -61,27 +92,45 @@ def script(plan: Plan, workers: int, gpus_per_node: int, folder: Path, partition
         return "\n".join(lines + _torchrun_lines(plan, per_node, python))
     py = python or sys.executable
     train = shlex.join([py, *TRAIN_MODULE, *plan.train_args()])
-    lines += ["set -euo pipefail", "export TF_CPP_MIN_LOG_LEVEL=1 PYTHONUNBUFFERED=1",
-              "# One task per GPU. srun starts the tasks; gpuready.workloads.rendezvous serves them Horovod's Gloo",
-              "# rendezvous from this first node (what horovodrun --gloo does over ssh), which needs no MPI in",
-              "# Horovod. With a Horovod built with MPI, seed 004's line does the same (--map-by socket binds",
-              "# best on the C4140):",
-              f"#   mpirun --map-by socket -np \"$SLURM_NTASKS\" -bind-to none {train}",
-              f"{shlex.quote(py)} -m {rendezvous.MODULE} srun -- {train}", ""]
+    lines += [
+        "set -euo pipefail",
+        "export TF_CPP_MIN_LOG_LEVEL=1 PYTHONUNBUFFERED=1",
+        "# One task per GPU. srun starts the tasks; gpuready.workloads.rendezvous serves them Horovod's Gloo",
+        "# rendezvous from this first node (what horovodrun --gloo does over ssh), which needs no MPI in",
+        "# Horovod. With a Horovod built with MPI, seed 004's line does the same (--map-by socket binds",
+        "# best on the C4140):",
+        f'#   mpirun --map-by socket -np "$SLURM_NTASKS" -bind-to none {train}',
+        f"{shlex.quote(py)} -m {rendezvous.MODULE} srun -- {train}",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def _torchrun_lines(plan: Plan, per_node: int, python: str) -> list[str]:
     """One torchrun per node (srun), each starting one worker per GPU; they meet at the first node."""
     rdzv = torchrun_args(0, per_node, "RDZV", "JOB")
-    rdzv[1], rdzv[rdzv.index("RDZV")], rdzv[rdzv.index("JOB")] = \
-        '"$SLURM_NNODES"', f'"$head:{RENDEZVOUS_PORT}"', '"gpuready-$SLURM_JOB_ID"'
-    torchrun = " ".join([shlex.quote(python or sys.executable), "-m", "torch.distributed.run", *rdzv,
-                         shlex.join([*plan.module, *plan.train_args()])])
-    return ["set -euo pipefail", "export PYTHONUNBUFFERED=1",
-            'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-            "# one torchrun per node, one worker per GPU (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE)",
-            f'srun --nodes="$SLURM_NNODES" --ntasks="$SLURM_NNODES" --ntasks-per-node=1 {torchrun}', ""]
+    rdzv[1], rdzv[rdzv.index("RDZV")], rdzv[rdzv.index("JOB")] = (
+        '"$SLURM_NNODES"',
+        f'"$head:{RENDEZVOUS_PORT}"',
+        '"gpuready-$SLURM_JOB_ID"',
+    )
+    torchrun = " ".join(
+        [
+            shlex.quote(python or sys.executable),
+            "-m",
+            "torch.distributed.run",
+            *rdzv,
+            shlex.join([*plan.module, *plan.train_args()]),
+        ]
+    )
+    return [
+        "set -euo pipefail",
+        "export PYTHONUNBUFFERED=1",
+        'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        "# one torchrun per node, one worker per GPU (torchrun sets RANK, LOCAL_RANK, WORLD_SIZE)",
+        f'srun --nodes="$SLURM_NNODES" --ntasks="$SLURM_NNODES" --ntasks-per-node=1 {torchrun}',
+        "",
+    ]
 
 
 def validate(text: str) -> list[str]:
@@ -116,14 +165,21 @@ def _env(slurm_conf: str) -> dict[str, str]:
 
 def job_fields(job: str, env: dict[str, str]) -> dict[str, str]:
     """The job's state, exit code and reason: from sacct where accounting is kept, else from slurmctld."""
-    done = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "State,ExitCode,Reason"], capture_output=True,
-                          text=True, env=env, check=False, timeout=30)
+    done = subprocess.run(
+        ["sacct", "-j", job, "-X", "-n", "-P", "-o", "State,ExitCode,Reason"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=30,
+    )
     line = done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else ""
     if line:
         state, exit_code, reason = ([*line.split("|"), "", ""])[:3]
         return {"JobState": state, "ExitCode": exit_code, "Reason": reason, "source": "sacct"}
-    shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, env=env,
-                           check=False, timeout=30)
+    shown = subprocess.run(
+        ["scontrol", "show", "job", "-o", job], capture_output=True, text=True, env=env, check=False, timeout=30
+    )
     fields = dict(f.split("=", 1) for f in shown.stdout.split() if "=" in f)
     # sacct says why it had nothing (no accounting storage): the user should know where the state came from
     return {**fields, "source": "scontrol (sacct: " + (" ".join(done.stderr.split()) or "no record") + ")"}
@@ -168,11 +224,20 @@ def _wait(proc: subprocess.Popen[str], job: str, env: dict[str, str], limit_s: f
     return ""
 
 
-def launch(plan: Plan, workers: int, folder: Path, gpus_per_node: int, partition: str = "", slurm_conf: str = "",
-           tasks_per_node: int = 0) -> Launch:
+def launch(
+    plan: Plan,
+    workers: int,
+    folder: Path,
+    gpus_per_node: int,
+    partition: str = "",
+    slurm_conf: str = "",
+    tasks_per_node: int = 0,
+) -> Launch:
     if plan.framework != "pytorch" and plan.distribution != "horovod":
-        raise BadInput(f"--launcher slurm runs Horovod (srun, or mpirun with an MPI build) or PyTorch (srun torchrun), "
-                       f"not {plan.distribution}")
+        raise BadInput(
+            f"--launcher slurm runs Horovod (srun, or mpirun with an MPI build) or PyTorch (srun torchrun), "
+            f"not {plan.distribution}"
+        )
     path = folder / f"train-{workers}w.sbatch"
     text = script(plan, workers, gpus_per_node, folder, partition, tasks_per_node=tasks_per_node)
     path.write_text(text)
@@ -182,25 +247,34 @@ def launch(plan: Plan, workers: int, folder: Path, gpus_per_node: int, partition
         return Launch(workers, problem="; ".join(problems))
     sbatch = shutil.which("sbatch")
     if not sbatch:
-        return Launch(workers, written_only=f"{path.name} written, not submitted (no sbatch here): "
-                                            "run `sbatch` on it on the cluster, then `gpuready report collect`")
+        return Launch(
+            workers,
+            written_only=f"{path.name} written, not submitted (no sbatch here): "
+            "run `sbatch` on it on the cluster, then `gpuready report collect`",
+        )
     env = _env(slurm_conf)
-    proc = subprocess.Popen([sbatch, "--parsable", "--wait", str(path)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sbatch, "--parsable", "--wait", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout is not None and proc.stderr is not None
     job = proc.stdout.readline().strip().split(";")[0]  # --parsable prints the id at submission
     stopped = _wait(proc, job, env, plan.timeout_s + 600)  # queueing time on top of the run
     errors = " ".join(proc.stderr.read().split())
     if not job and NO_CLUSTER in errors:
-        return Launch(workers, written_only=f"{path.name} written, not submitted (sbatch is here but no Slurm cluster "
-                                            f"is configured: {NO_CLUSTER.lower()}; set training.slurm_conf, or run "
-                                            "`sbatch` on it on the cluster, then `gpuready report collect`)")
+        return Launch(
+            workers,
+            written_only=f"{path.name} written, not submitted (sbatch is here but no Slurm cluster "
+            f"is configured: {NO_CLUSTER.lower()}; set training.slurm_conf, or run "
+            "`sbatch` on it on the cluster, then `gpuready report collect`)",
+        )
     if not job:
         return Launch(workers, problem=f"sbatch refused {path.name}: {errors or f'exit {proc.returncode}'}")
     log_path = folder / f"slurm-{workers}w-{job}.out"
     out = log_path.read_text(errors="replace") if log_path.exists() else ""
     result = Launch(workers, parse_results(out), log_path if log_path.exists() else None, proc.returncode)
     if stopped or proc.returncode or len(result.results) != workers:
-        result.problem = (f"job {job} {stopped + ', ' if stopped else ''}{describe(job, env)}, "
-                          f"{len(result.results)}/{workers} workers reported: {job_tail(out) or errors or 'no output'}")
+        result.problem = (
+            f"job {job} {stopped + ', ' if stopped else ''}{describe(job, env)}, "
+            f"{len(result.results)}/{workers} workers reported: {job_tail(out) or errors or 'no output'}"
+        )
     return result

@@ -62,8 +62,18 @@ def host_slots(hosts: list[Host], workers: int) -> list[tuple[Host, int]]:
 
 def ssh_options(host: Host, known_hosts: Path) -> list[str]:
     # First contact is trusted and recorded in the run's own known_hosts: the launcher never edits ~/.ssh.
-    options = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=accept-new",
-               "-o", f"UserKnownHostsFile={known_hosts}", "-p", str(host.port)]
+    options = [
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=10",
+        "-o",
+        "StrictHostKeyChecking=accept-new",
+        "-o",
+        f"UserKnownHostsFile={known_hosts}",
+        "-p",
+        str(host.port),
+    ]
     return options + (["-i", host.key] if host.key else [])
 
 
@@ -81,8 +91,14 @@ def check_reachable(chosen: list[tuple[Host, int]], known_hosts: Path) -> None:
 
 def _ssh(host: Host, known_hosts: Path, *remote: str) -> subprocess.CompletedProcess[str]:
     target = f"{host.user}@{host.address}" if host.user else host.address
-    return subprocess.run(["ssh", *ssh_options(host, known_hosts), target, *remote], capture_output=True, text=True,
-                          timeout=30, check=False, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["ssh", *ssh_options(host, known_hosts), target, *remote],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def interface_towards(host: Host, peer: str, known_hosts: Path) -> str:
@@ -91,17 +107,37 @@ def interface_towards(host: Host, peer: str, known_hosts: Path) -> str:
     return route[route.index("dev") + 1] if "dev" in route else ""
 
 
-def command(plan: Plan, workers: int, hosts: list[Host], runner: str, known_hosts: Path, python: str = "",
-            interface: str = "") -> list[str]:
+def command(
+    plan: Plan, workers: int, hosts: list[Host], runner: str, known_hosts: Path, python: str = "", interface: str = ""
+) -> list[str]:
     chosen = host_slots(hosts, workers)
     slots = ",".join(f"{h.address}:{n}" for h, n in chosen)
     train = [python or sys.executable, *TRAIN_MODULE, *plan.train_args()]
     first = chosen[0][0]
     if runner == "mpirun":
         rsh = shlex.join(ssh_options(first, known_hosts))
-        cmd = ["mpirun", "--map-by", "socket", "-np", str(workers), "-H", slots, "-bind-to", "none",
-               "-mca", "plm_rsh_args", rsh, "-x", "PATH", "-x", "TF_CPP_MIN_LOG_LEVEL=1", "-x", "PYTHONUNBUFFERED=1",
-               "-x", "NCCL_DEBUG=WARN"]
+        cmd = [
+            "mpirun",
+            "--map-by",
+            "socket",
+            "-np",
+            str(workers),
+            "-H",
+            slots,
+            "-bind-to",
+            "none",
+            "-mca",
+            "plm_rsh_args",
+            rsh,
+            "-x",
+            "PATH",
+            "-x",
+            "TF_CPP_MIN_LOG_LEVEL=1",
+            "-x",
+            "PYTHONUNBUFFERED=1",
+            "-x",
+            "NCCL_DEBUG=WARN",
+        ]
         cmd += [a for v in (rendezvous.ADDR, rendezvous.PORT, rendezvous.HOSTS) for a in ("-x", v)]
         if os.geteuid() == 0:
             cmd.insert(1, "--allow-run-as-root")
@@ -114,22 +150,47 @@ def command(plan: Plan, workers: int, hosts: list[Host], runner: str, known_host
     if interface:  # else Horovod may pick loopback, which every host has in common
         cmd += ["--network-interfaces", interface]
     target = f"{first.user}@{first.address}" if first.user else first.address
-    return ["ssh", *ssh_options(first, known_hosts), target, "env", "TF_CPP_MIN_LOG_LEVEL=1", "PYTHONUNBUFFERED=1",
-            shlex.join([*cmd, *train])]
+    return [
+        "ssh",
+        *ssh_options(first, known_hosts),
+        target,
+        "env",
+        "TF_CPP_MIN_LOG_LEVEL=1",
+        "PYTHONUNBUFFERED=1",
+        shlex.join([*cmd, *train]),
+    ]
 
 
-def torchrun_commands(plan: Plan, workers: int, hosts: list[Host], known_hosts: Path,
-                      python: str = "") -> list[list[str]]:
+def torchrun_commands(
+    plan: Plan, workers: int, hosts: list[Host], known_hosts: Path, python: str = ""
+) -> list[list[str]]:
     """One ssh command per host: torchrun with that host's workers, all meeting at the first host."""
     chosen = host_slots(hosts, workers)
     if len({n for _, n in chosen}) > 1:
-        raise BadInput(f"{workers} workers land on hosts as {[n for _, n in chosen]}: torchrun wants the same "
-                       "number of workers on every host (choose a multiple of the GPUs per host)")
+        raise BadInput(
+            f"{workers} workers land on hosts as {[n for _, n in chosen]}: torchrun wants the same "
+            "number of workers on every host (choose a multiple of the GPUs per host)"
+        )
     endpoint, per_node = f"{chosen[0][0].address}:{RENDEZVOUS_PORT}", chosen[0][1]
-    train = [python or sys.executable, "-m", "torch.distributed.run",
-             *torchrun_args(len(chosen), per_node, endpoint, f"gpuready-{workers}w"), *plan.module, *plan.train_args()]
-    return [["ssh", *ssh_options(host, known_hosts), f"{host.user}@{host.address}" if host.user else host.address,
-             "env", "PYTHONUNBUFFERED=1", shlex.join(train)] for host, _ in chosen]
+    train = [
+        python or sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *torchrun_args(len(chosen), per_node, endpoint, f"gpuready-{workers}w"),
+        *plan.module,
+        *plan.train_args(),
+    ]
+    return [
+        [
+            "ssh",
+            *ssh_options(host, known_hosts),
+            f"{host.user}@{host.address}" if host.user else host.address,
+            "env",
+            "PYTHONUNBUFFERED=1",
+            shlex.join(train),
+        ]
+        for host, _ in chosen
+    ]
 
 
 def _mpirun_env(hosts: str, first_address: str) -> tuple[rendezvous.Rendezvous, dict[str, str]]:
@@ -139,8 +200,11 @@ def _mpirun_env(hosts: str, first_address: str) -> tuple[rendezvous.Rendezvous, 
     here = rendezvous.route_address(first_address)
     server = rendezvous.Rendezvous(hosts, here)
     iface = rendezvous.interface_of(here)
-    net = next(str(ipaddress.ip_interface(f"{a.address}/{a.netmask}").network)
-               for a in psutil.net_if_addrs()[iface] if a.address == here)
+    net = next(
+        str(ipaddress.ip_interface(f"{a.address}/{a.netmask}").network)
+        for a in psutil.net_if_addrs()[iface]
+        if a.address == here
+    )
     # OMPI_MCA_* are OpenMPI's own environment form of -mca: its daemons call back on this network only
     return server, {**server.env, "OMPI_MCA_oob_tcp_if_include": net, "OMPI_MCA_btl_tcp_if_include": net}
 
@@ -167,12 +231,14 @@ def launch(plan: Plan, workers: int, folder: Path, hosts: list[Host], runner: st
             server, extra = _mpirun_env(",".join(f"{h.address}:{n}" for h, n in chosen), chosen[0][0].address)
             env.update(extra)
         with log_path.open("w") as out:
-            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                  timeout=plan.timeout_s, check=False)
+            proc = subprocess.run(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=plan.timeout_s, check=False
+            )
         result.returncode = proc.returncode
     except FileNotFoundError as e:
-        raise Unreachable(f"{cmd[0]} not found on this machine: install it (Debian: openmpi-bin), or use "
-                          "--launcher slurm") from e
+        raise Unreachable(
+            f"{cmd[0]} not found on this machine: install it (Debian: openmpi-bin), or use --launcher slurm"
+        ) from e
     except subprocess.TimeoutExpired:
         result.problem = f"stopped after {plan.timeout_s}s (timeout_s)"
     finally:

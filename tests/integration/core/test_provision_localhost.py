@@ -70,8 +70,16 @@ def test_run_playbook_streams_events_and_returns_per_host_results(tmp_path: Path
 def test_secrets_in_the_environment_do_not_reach_the_artifacts(tmp_path: Path) -> None:
     secret = "hunter2-very-secret"
     runs = tmp_path / "runs"
-    done = gpuready("provision", "cluster", "-i", str(LOCAL), "--check", "--artifacts", str(runs),
-                    env={"GPUREADY_VCENTER_PASSWORD": secret, "K8S_AUTH_API_KEY": secret})
+    done = gpuready(
+        "provision",
+        "cluster",
+        "-i",
+        str(LOCAL),
+        "--check",
+        "--artifacts",
+        str(runs),
+        env={"GPUREADY_VCENTER_PASSWORD": secret, "K8S_AUTH_API_KEY": secret},
+    )
     assert done.returncode == 0, done.stderr
     for path in runs.rglob("*"):
         if path.is_file():
@@ -81,16 +89,33 @@ def test_secrets_in_the_environment_do_not_reach_the_artifacts(tmp_path: Path) -
 def test_ctrl_c_cancels_the_run_cleanly_and_reports_what_ran(tmp_path: Path) -> None:
     playbooks = tmp_path / "playbooks"
     playbooks.mkdir()
-    (playbooks / "site.yml").write_text(yaml.safe_dump([{
-        "name": "Slow | A play that takes long", "hosts": "gpu_nodes", "gather_facts": False, "tags": ["slow"],
-        "tasks": [{"name": "Slow | First task", "ansible.builtin.debug": {"msg": "first"}},
-                  {"name": "Slow | Wait", "ansible.builtin.pause": {"seconds": 60}}],
-    }]))
+    (playbooks / "site.yml").write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "name": "Slow | A play that takes long",
+                    "hosts": "gpu_nodes",
+                    "gather_facts": False,
+                    "tags": ["slow"],
+                    "tasks": [
+                        {"name": "Slow | First task", "ansible.builtin.debug": {"msg": "first"}},
+                        {"name": "Slow | Wait", "ansible.builtin.pause": {"seconds": 60}},
+                    ],
+                }
+            ]
+        )
+    )
     runs = tmp_path / "runs"
     env = {**os.environ, "GPUREADY_PLAYBOOKS": str(playbooks)}
-    child = subprocess.Popen([sys.executable, "-m", "gpuready.core.cli", "provision", "cluster", "-i", str(LOCAL),
-                              "--artifacts", str(runs)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "gpuready.core.cli", "provision", "cluster", "-i", str(LOCAL), "--artifacts", str(runs)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         events = list(runs.glob("*/ansible/artifacts/*/job_events/*.json"))

@@ -13,8 +13,11 @@ from tests.conftest import require
 
 
 def can_make_namespaces() -> bool:
-    return os.geteuid() == 0 and shutil.which("ip") is not None and subprocess.run(
-        ["ip", "netns", "list"], capture_output=True, check=False).returncode == 0
+    return (
+        os.geteuid() == 0
+        and shutil.which("ip") is not None
+        and subprocess.run(["ip", "netns", "list"], capture_output=True, check=False).returncode == 0
+    )
 
 
 def start(root: Path, profiles: list[str], unreachable: bool = False) -> Iterator[dict[str, Any]]:
@@ -27,8 +30,9 @@ def start(root: Path, profiles: list[str], unreachable: bool = False) -> Iterato
 
     def spawn(argv: list[str]) -> int:
         with logs.open("ab") as out:
-            return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True).pid
+            return subprocess.Popen(
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            ).pid
 
     prefix = f"gt{os.getpid() % 100000}"
     state = nodes.up_hosts(root, profiles, prefix, spawn)
@@ -41,8 +45,12 @@ def start(root: Path, profiles: list[str], unreachable: bool = False) -> Iterato
             hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
             subnet = state["subnet"].rsplit(".", 1)[0]
             hosts["gpu_nodes"]["hosts"]["down-99"] = {
-                "ansible_host": f"{subnet}.250", "ansible_user": "root", "gpuready_node_class": "hgx-h100",
-                "ansible_ssh_private_key_file": state["key"], "ansible_host_key_checking": False}
+                "ansible_host": f"{subnet}.250",
+                "ansible_user": "root",
+                "gpuready_node_class": "hgx-h100",
+                "ansible_ssh_private_key_file": state["key"],
+                "ansible_host_key_checking": False,
+            }
             (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
         yield {**state, "inventory": inventory}
     finally:

@@ -24,8 +24,17 @@ def test_lab_up_validate_down(tmp_path: Path) -> None:
     require(can_make_namespaces(), "needs root and `ip netns` (network namespaces)")
     lab = ["--lab-dir", str(tmp_path / "lab")]
     prefix = f"gu{os.getpid() % 100000}"
-    up = gpuready("lab", "up", "--components", "nodes", "--set", "nodes.profiles=v100-x4,throttle",
-                  "--set", f"nodes.prefix={prefix}", *lab)
+    up = gpuready(
+        "lab",
+        "up",
+        "--components",
+        "nodes",
+        "--set",
+        "nodes.profiles=v100-x4,throttle",
+        "--set",
+        f"nodes.prefix={prefix}",
+        *lab,
+    )
     try:
         assert up.returncode == 0, up.stderr
         inventory = up.stdout.strip().splitlines()[-1]
@@ -45,8 +54,9 @@ def test_lab_up_validate_down(tmp_path: Path) -> None:
 
 def test_unknown_profile_is_bad_input(tmp_path: Path) -> None:
     require(can_make_namespaces(), "needs root and `ip netns` (network namespaces)")
-    done = gpuready("lab", "up", "--components", "nodes", "--set", "nodes.profiles=v100-x9",
-                    "--lab-dir", str(tmp_path / "lab"))
+    done = gpuready(
+        "lab", "up", "--components", "nodes", "--set", "nodes.profiles=v100-x9", "--lab-dir", str(tmp_path / "lab")
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("gpuready: error: nodes.profiles: unknown profile")
 
@@ -54,10 +64,29 @@ def test_unknown_profile_is_bad_input(tmp_path: Path) -> None:
 def test_lab_nodes_without_root_says_so_in_one_line(tmp_path: Path) -> None:
     require(os.geteuid() == 0 and shutil.which("setpriv"), "needs root (to drop to nobody) and setpriv")
     tmp_path.chmod(0o777)
-    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
-                           "gpuready.core.cli", "lab", "up", "--components", "nodes", "--lab-dir",
-                           str(tmp_path / "lab")], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={**os.environ, "HOME": str(tmp_path)})
+    done = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-m",
+            "gpuready.core.cli",
+            "lab",
+            "up",
+            "--components",
+            "nodes",
+            "--lab-dir",
+            str(tmp_path / "lab"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
-        "gpuready: error: lab component 'nodes' needs root (network namespaces); run it as root"]
+        "gpuready: error: lab component 'nodes' needs root (network namespaces); run it as root"
+    ]

@@ -15,8 +15,10 @@ from tests.conftest import gpuready
 
 
 def has_gpu() -> bool:
-    return shutil.which("nvidia-smi") is not None and subprocess.run(
-        ["nvidia-smi", "-L"], capture_output=True, check=False).returncode == 0
+    return (
+        shutil.which("nvidia-smi") is not None
+        and subprocess.run(["nvidia-smi", "-L"], capture_output=True, check=False).returncode == 0
+    )
 
 
 def summary(artifacts: Path) -> dict:
@@ -37,23 +39,28 @@ def test_localhost_without_gpu_fails_driver_and_gpu_checks_clearly(artifacts: Pa
     assert checks["driver.nvidia_module"]["message"] == "the nvidia kernel module is not loaded"
     for definition in CATALOGUE:
         if definition.depends and definition.id != "driver.nvidia_module":
-            assert checks[definition.id] == {**checks[definition.id], "status": "skipped",
-                                             "message": "depends on driver.nvidia_module (the nvidia kernel module "
-                                             "is not loaded)"}, definition.id
+            assert checks[definition.id] == {
+                **checks[definition.id],
+                "status": "skipped",
+                "message": "depends on driver.nvidia_module (the nvidia kernel module is not loaded)",
+            }, definition.id
     assert checks["driver.nouveau_absent"]["status"] == "passed"
     assert all(checks[i]["status"] == "skipped" for i in ("topology.nvlink", "topology.p2p", "node.ib_ports"))
 
 
 def test_bad_input_is_one_line_exit_2(artifacts: Path) -> None:
-    done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--only", "gpu.nope",
-                    "--artifacts", str(artifacts))
+    done = gpuready(
+        "validate", "gpu-node", "-i", "inventories/local", "--only", "gpu.nope", "--artifacts", str(artifacts)
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("gpuready: error: --only: unknown check id(s) gpu.nope")
     done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--limit", "nohost")
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     # inventories/local has no kube_control_plane host to mark nodes from; --check alone marks nothing.
-    for flags, says in ((["--mark-nodes"], "--mark-nodes needs a host in group kube_control_plane"),
-                        (["--check"], "--check only applies to --mark-nodes")):
+    for flags, says in (
+        (["--mark-nodes"], "--mark-nodes needs a host in group kube_control_plane"),
+        (["--check"], "--check only applies to --mark-nodes"),
+    ):
         done = gpuready("validate", "gpu-node", "-i", "inventories/local", *flags, "--artifacts", str(artifacts))
         assert (done.returncode, done.stderr.count("\n")) == (2, 1) and says in done.stderr, done.stderr
 
@@ -62,15 +69,34 @@ def test_real_gpu_host(tmp_path: Path, artifacts: Path) -> None:
     """On a GPU machine: describe it in an inventory; every check passes or is skipped with a reason."""
     if not has_gpu():
         pytest.skip("no NVIDIA GPU on this machine (nvidia-smi -L does not answer); runs on a GPU host")
-    names = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True, check=True).stdout.strip().splitlines()
+    names = (
+        subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()
+    )
     model, driver = (p.strip() for p in names[0].split(","))
     (tmp_path / "group_vars" / "all").mkdir(parents=True)
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"localhost": {
-        "ansible_connection": "local", "gpuready_node_class": "here"}}}}))
-    (tmp_path / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": {
-        "node_classes": {"here": {"gpu_model": model, "gpu_count": len(names)}},
-        "driver": {"branch": driver.split(".")[0], "version": driver}, "container_runtime": "none"}}))
+    (tmp_path / "hosts.yml").write_text(
+        yaml.safe_dump(
+            {"gpu_nodes": {"hosts": {"localhost": {"ansible_connection": "local", "gpuready_node_class": "here"}}}}
+        )
+    )
+    (tmp_path / "group_vars" / "all" / "gpuready.yml").write_text(
+        yaml.safe_dump(
+            {
+                "gpuready": {
+                    "node_classes": {"here": {"gpu_model": model, "gpu_count": len(names)}},
+                    "driver": {"branch": driver.split(".")[0], "version": driver},
+                    "container_runtime": "none",
+                }
+            }
+        )
+    )
     done = gpuready("validate", "gpu-node", "-i", str(tmp_path), "--artifacts", str(artifacts))
     checks = summary(artifacts)["checks"]
     bad = [(c["id"], c["status"], c["message"]) for c in checks if c["status"] not in ("passed", "skipped")]
@@ -88,8 +114,13 @@ def test_a_hung_tool_is_stopped_by_the_per_host_timeout() -> None:
     from gpuready.core.settings import NodeClass
     from gpuready.validate.node.node import Node
 
-    node = Node("localhost", testinfra.get_host("local://"), NodeClass(gpu_count=0), None,  # type: ignore[arg-type]
-                command_timeout=1)
+    node = Node(
+        "localhost",
+        testinfra.get_host("local://"),
+        NodeClass(gpu_count=0),
+        None,  # type: ignore[arg-type]
+        command_timeout=1,
+    )
     started = time.monotonic()
     with pytest.raises(ConnectionError, match="ran past 1s"):
         node.prefetch(["echo before", "sleep 30", "echo after"])
@@ -124,10 +155,18 @@ def test_become_runs_the_batch_as_the_become_user() -> None:
 
     if os.geteuid() != 0 or not shutil.which("sudo"):
         pytest.skip("needs root and sudo (scripts/install-system-deps installs sudo)")
-    spec = connect.connection_spec("localhost", {"ansible_connection": "local", "ansible_become": True,
-                                                 "ansible_become_user": "nobody"}, environ={})
-    node = Node("localhost", testinfra.get_host("local://"), NodeClass(gpu_count=0), None,  # type: ignore[arg-type]
-                wrap=functools.partial(connect.become, spec))
+    spec = connect.connection_spec(
+        "localhost",
+        {"ansible_connection": "local", "ansible_become": True, "ansible_become_user": "nobody"},
+        environ={},
+    )
+    node = Node(
+        "localhost",
+        testinfra.get_host("local://"),
+        NodeClass(gpu_count=0),
+        None,  # type: ignore[arg-type]
+        wrap=functools.partial(connect.become, spec),
+    )
     node.prefetch(["id -un", "echo err >&2; exit 4"])
     assert node.run("id -un").stdout.strip() == "nobody"
     assert (node.run("echo err >&2; exit 4").rc, node.run("echo err >&2; exit 4").stderr) == (4, "err\n")

@@ -22,13 +22,28 @@ pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 #: Not on these hosts: a container runtime, Kubernetes, DCGM, nccl-tests, nvbandwidth; no class asks for MIG,
 #: GPUDirect RDMA or NVSwitch.
-NOT_HERE = dict.fromkeys(["node.container_runtime", "node.device_plugin_socket", "diag.dcgm", "perf.nccl_allreduce",
-                          "perf.h2d_bandwidth", "gpu.mig", "node.peermem", "node.fabric_manager"], "skipped")
+NOT_HERE = dict.fromkeys(
+    [
+        "node.container_runtime",
+        "node.device_plugin_socket",
+        "diag.dcgm",
+        "perf.nccl_allreduce",
+        "perf.h2d_bandwidth",
+        "gpu.mig",
+        "node.peermem",
+        "node.fabric_manager",
+    ],
+    "skipped",
+)
 BY_CLASS = {
     "c4140-v100": {"node.selinux_labels": "skipped", "node.ats": "skipped"},
     "r750xa-a100": {"node.selinux_labels": "skipped"},
-    "hgx-h100": {"node.selinux_labels": "skipped", "node.ib_ports": "skipped", "node.ib_flapping": "skipped",
-                 "node.ats": "skipped"},
+    "hgx-h100": {
+        "node.selinux_labels": "skipped",
+        "node.ib_ports": "skipped",
+        "node.ib_flapping": "skipped",
+        "node.ats": "skipped",
+    },
 }
 #: Everything that needs the nvidia driver: skipped ("depends on ...") when the driver is not there.
 NEEDS_DRIVER = [c.id for c in CATALOGUE if c.depends]
@@ -40,8 +55,12 @@ FAULTS: dict[str, dict[str, str]] = {
     "driver-mismatch": {"driver.version": "failed"},
     # GPU 3 is on the PCI bus but nvidia-smi does not see it: reported once, by gpu.pci_bus; the count and
     # the pairs it was in say "depends on gpu.pci_bus".
-    "missing-gpu": {"gpu.pci_bus": "failed", "gpu.count": "skipped", "topology.p2p": "skipped",
-                    "topology.nvlink": "skipped"},
+    "missing-gpu": {
+        "gpu.pci_bus": "failed",
+        "gpu.count": "skipped",
+        "topology.p2p": "skipped",
+        "topology.nvlink": "skipped",
+    },
     # One root cause, reported once: everything that needs the driver says "depends on driver.nouveau_absent".
     "nouveau": {"driver.nouveau_absent": "failed", **dict.fromkeys(NEEDS_DRIVER, "skipped")},
     "nvlink-down": {"topology.nvlink": "failed"},

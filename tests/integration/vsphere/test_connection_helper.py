@@ -21,8 +21,10 @@ def test_plain_smartconnect_skips_verification_on_loopback(vcsim: Vcsim) -> None
 
 
 def test_helper_verifies_the_certificate_on_loopback(vcsim: Vcsim) -> None:
-    with pytest.raises(Unreachable, match="TLS certificate does not verify"), \
-            connect(Target("127.0.0.1", vcsim.port, USER, PASSWORD)):
+    with (
+        pytest.raises(Unreachable, match="TLS certificate does not verify"),
+        connect(Target("127.0.0.1", vcsim.port, USER, PASSWORD)),
+    ):
         pass
     with connect(Target("127.0.0.1", vcsim.port, USER, PASSWORD, ca_file=str(vcsim.cert))) as si:
         assert si.content.about.apiType == "VirtualCenter"

@@ -56,10 +56,23 @@ def test_readme_walkthrough_with_relative_paths(vcsim_binary: Path, tmp_path: Pa
         settings = (tmp_path / "gpuready-lab/vsphere/inventory/group_vars/all/gpuready.yml").read_text()
         assert "ca_file: ../" in settings  # relative to the inventory, as a user would write it
         env = {"GPUREADY_VCENTER_PASSWORD": (tmp_path / "gpuready-lab/vsphere/password").read_text()}
-        for cwd, inventory in ((tmp_path, "gpuready-lab/vsphere/inventory"),
-                               (elsewhere, "../gpuready-lab/vsphere/inventory")):
-            check = gpuready("provision", "cluster", "-i", inventory, "--tags", "vsphere", "--check",
-                             "--artifacts", "runs", env=env, cwd=cwd)
+        for cwd, inventory in (
+            (tmp_path, "gpuready-lab/vsphere/inventory"),
+            (elsewhere, "../gpuready-lab/vsphere/inventory"),
+        ):
+            check = gpuready(
+                "provision",
+                "cluster",
+                "-i",
+                inventory,
+                "--tags",
+                "vsphere",
+                "--check",
+                "--artifacts",
+                "runs",
+                env=env,
+                cwd=cwd,
+            )
             assert check.returncode == 0, f"from {cwd}: {check.stdout}{check.stderr}"
             assert "No such file" not in check.stdout + check.stderr
             changed = json.loads(max((cwd / "runs").glob("*/summary.json")).read_text())["metrics"]["changed"]

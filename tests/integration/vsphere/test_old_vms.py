@@ -17,14 +17,25 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def old_vcsim(vcsim_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vcsim]:
-    yield from start_vcsim(vcsim_binary, tmp_path_factory.mktemp("old-vcsim"),
-                           ("-hardware-version", "vmx-13", "-firmware", "bios"))
+    yield from start_vcsim(
+        vcsim_binary, tmp_path_factory.mktemp("old-vcsim"), ("-hardware-version", "vmx-13", "-firmware", "bios")
+    )
 
 
 def test_validation_flags_bios_and_old_hardware(old_vcsim: Vcsim, env: dict[str, str], artifacts: Path) -> None:
     inventory = str(old_vcsim.inventory())
-    apply = gpuready("provision", "cluster", "-i", inventory, "--tags", "vsphere", "--allow-power-off",
-                     "--artifacts", str(artifacts), env=env)
+    apply = gpuready(
+        "provision",
+        "cluster",
+        "-i",
+        inventory,
+        "--tags",
+        "vsphere",
+        "--allow-power-off",
+        "--artifacts",
+        str(artifacts),
+        env=env,
+    )
     assert apply.returncode == 0, apply.stdout + apply.stderr
     done = gpuready("validate", "vsphere", "-i", inventory, "--artifacts", str(artifacts), env=env)
     assert done.returncode == 1

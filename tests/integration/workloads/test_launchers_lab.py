@@ -53,14 +53,18 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 @pytest.fixture
 def horovod() -> None:
-    require(importlib.util.find_spec("tensorflow") and importlib.util.find_spec("horovod"),
-            "TensorFlow and Horovod (make test installs the train extra)")
+    require(
+        importlib.util.find_spec("tensorflow") and importlib.util.find_spec("horovod"),
+        "TensorFlow and Horovod (make test installs the train extra)",
+    )
 
 
 @pytest.fixture
 def torch() -> None:
-    require(importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"),
-            "torch and torchvision (make .venv/.stamp-torch)")
+    require(
+        importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"),
+        "torch and torchvision (make .venv/.stamp-torch)",
+    )
 
 
 def _env(lab: dict[str, Any]) -> dict[str, str]:
@@ -68,8 +72,9 @@ def _env(lab: dict[str, Any]) -> dict[str, str]:
 
 
 def _scontrol(lab: dict[str, Any], *args: str) -> str:
-    done = subprocess.run(["scontrol", *args], capture_output=True, text=True, env={**os.environ, **_env(lab)},
-                          check=True)
+    done = subprocess.run(
+        ["scontrol", *args], capture_output=True, text=True, env={**os.environ, **_env(lab)}, check=True
+    )
     return done.stdout
 
 
@@ -98,7 +103,9 @@ def _assert_two_hosts_trained_together(run: Path) -> list[dict[str, Any]]:
     assert ranks[0]["weights_sha256"] == ranks[1]["weights_sha256"] != ranks[0]["weights_sha256_before"]
     summary = json.loads((run / "summary.json").read_text())
     assert {c["id"]: c["status"] for c in summary["checks"]} == {
-        "training.2w.trained": "passed", "training.2w.images_per_second": "passed"}
+        "training.2w.trained": "passed",
+        "training.2w.images_per_second": "passed",
+    }
     per_worker = [r["batch_size"] * len(r["step_times"]) / sum(r["step_times"]) for r in ranks]
     # summary.json keeps 3 decimals
     assert summary["metrics"]["images_per_second_2w"] == pytest.approx(sum(per_worker), rel=1e-4, abs=5e-4)
@@ -113,16 +120,18 @@ def test_lab_cluster_has_a_node_per_host_with_its_gpus(lab: dict[str, Any]) -> N
         assert "Gres=gpu:4" in line and "State=IDLE" in line, line
     partitions = _scontrol(lab, "show", "partition", "-o")
     # the partition inventories/baremetal-c4140 submits to
-    example = yaml.safe_load((Path(__file__).parents[3] / "inventories/baremetal-c4140/group_vars/all/gpuready.yml")
-                             .read_text())
+    example = yaml.safe_load(
+        (Path(__file__).parents[3] / "inventories/baremetal-c4140/group_vars/all/gpuready.yml").read_text()
+    )
     assert f"PartitionName={example['gpuready']['training']['slurm_partition']} " in partitions
 
 
 @pytest.mark.train
 def test_slurm_job_across_two_nodes_and_collect(lab: dict[str, Any], tmp_path: Path, horovod: None) -> None:
     artifacts = tmp_path / "runs"
-    proc = gpuready("validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *TINY,
-                    "--artifacts", str(artifacts))
+    proc = gpuready(
+        "validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *TINY, "--artifacts", str(artifacts)
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     script = (run / "train-2w.sbatch").read_text()
@@ -141,8 +150,9 @@ def test_slurm_job_across_two_nodes_and_collect(lab: dict[str, Any], tmp_path: P
 
 def test_slurm_bad_partition_is_reported(lab: dict[str, Any], tmp_path: Path) -> None:
     inventory = _inventory(lab, tmp_path / "inv", slurm_partition="nosuch")
-    proc = gpuready("validate", "training", "-i", str(inventory), "--gpus", "2", *TINY,
-                    "--artifacts", str(tmp_path / "runs"))
+    proc = gpuready(
+        "validate", "training", "-i", str(inventory), "--gpus", "2", *TINY, "--artifacts", str(tmp_path / "runs")
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = json.loads((_run(tmp_path / "runs") / "summary.json").read_text())
     (check,) = summary["checks"]
@@ -152,8 +162,19 @@ def test_slurm_bad_partition_is_reported(lab: dict[str, Any], tmp_path: Path) ->
 
 @pytest.mark.train
 def test_slurm_crashing_worker_gives_job_state_and_output(lab: dict[str, Any], tmp_path: Path, horovod: None) -> None:
-    proc = gpuready("validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *TINY,
-                    "--data", "/nonexistent-tfrecords", "--artifacts", str(tmp_path / "runs"))
+    proc = gpuready(
+        "validate",
+        "training",
+        "-i",
+        str(lab["inventory"]),
+        "--gpus",
+        "2",
+        *TINY,
+        "--data",
+        "/nonexistent-tfrecords",
+        "--artifacts",
+        str(tmp_path / "runs"),
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (check,) = json.loads((_run(tmp_path / "runs") / "summary.json").read_text())["checks"]
     message = check["message"]
@@ -165,8 +186,17 @@ def test_slurm_crashing_worker_gives_job_state_and_output(lab: dict[str, Any], t
 def test_slurm_drained_node_cancels_the_job(lab: dict[str, Any], tmp_path: Path) -> None:
     _scontrol(lab, "update", f"nodename={HOSTS[1]}", "state=drain", "reason=gpuready test")
     try:
-        proc = gpuready("validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *TINY,
-                        "--artifacts", str(tmp_path / "runs"))
+        proc = gpuready(
+            "validate",
+            "training",
+            "-i",
+            str(lab["inventory"]),
+            "--gpus",
+            "2",
+            *TINY,
+            "--artifacts",
+            str(tmp_path / "runs"),
+        )
     finally:
         _scontrol(lab, "update", f"nodename={HOSTS[1]}", "state=resume")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -180,8 +210,21 @@ def test_ssh_launcher_across_two_hosts(lab: dict[str, Any], tmp_path: Path, runn
     if runner == "mpirun":
         require(shutil.which("mpirun"), "mpirun (Debian: openmpi-bin; scripts/install-system-deps)")
     artifacts = tmp_path / "runs"
-    proc = gpuready("validate", "training", "-i", str(lab["inventory"]), "--launcher", "ssh", "--ssh-runner", runner,
-                    "--gpus", "2", *TINY, "--artifacts", str(artifacts))
+    proc = gpuready(
+        "validate",
+        "training",
+        "-i",
+        str(lab["inventory"]),
+        "--launcher",
+        "ssh",
+        "--ssh-runner",
+        runner,
+        "--gpus",
+        "2",
+        *TINY,
+        "--artifacts",
+        str(artifacts),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     assert (run / "workers-2.cmd").read_text().split()[0] == ("mpirun" if runner == "mpirun" else "ssh")
@@ -195,11 +238,21 @@ def test_ssh_unreachable_host_stops_before_launch(lab: dict[str, Any], tmp_path:
     subnet = lab["subnet"].rsplit(".", 1)[0]
     first = next(iter(hosts["gpu_nodes"]["hosts"].values()))
     # an address on the lab's bridge where nothing listens, listed first: a host that is down
-    hosts["gpu_nodes"]["hosts"] = {"down-99": {**first, "ansible_host": f"{subnet}.250"},
-                                   **hosts["gpu_nodes"]["hosts"]}
+    hosts["gpu_nodes"]["hosts"] = {"down-99": {**first, "ansible_host": f"{subnet}.250"}, **hosts["gpu_nodes"]["hosts"]}
     hosts_file.write_text(yaml.safe_dump(hosts, sort_keys=False))
-    proc = gpuready("validate", "training", "-i", str(inventory), "--launcher", "ssh", "--gpus", "2", *TINY,
-                    "--artifacts", str(tmp_path / "runs"))
+    proc = gpuready(
+        "validate",
+        "training",
+        "-i",
+        str(inventory),
+        "--launcher",
+        "ssh",
+        "--gpus",
+        "2",
+        *TINY,
+        "--artifacts",
+        str(tmp_path / "runs"),
+    )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "host down-99" in proc.stderr and f"{subnet}.250" in proc.stderr
 
@@ -215,22 +268,51 @@ def _assert_torch_ran_ddp_on_both_hosts(run: Path, proc: subprocess.CompletedPro
     assert "images/s" in proc.stdout and "| 2 |" in (run / "training.md").read_text()
 
 
-def test_pytorch_slurm_job_runs_srun_torchrun_across_two_nodes(lab: dict[str, Any], tmp_path: Path,
-                                                               torch: None) -> None:
+def test_pytorch_slurm_job_runs_srun_torchrun_across_two_nodes(
+    lab: dict[str, Any], tmp_path: Path, torch: None
+) -> None:
     artifacts = tmp_path / "runs"
-    proc = gpuready("validate", "training", "-i", str(lab["inventory"]), "--framework", "pytorch", "--gpus", "2",
-                    "--cpu-threads", "1", *TINY, "--artifacts", str(artifacts))
+    proc = gpuready(
+        "validate",
+        "training",
+        "-i",
+        str(lab["inventory"]),
+        "--framework",
+        "pytorch",
+        "--gpus",
+        "2",
+        "--cpu-threads",
+        "1",
+        *TINY,
+        "--artifacts",
+        str(artifacts),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     (srun,) = [ln for ln in (run / "train-2w.sbatch").read_text().splitlines() if ln.startswith("srun ")]
-    assert "-m torch.distributed.run" in srun and "--nnodes \"$SLURM_NNODES\"" in srun
+    assert "-m torch.distributed.run" in srun and '--nnodes "$SLURM_NNODES"' in srun
     _assert_torch_ran_ddp_on_both_hosts(run, proc)
 
 
 def test_pytorch_ssh_launcher_runs_torchrun_on_each_host(lab: dict[str, Any], tmp_path: Path, torch: None) -> None:
     artifacts = tmp_path / "runs"
-    proc = gpuready("validate", "training", "-i", str(lab["inventory"]), "--launcher", "ssh", "--framework",
-                    "pytorch", "--gpus", "2", "--cpu-threads", "1", *TINY, "--artifacts", str(artifacts))
+    proc = gpuready(
+        "validate",
+        "training",
+        "-i",
+        str(lab["inventory"]),
+        "--launcher",
+        "ssh",
+        "--framework",
+        "pytorch",
+        "--gpus",
+        "2",
+        "--cpu-threads",
+        "1",
+        *TINY,
+        "--artifacts",
+        str(artifacts),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     commands = (run / "workers-2.cmd").read_text().splitlines()

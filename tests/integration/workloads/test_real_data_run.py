@@ -17,17 +17,40 @@ pytestmark = [pytest.mark.train, pytest.mark.slow]
 
 
 def test_train_on_tfrecords_with_held_out_auroc(tmp_path: Path) -> None:
-    require(importlib.util.find_spec("tensorflow") and importlib.util.find_spec("horovod"),
-            "TensorFlow and Horovod (make test installs the train extra)")
+    require(
+        importlib.util.find_spec("tensorflow") and importlib.util.find_spec("horovod"),
+        "TensorFlow and Horovod (make test installs the train extra)",
+    )
     from gpuready.workloads import convert
 
     make_nih(tmp_path / "nih", images=48)
     assert convert.convert(tmp_path / "nih", tmp_path / "records", size=36, shards=4) == {"train": 36, "test": 12}
-    proc = subprocess.run([sys.executable, "-m", "gpuready.workloads.train", "--data", str(tmp_path / "records"),
-                           "--steps", "2", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4",
-                           "--eval-batches", "3", "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=900, check=False,
-                          env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuready.workloads.train",
+            "--data",
+            str(tmp_path / "records"),
+            "--steps",
+            "2",
+            "--warmup-steps",
+            "1",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "4",
+            "--eval-batches",
+            "3",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads((tmp_path / "out" / "rank-0.json").read_text())
     assert result["data"] == str(tmp_path / "records") and result["pipeline"] == "new"

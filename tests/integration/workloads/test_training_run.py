@@ -37,8 +37,10 @@ def _assert_trained_together(ranks: list[dict]) -> None:
 
 
 def test_horovod_gloo_sweep_1_and_2_workers(artifacts: Path) -> None:
-    require(importlib.util.find_spec("tensorflow") and importlib.util.find_spec("horovod"),
-            "TensorFlow and Horovod (make test installs the train extra)")
+    require(
+        importlib.util.find_spec("tensorflow") and importlib.util.find_spec("horovod"),
+        "TensorFlow and Horovod (make test installs the train extra)",
+    )
     proc = gpuready("validate", "training", "--gpus", "1,2", *TINY, "--artifacts", str(artifacts))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run_dir(artifacts)
@@ -49,11 +51,15 @@ def test_horovod_gloo_sweep_1_and_2_workers(artifacts: Path) -> None:
 
     summary = json.loads((run / "summary.json").read_text())
     assert {c["id"]: c["status"] for c in summary["checks"]} == {
-        "training.1w.trained": "passed", "training.2w.trained": "passed",
-        "training.1w.images_per_second": "passed", "training.2w.images_per_second": "passed"}
+        "training.1w.trained": "passed",
+        "training.2w.trained": "passed",
+        "training.1w.images_per_second": "passed",
+        "training.2w.images_per_second": "passed",
+    }
     # the report's figures are recomputable from the raw step times, by hand
-    per_worker = {n: [r["batch_size"] * len(r["step_times"]) / sum(r["step_times"]) for r in ranks]
-                  for n, ranks in raw.items()}
+    per_worker = {
+        n: [r["batch_size"] * len(r["step_times"]) / sum(r["step_times"]) for r in ranks] for n, ranks in raw.items()
+    }
     metrics = summary["metrics"]
     assert metrics["images_per_second_1w"] == pytest.approx(per_worker["1"][0], rel=1e-4)
     assert metrics["images_per_second_2w"] == pytest.approx(sum(per_worker["2"]), rel=1e-4)
@@ -65,8 +71,9 @@ def test_horovod_gloo_sweep_1_and_2_workers(artifacts: Path) -> None:
 
 def test_multiworker_mirrored_two_workers(artifacts: Path) -> None:
     require(importlib.util.find_spec("tensorflow"), "TensorFlow (make test installs the train extra)")
-    proc = gpuready("validate", "training", "--gpus", "2", "--distribution", "mwms", *TINY,
-                    "--artifacts", str(artifacts))
+    proc = gpuready(
+        "validate", "training", "--gpus", "2", "--distribution", "mwms", *TINY, "--artifacts", str(artifacts)
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     raw = json.loads((_run_dir(artifacts) / "step_times.json").read_text())
     _assert_trained_together(raw["2"])

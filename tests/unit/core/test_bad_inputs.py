@@ -47,137 +47,345 @@ CASES: dict[str, tuple[Case, int, str]] = {
     "folder without hosts.yml": (lambda t: ["inventory", "check", "-i", str(t)], 2, "no hosts.yml"),
     "malformed hosts YAML": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t, hosts="gpu_nodes:\n  hosts: [a\n"))],
-        2, "hosts.yml:"),
+        2,
+        "hosts.yml:",
+    ),
     "malformed settings YAML": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t, settings="gpuready:\n  driver: {branch: \n"))],
-        2, "gpuready.yml:"),
+        2,
+        "gpuready.yml:",
+    ),
     "unknown group": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t, hosts={"gpu_node": {"hosts": {"a": None}}}))],
-        2, "unknown group 'gpu_node'"),
+        2,
+        "unknown group 'gpu_node'",
+    ),
     "unknown settings key": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t, settings=with_settings(driver__brnch="5")))],
-        2, "gpuready.driver.brnch: unknown key"),
+        2,
+        "gpuready.driver.brnch: unknown key",
+    ),
     "unknown top-level key in the settings file": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t, settings={"gpuready": GOOD, "typo": 1}))],
-        2, "unknown key 'typo'"),
+        2,
+        "unknown key 'typo'",
+    ),
     "wrong type": (
-        lambda t: ["inventory", "check", "-i",
-                   str(make_inventory(t, settings=with_settings(node_classes__v100__gpu_count="four")))],
-        2, "gpuready.node_classes.v100.gpu_count"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(make_inventory(t, settings=with_settings(node_classes__v100__gpu_count="four"))),
+        ],
+        2,
+        "gpuready.node_classes.v100.gpu_count",
+    ),
     "wrong type of a boolean": (
-        lambda t: ["inventory", "check", "-i",
-                   str(make_inventory(t, settings=with_settings(driver__allow_reboot="sometimes")))],
-        2, "gpuready.driver.allow_reboot"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(make_inventory(t, settings=with_settings(driver__allow_reboot="sometimes"))),
+        ],
+        2,
+        "gpuready.driver.allow_reboot",
+    ),
     "missing required value": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t, settings=with_settings(driver=None)))],
-        2, "gpuready.driver: missing required value"),
+        2,
+        "gpuready.driver: missing required value",
+    ),
     "missing settings variable": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t, settings={"other": 1}))],
-        2, "missing required variable 'gpuready'"),
+        2,
+        "missing required variable 'gpuready'",
+    ),
     "unknown gpuready host variable": (
-        lambda t: ["inventory", "check", "-i", str(make_inventory(
-            t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_klass": "v100"}}}}))],
-        2, "unknown variable 'gpuready_node_klass'"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(make_inventory(t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_klass": "v100"}}}})),
+        ],
+        2,
+        "unknown variable 'gpuready_node_klass'",
+    ),
     "node class that does not exist": (
-        lambda t: ["inventory", "check", "-i", str(make_inventory(
-            t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_class": "a100"}}}}))],
-        2, "gpuready_node_class 'a100' is not one of"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(make_inventory(t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_class": "a100"}}}})),
+        ],
+        2,
+        "gpuready_node_class 'a100' is not one of",
+    ),
     "unknown --tags": (
-        lambda t: ["provision", "cluster", "-i", str(make_inventory(t)), "--check", "--tags", "preflight,nope",
-                   "--artifacts", str(t / "runs")],
-        2, "unknown tag(s) nope"),
+        lambda t: [
+            "provision",
+            "cluster",
+            "-i",
+            str(make_inventory(t)),
+            "--check",
+            "--tags",
+            "preflight,nope",
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "unknown tag(s) nope",
+    ),
     "--limit matching no host": (
-        lambda t: ["provision", "cluster", "-i", str(make_inventory(t)), "--check", "--limit", "gpu99",
-                   "--artifacts", str(t / "runs")],
-        2, "--limit 'gpu99' matches no host"),
+        lambda t: [
+            "provision",
+            "cluster",
+            "-i",
+            str(make_inventory(t)),
+            "--check",
+            "--limit",
+            "gpu99",
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "--limit 'gpu99' matches no host",
+    ),
     "unknown option": (lambda t: ["provision", "cluster", "--chek"], 2, "No such option"),
     "unknown command": (lambda t: ["provison"], 2, "No such command"),
     "a value out of range": (lambda t: ["validate", "training", "--steps", "0"], 2, "--steps"),
     "a flag of the wrong type": (lambda t: ["provision", "cluster", "--limit"], 2, "--limit"),
     "bytes that are not UTF-8 in hosts.yml": (
-        lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "hosts.yml",
-                                                           b"gpu_nodes:\n  hosts:\n    gpu\xe901:\n"))],
-        2, "hosts.yml:3: not UTF-8"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(raw_file(make_inventory(t), "hosts.yml", b"gpu_nodes:\n  hosts:\n    gpu\xe901:\n")),
+        ],
+        2,
+        "hosts.yml:3: not UTF-8",
+    ),
     "bytes that are not UTF-8 in group_vars": (
-        lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "group_vars/all/site.yml",
-                                                           b"# caf\xe9\nntp: pool\n"))],
-        2, "site.yml:1: not UTF-8"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(raw_file(make_inventory(t), "group_vars/all/site.yml", b"# caf\xe9\nntp: pool\n")),
+        ],
+        2,
+        "site.yml:1: not UTF-8",
+    ),
     "a YAML alias bomb in group_vars": (
-        lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "group_vars/all/bomb.yml",
-                                                           ALIAS_BOMB.encode()))],
-        2, "alias bomb"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(raw_file(make_inventory(t), "group_vars/all/bomb.yml", ALIAS_BOMB.encode())),
+        ],
+        2,
+        "alias bomb",
+    ),
     "a YAML alias that refers to itself": (
-        lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "group_vars/all/loop.yml",
-                                                           b"a: &x [1, *x]\n"))],
-        2, "loop.yml"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(raw_file(make_inventory(t), "group_vars/all/loop.yml", b"a: &x [1, *x]\n")),
+        ],
+        2,
+        "loop.yml",
+    ),
     "the same host twice in hosts.yml": (
-        lambda t: ["inventory", "check", "-i", str(raw_file(make_inventory(t), "hosts.yml", (
-            b"gpu_nodes:\n  hosts:\n    gpu01: {ansible_host: 10.0.0.1}\n    gpu01: {ansible_host: 10.0.0.2}\n"
-        )))],
-        2, "hosts.yml:4: malformed YAML: duplicate key 'gpu01' (first at line 3"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(
+                raw_file(
+                    make_inventory(t),
+                    "hosts.yml",
+                    (
+                        b"gpu_nodes:\n  hosts:\n"
+                        b"    gpu01: {ansible_host: 10.0.0.1}\n"
+                        b"    gpu01: {ansible_host: 10.0.0.2}\n"
+                    ),
+                )
+            ),
+        ],
+        2,
+        "hosts.yml:4: malformed YAML: duplicate key 'gpu01' (first at line 3",
+    ),
     "a host in no gpuready group": (
-        lambda t: ["inventory", "check", "-i", str(make_inventory(t, hosts={
-            "all": {"hosts": {"stray": None}}, "gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}}}))],
-        2, "host 'stray' is in no gpuready group"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(
+                make_inventory(
+                    t,
+                    hosts={
+                        "all": {"hosts": {"stray": None}},
+                        "gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}},
+                    },
+                )
+            ),
+        ],
+        2,
+        "host 'stray' is in no gpuready group",
+    ),
     "a host under ungrouped": (
-        lambda t: ["inventory", "check", "-i", str(make_inventory(t, hosts={
-            "ungrouped": {"hosts": {"stray": None}}, "gpu_nodes": {"hosts": {"gpu01": None}}}))],
-        2, "host 'stray' is in no gpuready group"),
+        lambda t: [
+            "inventory",
+            "check",
+            "-i",
+            str(
+                make_inventory(
+                    t, hosts={"ungrouped": {"hosts": {"stray": None}}, "gpu_nodes": {"hosts": {"gpu01": None}}}
+                )
+            ),
+        ],
+        2,
+        "host 'stray' is in no gpuready group",
+    ),
     "--limit with a regular expression that does not compile": (
-        lambda t: ["provision", "cluster", "-i", str(make_inventory(t)), "--check", "--limit", "~[unclosed",
-                   "--artifacts", str(t / "runs")],
-        2, "not a valid regular expression"),
+        lambda t: [
+            "provision",
+            "cluster",
+            "-i",
+            str(make_inventory(t)),
+            "--check",
+            "--limit",
+            "~[unclosed",
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "not a valid regular expression",
+    ),
     "--limit empty": (
-        lambda t: ["provision", "cluster", "-i", str(make_inventory(t)), "--check", "--limit", "",
-                   "--artifacts", str(t / "runs")],
-        2, "--limit '': empty pattern"),
+        lambda t: [
+            "provision",
+            "cluster",
+            "-i",
+            str(make_inventory(t)),
+            "--check",
+            "--limit",
+            "",
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "--limit '': empty pattern",
+    ),
     "--limit only commas": (
-        lambda t: ["validate", "gpu-node", "-i", str(make_inventory(t)), "--limit", ",,",
-                   "--artifacts", str(t / "runs")],
-        2, "empty pattern"),
+        lambda t: [
+            "validate",
+            "gpu-node",
+            "-i",
+            str(make_inventory(t)),
+            "--limit",
+            ",,",
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "empty pattern",
+    ),
     "--limit with a broken subscript": (
-        lambda t: ["validate", "gpu-node", "-i", str(make_inventory(t)), "--limit", "gpu_nodes[1:x]",
-                   "--artifacts", str(t / "runs")],
-        2, "--limit 'gpu_nodes[1:x]'"),
+        lambda t: [
+            "validate",
+            "gpu-node",
+            "-i",
+            str(make_inventory(t)),
+            "--limit",
+            "gpu_nodes[1:x]",
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "--limit 'gpu_nodes[1:x]'",
+    ),
     "--host-timeout nan": (
         lambda t: ["validate", "gpu-node", "-i", str(make_inventory(t)), "--host-timeout", "nan"],
-        2, "--host-timeout"),
+        2,
+        "--host-timeout",
+    ),
     "--gpus absurdly large": (
-        lambda t: ["validate", "training", "-i", str(make_inventory(t)), "--gpus", "99999999999999999999999",
-                   "--artifacts", str(t / "runs")],
-        2, "--gpus '99999999999999999999999': give worker counts of 1 or more, at most"),
+        lambda t: [
+            "validate",
+            "training",
+            "-i",
+            str(make_inventory(t)),
+            "--gpus",
+            "99999999999999999999999",
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "--gpus '99999999999999999999999': give worker counts of 1 or more, at most",
+    ),
     "--gpus with empty items": (
-        lambda t: ["validate", "training", "-i", str(make_inventory(t)), "--gpus", "1,,2,",
-                   "--artifacts", str(t / "runs")],
-        2, "--gpus '1,,2,': an empty item"),
+        lambda t: [
+            "validate",
+            "training",
+            "-i",
+            str(make_inventory(t)),
+            "--gpus",
+            "1,,2,",
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "--gpus '1,,2,': an empty item",
+    ),
     "--gpus with a duplicate": (
-        lambda t: ["validate", "training", "-i", str(make_inventory(t)), "--gpus", "2,1,2",
-                   "--artifacts", str(t / "runs")],
-        2, "given twice"),
+        lambda t: [
+            "validate",
+            "training",
+            "-i",
+            str(make_inventory(t)),
+            "--gpus",
+            "2,1,2",
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "given twice",
+    ),
     "--artifacts that is a file": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t)), "--artifacts", str(a_file(t))],
-        2, "--artifacts"),
+        2,
+        "--artifacts",
+    ),
     "--artifacts under a file": (
         lambda t: ["inventory", "check", "-i", str(make_inventory(t)), "--artifacts", str(a_file(t) / "runs")],
-        2, "--artifacts"),
+        2,
+        "--artifacts",
+    ),
     "--artifacts empty": (
-        lambda t: ["inventory", "check", "-i", str(make_inventory(t)), "--artifacts", ""], 2, "--artifacts"),
+        lambda t: ["inventory", "check", "-i", str(make_inventory(t)), "--artifacts", ""],
+        2,
+        "--artifacts",
+    ),
     "lab status --lab-dir empty": (lambda t: ["lab", "status", "--lab-dir", ""], 2, "--lab-dir"),
-    "lab status --lab-dir that is a file": (lambda t: ["lab", "status", "--lab-dir", str(a_file(t))], 2,
-                                            "--lab-dir"),
-    "lab down --lab-dir under a file": (lambda t: ["lab", "down", "--lab-dir", str(a_file(t) / "lab")], 2,
-                                        "--lab-dir"),
-    "lab up --components empty": (lambda t: ["lab", "up", "--components", "", "--lab-dir", str(t / "lab")], 2,
-                                  "--components ''"),
+    "lab status --lab-dir that is a file": (lambda t: ["lab", "status", "--lab-dir", str(a_file(t))], 2, "--lab-dir"),
+    "lab down --lab-dir under a file": (lambda t: ["lab", "down", "--lab-dir", str(a_file(t) / "lab")], 2, "--lab-dir"),
+    "lab up --components empty": (
+        lambda t: ["lab", "up", "--components", "", "--lab-dir", str(t / "lab")],
+        2,
+        "--components ''",
+    ),
     "lab nodes prefix an interface cannot have": (
         lambda t: ["lab", "up", "--components", "nodes", "--set", "nodes.prefix=g/x", "--lab-dir", str(t / "lab")],
-        2, "prefix 'g/x'"),
+        2,
+        "prefix 'g/x'",
+    ),
 }
 
 #: Nine levels of ten aliases: a billion strings once expanded, a few hundred bytes on disk.
 ALIAS_BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{chr(ord('a') + i)}: &{chr(ord('a') + i)} [{', '.join(['*' + chr(ord('a') + i - 1)] * 10)}]\n"
-    for i in range(1, 9))
+    for i in range(1, 9)
+)
 
 
 def raw_file(inv: Path, name: str, content: bytes) -> Path:
@@ -205,10 +413,14 @@ def test_bad_input_is_one_line_and_its_exit_code(name: str, tmp_path: Path) -> N
 def test_an_unreachable_host_is_an_error_for_that_host_and_exit_3(tmp_path: Path) -> None:
     if shutil.which("ssh") is None:
         pytest.skip("no ssh client")
-    hosts = {"gpu_nodes": {"hosts": {
-        "here": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
-        "gone": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"},
-    }}}
+    hosts = {
+        "gpu_nodes": {
+            "hosts": {
+                "here": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+                "gone": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"},
+            }
+        }
+    }
     settings = with_settings(node_classes__v100__gpu_count=0, preflight={"min_free_disk_gib": 0})
     inv = make_inventory(tmp_path, hosts=hosts, settings=settings)
     done = gpuready("provision", "cluster", "-i", str(inv), "--check", "--artifacts", str(tmp_path / "runs"))

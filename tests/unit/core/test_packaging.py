@@ -41,7 +41,7 @@ def test_listed_packages_exist() -> None:
     packages, mapping = _declared()
     for package in packages:
         top = next(n for n in mapping if package == n or package.startswith(n + "."))
-        folder = ROOT / mapping[top] / package[len(top):].lstrip(".").replace(".", "/")
+        folder = ROOT / mapping[top] / package[len(top) :].lstrip(".").replace(".", "/")
         assert (folder / "__init__.py").is_file(), package
 
 
@@ -49,8 +49,16 @@ def test_no_physical_gpuready_folder_at_root() -> None:
     assert not (ROOT / "gpuready").exists()
 
 
-HELP_ARGV = [["--help"], ["--version"], ["provision", "--help"], ["provision", "cluster", "--help"],
-             ["inventory", "--help"], ["lab", "--help"], ["validate", "--help"], ["report", "--help"]]
+HELP_ARGV = [
+    ["--help"],
+    ["--version"],
+    ["provision", "--help"],
+    ["provision", "cluster", "--help"],
+    ["inventory", "--help"],
+    ["lab", "--help"],
+    ["validate", "--help"],
+    ["report", "--help"],
+]
 
 
 @pytest.mark.parametrize("argv", HELP_ARGV)
@@ -74,8 +82,9 @@ def test_help_does_not_import_heavy_libraries(argv: list[str]) -> None:
 def test_outside_a_checkout_the_default_inventory_is_the_shipped_copy_of_inventories_local(tmp_path: Path) -> None:
     from tests.conftest import gpuready
 
-    done = gpuready("inventory", "check", "--artifacts", str(tmp_path / "runs"), cwd=tmp_path,
-                    env={"GPUREADY_INVENTORY": ""})
+    done = gpuready(
+        "inventory", "check", "--artifacts", str(tmp_path / "runs"), cwd=tmp_path, env={"GPUREADY_INVENTORY": ""}
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     [summary] = (tmp_path / "runs").glob("*/summary.json")
     used = Path(json.loads(summary.read_text())["inventory"])

@@ -11,9 +11,11 @@ from gpuready.core import redact
 from gpuready.core.results import CHECK_STATUSES, Check, RunResult
 
 keys = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
-values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
-                      max_leaves=10)
+values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
+    max_leaves=10,
+)
 
 
 @given(st.dictionaries(keys, values, max_size=5), st.text(alphabet="XYZW", min_size=6, max_size=16))
@@ -24,14 +26,25 @@ def test_a_registered_secret_never_survives_redaction(data: dict, secret: str) -
     assert secret not in json.dumps(redact.structure(data))
 
 
-@given(st.sampled_from(["password", "vcenter_password", "api_key", "bearer-token", "ansible_ssh_pass"]),
-       st.text(min_size=1, max_size=20))
+@given(
+    st.sampled_from(["password", "vcenter_password", "api_key", "bearer-token", "ansible_ssh_pass"]),
+    st.text(min_size=1, max_size=20),
+)
 def test_secret_named_keys_are_masked(key: str, value: str) -> None:
     assert redact.structure({key: value}) == {key: redact.MASK}
 
 
-@given(st.lists(st.tuples(st.text(min_size=1, max_size=10), st.text(min_size=1, max_size=10),
-                          st.sampled_from(CHECK_STATUSES), st.text(max_size=30)), max_size=8))
+@given(
+    st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=10),
+            st.text(min_size=1, max_size=10),
+            st.sampled_from(CHECK_STATUSES),
+            st.text(max_size=30),
+        ),
+        max_size=8,
+    )
+)
 def test_results_round_trip_through_json(rows: list[tuple[str, str, str, str]]) -> None:
     run = RunResult(command="validate gpu-node")
     run.add(*(Check(id=i, host=h, status=s, message=m) for i, h, s, m in rows))

@@ -18,13 +18,16 @@ def _run(*checks: Check) -> RunResult:
     return run
 
 
-@pytest.mark.parametrize(("checks", "status", "code"), [
-    ([], "passed", 0),
-    ([passed("a", "h"), skipped("b", "h", "n/a")], "passed", 0),
-    ([passed("a", "h"), failed("b", "h", "bad")], "failed", 1),
-    ([errored("a", "h", "unreachable")], "error", 3),
-    ([errored("a", "h1", "unreachable"), failed("b", "h2", "bad")], "error", 1),
-])
+@pytest.mark.parametrize(
+    ("checks", "status", "code"),
+    [
+        ([], "passed", 0),
+        ([passed("a", "h"), skipped("b", "h", "n/a")], "passed", 0),
+        ([passed("a", "h"), failed("b", "h", "bad")], "failed", 1),
+        ([errored("a", "h", "unreachable")], "error", 3),
+        ([errored("a", "h1", "unreachable"), failed("b", "h2", "bad")], "error", 1),
+    ],
+)
 def test_status_and_exit_code_follow_the_checks(checks: list[Check], status: str, code: int) -> None:
     run = _run(*checks)
     assert run.status == status
@@ -43,16 +46,25 @@ def test_unknown_status_is_refused() -> None:
 
 
 def test_writers_produce_summary_junit_report_and_failure_marker(tmp_path: Path) -> None:
-    run = _run(passed("driver.version", "gpu01", "550.54.15"),
-               failed("gpu.count", "gpu01", "3 GPUs, expected 4", evidence="nvidia-smi -L", remedy="reseat"),
-               skipped("nvlink.links", "gpu02", "PCIe model"), errored("reach", "gpu03", "unreachable"))
+    run = _run(
+        passed("driver.version", "gpu01", "550.54.15"),
+        failed("gpu.count", "gpu01", "3 GPUs, expected 4", evidence="nvidia-smi -L", remedy="reseat"),
+        skipped("nvlink.links", "gpu02", "PCIe model"),
+        errored("reach", "gpu03", "unreachable"),
+    )
     run.metrics = {"images_per_second": 12.5}
     reports.write_all(run, tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "error"
     assert summary["counts"] == {"passed": 1, "failed": 1, "skipped": 1, "error": 1}
-    assert summary["checks"][1] == {"id": "gpu.count", "host": "gpu01", "status": "failed",
-                                    "message": "3 GPUs, expected 4", "evidence": "nvidia-smi -L", "remedy": "reseat"}
+    assert summary["checks"][1] == {
+        "id": "gpu.count",
+        "host": "gpu01",
+        "status": "failed",
+        "message": "3 GPUs, expected 4",
+        "evidence": "nvidia-smi -L",
+        "remedy": "reseat",
+    }
     assert summary["metrics"] == {"images_per_second": 12.5}
     assert RunResult.from_dict(summary).to_dict()["checks"] == summary["checks"]
     xml = JUnitXml.fromfile(str(tmp_path / "junit.xml"))

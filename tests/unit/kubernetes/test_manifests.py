@@ -26,8 +26,12 @@ OPENSHIFT = {"flavour": "openshift"}
 NODE_MARKS = {
     "node_validation_marks_verdicts": {
         "stor1.r5a.local": {"result": "passed", "date": "2026-11-23", "failed_checks": []},
-        "stor2.r5a.local": {"result": "failed", "date": "2026-11-23", "failed_checks": ["gpu.ecc_volatile", "gpu.xid"],
-                            "taint_value": "gpu.ecc_volatile"},
+        "stor2.r5a.local": {
+            "result": "failed",
+            "date": "2026-11-23",
+            "failed_checks": ["gpu.ecc_volatile", "gpu.xid"],
+            "taint_value": "gpu.ecc_volatile",
+        },
         "gone.r5a.local": {"result": "passed", "date": "2026-11-23", "failed_checks": []},
     },
     "node_validation_marks_known": ["stor1.r5a.local", "stor2.r5a.local", "infra1.r5a.local"],

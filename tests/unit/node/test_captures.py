@@ -171,8 +171,10 @@ def test_volta_double_bit_total_counts() -> None:
     # A v11 Volta capture keeps the old layout, with a <total> beside the per-memory counters.
     xml = edit(capture("v100s-pcie-32gb-x8-460.73.01-v11.xml"), "ecc_errors/volatile/double_bit/total", "1")
     status, message = one(node_for(xml), "gpu.ecc_volatile")
-    assert (status, message) == ("failed", "GPU 0 (00000000:00:0D.0): 1 volatile uncorrectable ECC errors "
-                                 "(double_bit_total=1)")
+    assert (status, message) == (
+        "failed",
+        "GPU 0 (00000000:00:0D.0): 1 volatile uncorrectable ECC errors (double_bit_total=1)",
+    )
 
 
 def test_pre_v11_double_bit_total_counts() -> None:
@@ -199,8 +201,13 @@ UPTIME_85_MIN = {checks.UPTIME_COMMAND: "5100.00 10000.00\n"}  # 1.42 h: the vol
 
 @pytest.mark.parametrize(
     "name",
-    ["a100-sxm4-v12.xml", "a10g.xml", "tesla-t4.xml", "a100-sxm4-80gb-535.54.03.q.xml",
-     "v100s-pcie-32gb-x8-460.73.01-v11.xml"],
+    [
+        "a100-sxm4-v12.xml",
+        "a10g.xml",
+        "tesla-t4.xml",
+        "a100-sxm4-80gb-535.54.03.q.xml",
+        "v100s-pcie-32gb-x8-460.73.01-v11.xml",
+    ],
 )
 def test_healthy_captures_pass_the_corrected_error_rate(name: str) -> None:
     status, message = one(node_for(capture(name), answers=UPTIME_85_MIN), "gpu.ecc_correctable_rate")

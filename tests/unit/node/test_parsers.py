@@ -99,13 +99,17 @@ def test_nvlink_error_counters_ibstat_rate_and_lspci() -> None:
 
 
 def test_dcgm_nccl_and_nvbandwidth_figures() -> None:
-    dcgm = ('{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Deployment", "tests": ['
-            '{"name": "Denylist", "results": [{"status": "Pass"}]}, {"name": "Persistence Mode", '
-            '"results": [{"status": "Fail", "warnings": [{"warning": "off"}]}]}]}]}}')
+    dcgm = (
+        '{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Deployment", "tests": ['
+        '{"name": "Denylist", "results": [{"status": "Pass"}]}, {"name": "Persistence Mode", '
+        '"results": [{"status": "Fail", "warnings": [{"warning": "off"}]}]}]}]}}'
+    )
     assert ("Persistence Mode", "Fail") in nvsmi.parse_dcgm_diag(dcgm)
     with pytest.raises(nvsmi.ParseError):
         nvsmi.parse_dcgm_diag("Error: unable to connect to host engine")
     assert nvsmi.parse_nccl_busbw("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 187.52 \n") == 187.52
-    matrix = ("Running host_to_device_memcpy_ce.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
-              "           0         1\n 0     24.10     23.80\n\nSUM host_to_device_memcpy_ce 47.90\n")
+    matrix = (
+        "Running host_to_device_memcpy_ce.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
+        "           0         1\n 0     24.10     23.80\n\nSUM host_to_device_memcpy_ce 47.90\n"
+    )
     assert nvsmi.parse_nvbandwidth_h2d(matrix) == 23.8

@@ -22,6 +22,10 @@ def test_help_imports_no_pyvmomi() -> None:
 
 
 def test_validate_vsphere_and_provision_options_are_listed() -> None:
-    done = subprocess.run([sys.executable, "-m", "gpuready.core.cli", "provision", "cluster", "--help"],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuready.core.cli", "provision", "cluster", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "--allow-power-off" in done.stdout and "--insecure" in done.stdout

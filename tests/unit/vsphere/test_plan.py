@@ -28,8 +28,12 @@ CHIPSET = PciDevice(id="0000:00:00.0", vendor_id=0x8086, device_id=0x09A2, name=
 
 
 def recorded_devices() -> dict[str, PciDevice]:
-    devices = {d["id"]: PciDevice(id=d["id"], vendor_id=d["vendor_id"] & 0xFFFF, device_id=d["device_id"] & 0xFFFF,
-                                  name=d["device_name"]) for d in DEVICES["devices"]}
+    devices = {
+        d["id"]: PciDevice(
+            id=d["id"], vendor_id=d["vendor_id"] & 0xFFFF, device_id=d["device_id"] & 0xFFFF, name=d["device_name"]
+        )
+        for d in DEVICES["devices"]
+    }
     return {**devices, CHIPSET.id: CHIPSET}
 
 
@@ -55,15 +59,22 @@ def test_seed_003_plan_pairs_gpus_and_sizes_mmio() -> None:
     assert vms["gpuvm-01"].mmio_gib == 256  # 2 x A100 40 GB: 2 x 80 = 160 -> 256
     assert vms["gpuvm-04"].mmio_gib == 128 and vms["gpuvm-04"].nvlink_pair == []
     assert vms["gpuvm-01"].extra_config == {
-        "pciPassthru.allowP2P": "true", "pciPassthru.RelaxACSforP2P": "true",
-        "pciPassthru.use64bitMMIO": "TRUE", "pciPassthru.64bitMMIOSizeGB": "256"}
+        "pciPassthru.allowP2P": "true",
+        "pciPassthru.RelaxACSforP2P": "true",
+        "pciPassthru.use64bitMMIO": "TRUE",
+        "pciPassthru.64bitMMIOSizeGB": "256",
+    }
     hosts = {h.name: h.gpus for h in p.hosts}
     assert hosts["r750xa-02.lab.local"] == ["0000:17:00.0", "0000:31:00.0", "0000:b1:00.0"]
 
 
 def test_extra_config_keys_are_the_ones_vsphere_knows() -> None:
-    assert set(vm_extra_config(128)) == {"pciPassthru.allowP2P", "pciPassthru.RelaxACSforP2P",
-                                         "pciPassthru.use64bitMMIO", "pciPassthru.64bitMMIOSizeGB"}
+    assert set(vm_extra_config(128)) == {
+        "pciPassthru.allowP2P",
+        "pciPassthru.RelaxACSforP2P",
+        "pciPassthru.use64bitMMIO",
+        "pciPassthru.64bitMMIOSizeGB",
+    }
 
 
 def _vm(name: str, host: str, gpus: list[str]) -> dict[str, object]:
@@ -73,22 +84,34 @@ def _vm(name: str, host: str, gpus: list[str]) -> dict[str, object]:
 H1 = HOSTS[0]
 
 
-@pytest.mark.parametrize(("changes", "expected"), [
-    ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0", "0000:b1:00.0"])]},
-     "splits the NVLink pair 0000:17:00.0 + 0000:31:00.0"),
-    ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0", "0000:17:00.0"])]}, "a GPU is attached twice"),
-    ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0"]), _vm("b", H1, ["0000:17:00.0"])]}, "already attached to VM a"),
-    ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0", "0000:31:00.0", "0000:b1:00.0", "0000:ca:00.0"])]},
-     "4 GPUs exceed the limit of 2 per VM"),
-    ({"gpu_vms": [_vm("a", "esxi-99", ["0000:17:00.0"])]}, "ESXi host 'esxi-99' is not in the inventory"),
-    ({"gpu_vms": [_vm("a", H1, ["0000:3b:00.0"])]}, "no PCI device 0000:3b:00.0"),
-    ({"gpu_vms": [_vm("a", H1, ["0000:00:00.0"])]}, "not an NVIDIA GPU"),
-    ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0", "0000:31:00.0"])], "nvlink_pairs": {}}, "no NVLink pairs are declared"),
-    ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0"])], "gpu_models": {}}, "add it to gpuready.vsphere.gpu_models"),
-    ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0"]), _vm("a", H1, ["0000:31:00.0"])]}, "VM listed twice"),
-    ({"nvlink_pairs": {H1: [["0000:17:00.0", "0000:31:00.0"], ["0000:31:00.0", "0000:b1:00.0"]]}},
-     "0000:31:00.0 is in two NVLink pairs"),
-])
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        (
+            {"gpu_vms": [_vm("a", H1, ["0000:17:00.0", "0000:b1:00.0"])]},
+            "splits the NVLink pair 0000:17:00.0 + 0000:31:00.0",
+        ),
+        ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0", "0000:17:00.0"])]}, "a GPU is attached twice"),
+        ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0"]), _vm("b", H1, ["0000:17:00.0"])]}, "already attached to VM a"),
+        (
+            {"gpu_vms": [_vm("a", H1, ["0000:17:00.0", "0000:31:00.0", "0000:b1:00.0", "0000:ca:00.0"])]},
+            "4 GPUs exceed the limit of 2 per VM",
+        ),
+        ({"gpu_vms": [_vm("a", "esxi-99", ["0000:17:00.0"])]}, "ESXi host 'esxi-99' is not in the inventory"),
+        ({"gpu_vms": [_vm("a", H1, ["0000:3b:00.0"])]}, "no PCI device 0000:3b:00.0"),
+        ({"gpu_vms": [_vm("a", H1, ["0000:00:00.0"])]}, "not an NVIDIA GPU"),
+        (
+            {"gpu_vms": [_vm("a", H1, ["0000:17:00.0", "0000:31:00.0"])], "nvlink_pairs": {}},
+            "no NVLink pairs are declared",
+        ),
+        ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0"])], "gpu_models": {}}, "add it to gpuready.vsphere.gpu_models"),
+        ({"gpu_vms": [_vm("a", H1, ["0000:17:00.0"]), _vm("a", H1, ["0000:31:00.0"])]}, "VM listed twice"),
+        (
+            {"nvlink_pairs": {H1: [["0000:17:00.0", "0000:31:00.0"], ["0000:31:00.0", "0000:b1:00.0"]]}},
+            "0000:31:00.0 is in two NVLink pairs",
+        ),
+    ],
+)
 def test_bad_plans_are_refused_with_one_line(changes: dict[str, object], expected: str) -> None:
     with pytest.raises(BadInput) as caught:
         plan(seed_settings(**changes))

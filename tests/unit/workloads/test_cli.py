@@ -13,20 +13,25 @@ from tests.conftest import gpuready
 
 
 def test_help_imports_no_tensorflow_horovod_or_matplotlib() -> None:
-    code = ("import sys\nfrom click.testing import CliRunner\nfrom gpuready.core.cli import cli\n"
-            "for args in (['--help'], ['validate', 'training', '--help'], ['report', 'compare', '--help']):\n"
-            "    r = CliRunner().invoke(cli, args)\n    assert r.exit_code == 0, r.output\n"
-            "heavy = sorted(m for m in ('tensorflow', 'horovod', 'matplotlib') if m in sys.modules)\n"
-            "assert not heavy, heavy\n")
+    code = (
+        "import sys\nfrom click.testing import CliRunner\nfrom gpuready.core.cli import cli\n"
+        "for args in (['--help'], ['validate', 'training', '--help'], ['report', 'compare', '--help']):\n"
+        "    r = CliRunner().invoke(cli, args)\n    assert r.exit_code == 0, r.output\n"
+        "heavy = sorted(m for m in ('tensorflow', 'horovod', 'matplotlib') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (["--gpus", "0"], "worker counts of 1 or more"),
-    (["--gpus", "two"], "worker counts like"),
-    (["--data", "/no/such/folder"], "no such folder"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--gpus", "0"], "worker counts of 1 or more"),
+        (["--gpus", "two"], "worker counts like"),
+        (["--data", "/no/such/folder"], "no such folder"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args: list[str], words: str, artifacts: Path) -> None:
     proc = gpuready("validate", "training", *args, "--artifacts", str(artifacts))
     assert proc.returncode == 2
@@ -38,8 +43,14 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], words: str, artifacts
 def _training_run(folder: Path, figures: dict[int, float]) -> Path:
     folder.mkdir(parents=True)
     sizes = [{"workers": n, "images_per_second": v} for n, v in figures.items()]
-    (folder / "summary.json").write_text(json.dumps({"command": "validate training", "metrics": {
-        "training": {"launcher": "slurm", "where": "c4140-01", "sizes": sizes}}}))
+    (folder / "summary.json").write_text(
+        json.dumps(
+            {
+                "command": "validate training",
+                "metrics": {"training": {"launcher": "slurm", "where": "c4140-01", "sizes": sizes}},
+            }
+        )
+    )
     return folder
 
 

@@ -41,8 +41,9 @@ def test_sbatch_validator_catches_typos_and_bad_counts(tmp_path: Path) -> None:
     assert slurm.validate(text + "if then\n")
 
 
-def test_slurm_launcher_writes_the_script_when_sbatch_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)\
-        -> None:
+def test_slurm_launcher_writes_the_script_when_sbatch_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # a machine without Slurm's tools
     launch = slurm.launch(PLAN, 8, tmp_path, 4)
     assert "not submitted (no sbatch here)" in launch.written_only
@@ -97,8 +98,11 @@ def test_the_owners_crd_schema_refuses_one_wrong_field(kind: str, edit, expected
 def test_crds_are_the_owners_files_unchanged() -> None:
     folder = Path(kubernetes.__file__).parent / "crds"
     sources = (folder / "SOURCES.md").read_text()
-    for plural, owner in (("mpijobs", "mpi-operator@v0.6.0"), ("tfjobs", "training-operator@v1.8.1"),
-                          ("pytorchjobs", "training-operator@v1.8.1")):
+    for plural, owner in (
+        ("mpijobs", "mpi-operator@v0.6.0"),
+        ("tfjobs", "training-operator@v1.8.1"),
+        ("pytorchjobs", "training-operator@v1.8.1"),
+    ):
         name = f"kubeflow.org_{plural}.yaml"
         row = next(line for line in sources.splitlines() if line.startswith(f"| `{name}`"))
         digest = hashlib.sha256((folder / name).read_bytes()).hexdigest()
@@ -115,7 +119,7 @@ def test_ssh_fills_whole_hosts_one_worker_per_gpu(tmp_path: Path) -> None:
     cmd = ssh.command(PLAN, 8, [a, b], "mpirun", tmp_path / "known_hosts")
     cmd = [c for c in cmd if c != "--allow-run-as-root"]
     assert cmd[:6] == ["mpirun", "--map-by", "socket", "-np", "8", "-H"] and cmd[6] == "10.10.0.11:4,10.10.0.12:4"
-    assert cmd[cmd.index("--") - 2:cmd.index("--")] == ["gpuready.workloads.rendezvous", "worker"]
+    assert cmd[cmd.index("--") - 2 : cmd.index("--")] == ["gpuready.workloads.rendezvous", "worker"]
     remote = ssh.command(PLAN, 2, [a, b], "horovodrun", tmp_path / "known_hosts", interface="eth0")
     # horovodrun runs on the first host, reached with the inventory's key
     assert remote[0] == "ssh" and "root@10.10.0.11" in remote and remote[remote.index("-i") + 1] == "/k"
@@ -123,11 +127,15 @@ def test_ssh_fills_whole_hosts_one_worker_per_gpu(tmp_path: Path) -> None:
 
 
 def test_failed_job_message_names_the_workers_error_before_sruns_noise() -> None:
-    out = ("Traceback (most recent call last):\n"
-           "FileNotFoundError: no train-*.tfrecord files in /data (convert the data first)\n"
-           "srun: error: node-b: task 1: Exited with exit code 1\n"
-           "slurmstepd-node-a: error: *** STEP 2.0 ON node-a CANCELLED AT 2026-11-23T11:51:18 ***\n"
-           "srun: error: node-a: task 0: Terminated\n")
-    assert slurm.job_tail(out) == ("Traceback (most recent call last): | FileNotFoundError: no train-*.tfrecord "
-                                   "files in /data (convert the data first) | srun: error: node-b: task 1: Exited "
-                                   "with exit code 1")
+    out = (
+        "Traceback (most recent call last):\n"
+        "FileNotFoundError: no train-*.tfrecord files in /data (convert the data first)\n"
+        "srun: error: node-b: task 1: Exited with exit code 1\n"
+        "slurmstepd-node-a: error: *** STEP 2.0 ON node-a CANCELLED AT 2026-11-23T11:51:18 ***\n"
+        "srun: error: node-a: task 0: Terminated\n"
+    )
+    assert slurm.job_tail(out) == (
+        "Traceback (most recent call last): | FileNotFoundError: no train-*.tfrecord "
+        "files in /data (convert the data first) | srun: error: node-b: task 1: Exited "
+        "with exit code 1"
+    )

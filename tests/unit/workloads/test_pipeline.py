@@ -52,8 +52,17 @@ def records(nih: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) ->
 def _read_all(kind: str, records: Path, rank: int, workers: int) -> list[tuple[str, list[int], float, tuple]]:
     from gpuready.workloads import pipeline
 
-    ds = pipeline.build(kind, pipeline.shard_files(str(records), "train"), batch_size=3, image_size=32, rank=rank,
-                        workers=workers, training=False, epochs=1, with_names=True)
+    ds = pipeline.build(
+        kind,
+        pipeline.shard_files(str(records), "train"),
+        batch_size=3,
+        image_size=32,
+        rank=rank,
+        workers=workers,
+        training=False,
+        epochs=1,
+        with_names=True,
+    )
     seen = []
     for images, labels, names in ds:
         assert images.shape[1:] == (32, 32, 3) and labels.shape[1:] == (14,)

@@ -19,11 +19,17 @@ def test_slurm_task_counts() -> None:
 
 
 @needs_horovod
-@pytest.mark.parametrize(("variables", "rank"), [({"SLURM_PROCID": "3", "SLURM_LOCALID": "1"}, 3),
-                                                 ({"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}, 2)])
+@pytest.mark.parametrize(
+    ("variables", "rank"),
+    [
+        ({"SLURM_PROCID": "3", "SLURM_LOCALID": "1"}, 3),
+        ({"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}, 2),
+    ],
+)
 def test_worker_gets_its_slot_from_the_launcher_rank(variables: dict[str, str], rank: int) -> None:
-    env = rendezvous.worker_env({**variables, rendezvous.HOSTS: "node-a:2,node-b:2",
-                                 rendezvous.ADDR: "127.0.0.1", rendezvous.PORT: "1234"})
+    env = rendezvous.worker_env(
+        {**variables, rendezvous.HOSTS: "node-a:2,node-b:2", rendezvous.ADDR: "127.0.0.1", rendezvous.PORT: "1234"}
+    )
     assert env["HOROVOD_RANK"] == str(rank) and env["HOROVOD_SIZE"] == "4"
     assert env["HOROVOD_HOSTNAME"] == ("node-b" if rank >= 2 else "node-a")
     assert env["HOROVOD_LOCAL_RANK"] == str(rank % 2) and env["HOROVOD_CROSS_RANK"] == str(rank // 2)
@@ -33,7 +39,14 @@ def test_worker_gets_its_slot_from_the_launcher_rank(variables: dict[str, str], 
 @needs_horovod
 def test_worker_refuses_a_placement_horovod_would_not_make() -> None:
     with pytest.raises(ValueError, match="block placement"):
-        rendezvous.worker_env({"SLURM_PROCID": "1", "SLURM_LOCALID": "0", rendezvous.HOSTS: "node-a:2,node-b:2",
-                               rendezvous.ADDR: "127.0.0.1", rendezvous.PORT: "1"})
+        rendezvous.worker_env(
+            {
+                "SLURM_PROCID": "1",
+                "SLURM_LOCALID": "0",
+                rendezvous.HOSTS: "node-a:2,node-b:2",
+                rendezvous.ADDR: "127.0.0.1",
+                rendezvous.PORT: "1",
+            }
+        )
     with pytest.raises(ValueError, match="no rank variable"):
         rendezvous.worker_env({rendezvous.HOSTS: "node-a:1", rendezvous.ADDR: "127.0.0.1", rendezvous.PORT: "1"})

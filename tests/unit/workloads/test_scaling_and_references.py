@@ -13,10 +13,12 @@ def _rank(rank: int, times: list[float], batch: int = 8) -> dict:
 
 
 def test_sweep_figures_from_step_times() -> None:
-    rows = scaling.sweep_figures({
-        2: [_rank(0, [0.5, 0.5]), _rank(1, [1.0, 1.0])],  # 16 and 8 images/s
-        1: [_rank(0, [0.25, 0.25])],  # 32 images/s
-    })
+    rows = scaling.sweep_figures(
+        {
+            2: [_rank(0, [0.5, 0.5]), _rank(1, [1.0, 1.0])],  # 16 and 8 images/s
+            1: [_rank(0, [0.25, 0.25])],  # 32 images/s
+        }
+    )
     assert [r["workers"] for r in rows] == [1, 2]
     assert rows[0]["images_per_second"] == 32.0
     assert rows[1]["images_per_second"] == 24.0
