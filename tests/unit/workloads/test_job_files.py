@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpuready.core.errors import BadInput
-from gpuready.workloads.launchers import Plan, kubernetes, slurm, ssh
+from gpuready.core.errors import BadInput, Unreachable
+from gpuready.workloads.launchers import Plan, horovodrun, kubernetes, slurm, ssh
+from tests.conftest import require
 
 PLAN = Plan(model="resnet50", batch_size=256, mixed_precision=True, xla=True, steps=100)
 
@@ -120,8 +121,19 @@ def test_ssh_fills_whole_hosts_one_worker_per_gpu(tmp_path: Path) -> None:
     cmd = [c for c in cmd if c != "--allow-run-as-root"]
     assert cmd[:6] == ["mpirun", "--map-by", "socket", "-np", "8", "-H"] and cmd[6] == "10.10.0.11:4,10.10.0.12:4"
     assert cmd[cmd.index("--") - 2 : cmd.index("--")] == ["gpuready.workloads.rendezvous", "worker"]
+
+
+def horovodrun_found() -> bool:
+    try:
+        return bool(horovodrun())
+    except Unreachable:
+        return False
+
+
+def test_ssh_horovodrun_runs_on_the_first_host_with_the_inventorys_key(tmp_path: Path) -> None:
+    require(horovodrun_found(), "horovodrun (train extra: make .venv/.stamp-train)")
+    a, b = ssh.Host("c4140-01", "10.10.0.11", 4, "root", "/k"), ssh.Host("c4140-02", "10.10.0.12", 4, "root", "/k")
     remote = ssh.command(PLAN, 2, [a, b], "horovodrun", tmp_path / "known_hosts", interface="eth0")
-    # horovodrun runs on the first host, reached with the inventory's key
     assert remote[0] == "ssh" and "root@10.10.0.11" in remote and remote[remote.index("-i") + 1] == "/k"
     assert " -np 2 -H 10.10.0.11:2 --gloo " in remote[-1] and "--network-interfaces eth0" in remote[-1]
 
