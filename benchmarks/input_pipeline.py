@@ -1,4 +1,5 @@
-"""Input pipeline images/s on this machine: seed 004's "new" tf.data approach against the "old" one.
+"""Input pipeline images/s on this machine: the "new" tf.data approach of Dell's CheXNet tuning article
+against the "old" one.
 
 Generates PNGs (NIH-like: grey, SIDE x SIDE), converts them with gpuready's converter (kept at SIDE,
 so the pipeline still decodes and resizes each image to 224, as a real run does), then reads
@@ -6,7 +7,7 @@ BATCHES batches of 32 through each pipeline after a warm-up. Also measures the n
 limited to one core, so a user can size CPU cores per GPU.
 
 Usage: .venv/bin/python benchmarks/input_pipeline.py [--images 256] [--side 512] [--batches 24] [--rounds 3]
-Goal (issue 7): new >= 1.8x old on 2 cores (2x is the limit).
+Goal: new >= 1.8x old on 2 cores (2x is the limit).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Start-up time of `gpuready --help` against bare `python -c pass`, on the same machine.
 
 Usage: .venv/bin/python benchmarks/startup.py [--runs N]
-Goal (issue 2): under 0.3 s and within 5x of bare Python.
+Goal: under 0.3 s and within 5x of bare Python.
 """
 
 from __future__ import annotations

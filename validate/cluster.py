@@ -29,10 +29,10 @@ GPU = "nvidia.com/gpu"
 PLUGIN_SELECTOR = role_defaults.device_plugin_pod_selector()
 TEST_LABEL = "gpuready.io/test"
 REGISTERED = "Registered device plugin"
-# Seed 002: "permission denied" means wrong SELinux labels; these are the labels it requires (the gpu_selinux role's
-# rules), and container-selinux's boolean that lets containers open the GPU devices.
+# The Dell/Red Hat TFJobs paper: "permission denied" means wrong SELinux labels; these are the labels it
+# requires (the gpu_selinux role's rules), and container-selinux's boolean that lets containers open the GPU devices.
 SELINUX_REMEDY = (
-    "SELinux labels are wrong on the node (seed 002): "
+    "SELinux labels are wrong on the node: "
     + ", ".join(f"{c['path']} must be {c['setype']}" for c in role_defaults.selinux_file_contexts())
     + ", and container_use_xserver_devices on; run `gpuready provision cluster --tags selinux` "
     "(or semanage fcontext + restorecon, setsebool -P)"
@@ -334,7 +334,7 @@ def _remove_test_pods(client: Kube, namespace: str, run: str, known: set[str]) -
 
 
 def cuda_vector_add_pod(node: str, image: str, run: str) -> dict[str, Any]:
-    """Seed 002's cuda-vector-add pod, pinned to one node, one GPU, run once."""
+    """The Dell/Red Hat TFJobs paper's cuda-vector-add pod, pinned to one node, one GPU, run once."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -1,4 +1,4 @@
-"""tf.data input pipelines for ChestX-ray14 TFRecords: seed 004's "new" approach and the "old" one.
+"""tf.data input pipelines for ChestX-ray14 TFRecords: Dell's CheXNet tuning article's "new" approach and the "old" one.
 
 The new one shards the file list first (each worker opens only its own files), reads files in
 parallel, and parses and batches in parallel; the old one parses every record on every worker

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from gpuready.core.settings.training import Reference
 
-#: Seed 003 (Dell, vSphere 7 on R750xa): tf_cnn_benchmarks ResNet-50, batch 1024 per GPU, synthetic
+#: Dell's vSphere study (Dell, vSphere 7 on R750xa): tf_cnn_benchmarks ResNet-50, batch 1024 per GPU, synthetic
 #: data, one VM with one A100 PCIe per node, Horovod over MPI (weak scaling, images/s).
-#: Seeds 000/001 publish CheXNet only as a figure (bare metal about 8% ahead of Kubernetes at 8
+#: Dell's bare-metal vs Kubernetes study publish CheXNet only as a figure (bare metal about 8% ahead of Kubernetes at 8
 #: GPUs): a relation between two runs, which `gpuready report compare` shows, not a target.
 PUBLISHED: tuple[Reference, ...] = (
     Reference(gpu_model="NVIDIA A100-PCIE-40GB", model="resnet50", gpus=1, target=2757.21, lower=-0.05),

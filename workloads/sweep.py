@@ -40,7 +40,7 @@ def check_plan(plan: Plan, sizes: list[int], target: Target) -> None:
     if target.launcher == "local" and target.gpus_per_host and max(sizes) > target.gpus_per_host:
         raise BadInput(
             f"--gpus {max(sizes)} on {target.where}, which has {target.gpus_per_host} GPUs: exactly one "
-            "worker per GPU (more only caps throughput, seed 004); use --launcher ssh/slurm for more"
+            "worker per GPU (more only caps throughput); use --launcher ssh/slurm for more"
         )
     cores = os.cpu_count() or 1
     if target.launcher == "local" and not target.gpus_per_host and max(sizes) > cores:
@@ -126,7 +126,7 @@ def run(
                     target.where,
                     verdict.message,
                     remedy="profile the GPUs for idle time and check "
-                    "the input pipeline, binding (mpirun --map-by socket) and interconnect (seed 004)",
+                    "the input pipeline, binding (mpirun --map-by socket) and interconnect",
                 )
             )
         else:

@@ -8,7 +8,7 @@ manager: it advertises ``nvidia.com/gpu`` on a node only while a device-plugin p
 
 Options (``--set kubernetes.KEY=VALUE``):
   flavour=kubernetes|openshift  openshift adds the SecurityContextConstraints API (openshift/api's CRD)
-  nodes=N                       N GPU nodes (1 to 1000) instead of seed 002's two, plus one CPU node
+  nodes=N                       N GPU nodes (1 to 1000) instead of the TFJobs paper's two, plus one CPU node
   fail=F1,F2,...                GPU node i carries fault Fi (see FAULTS)
 """
 
@@ -76,7 +76,7 @@ KWOK = GoBuild(
 FAULTS = kwok_config.FAULTS
 OPTIONS = ("fail", "flavour", "nodes")
 MAX_NODES = 1000
-#: Seed 002's layout: two storage nodes with one T4 each, and one node without GPUs.
+#: The Dell/Red Hat TFJobs paper's layout: two storage nodes with one T4 each, and one node without GPUs.
 SEED_NODES = ["stor1.lab.local", "stor2.lab.local"]
 CPU_NODE = "infra1.lab.local"
 #: GPU profiles of the lab's nodes (model as the GPU feature discovery labels it, count, memory).

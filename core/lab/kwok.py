@@ -5,10 +5,10 @@ their phases as its Stages say, and serves their logs to the API server from fil
 kwok's own "fast" pod stages unchanged (copied from the kwok module at build time) and adds:
 
 - GPU pods that run to completion (restartPolicy Never/OnFailure) Succeed after a second, except on
-  nodes whose profile carries a GPU fault: there they fail as seed 002 saw them fail, or hang.
+  nodes whose profile carries a GPU fault: there they fail as the Dell/Red Hat TFJobs paper saw them fail, or hang.
 - The NVIDIA device plugin's pod crash-loops on nodes where the plugin cannot see the GPUs.
 
-Logs carry seed 002's text: ClusterLogs give every plugin and cuda-vector-add container the healthy
+Logs carry the Dell/Red Hat TFJobs paper's text: ClusterLogs give every plugin and cuda-vector-add container the healthy
 log; on faulty nodes the lab's device manager (kube_devices) points kwok at the failure log instead.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-#: Faults a lab GPU node can carry, and what a real node shows for each (seed 002).
+#: Faults a lab GPU node can carry, and what a real node shows for each (the Dell/Red Hat TFJobs paper).
 FAULTS = {
     "plugin-not-ready": "the device plugin cannot load NVML and crash-loops; no GPUs are advertised",
     "allocatable-zero": "the plugin registers but reports its GPUs unhealthy: allocatable nvidia.com/gpu 0",
@@ -35,7 +35,7 @@ MANAGED = "kwok.x-k8s.io/node=fake"
 PLUGIN_LABEL = {"name": "nvidia-device-plugin-ds"}
 PLUGIN_CONTAINER = "nvidia-device-plugin-ctr"
 VECTOR_ADD_CONTAINER = "cuda-vector-add"
-# Seed 002: what the device plugin logs when it starts, and what cuda-vector-add prints.
+# The Dell/Red Hat TFJobs paper: what the device plugin logs when it starts, and what cuda-vector-add prints.
 PLUGIN_LOG = [
     "Loading NVML",
     "Fetching devices.",

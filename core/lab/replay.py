@@ -42,7 +42,7 @@ class Model:
 
 
 MODELS = {
-    # Seed 001/004: PowerEdge C4140, 4x V100-SXM2 32 GB, hybrid cube mesh (6 links per GPU).
+    # Dell's C4140 studies: PowerEdge C4140, 4x V100-SXM2 32 GB, hybrid cube mesh (6 links per GPU).
     "v100": Model(
         "Tesla V100-SXM2-32GB",
         "Volta",
@@ -53,7 +53,7 @@ MODELS = {
         "all",
         ("00000000:1A:00.0", "00000000:1C:00.0", "00000000:1D:00.0", "00000000:1E:00.0"),
     ),
-    # Seed 003: PowerEdge R750xa, 4x A100 PCIe, NVLink-bridged pairs (3 bridges, 12 links per GPU).
+    # Dell's vSphere study: PowerEdge R750xa, 4x A100 PCIe, NVLink-bridged pairs (3 bridges, 12 links per GPU).
     "a100": Model(
         "NVIDIA A100-PCIE-40GB",
         "Ampere",

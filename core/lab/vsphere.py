@@ -141,7 +141,7 @@ def lab_inventory(
     port: int, hosts: int, ca_file: str = "", verify_tls: bool = True
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(hosts.yml, gpuready settings) for the simulated site: per host, VM0 gets the first NVLink pair,
-    VM1 the second pair on even hosts and one GPU on odd ones (seed 003's mix of 2- and 1-GPU VMs)."""
+    VM1 the second pair on even hosts and one GPU on odd ones (Dell's vSphere study's mix of 2- and 1-GPU VMs)."""
     import json
 
     pairs = [tuple(p) for p in json.loads(DEVICE_LIST.read_text())["nvlink_pairs"]]

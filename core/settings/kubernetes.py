@@ -28,7 +28,8 @@ class DevicePlugin(Section):
     version: str = Field(default_factory=role_defaults.device_plugin_release, pattern=r"^v\d+\.\d+\.\d+$")
     #: Override for private registries; empty means nvcr.io/nvidia/k8s-device-plugin:<version>.
     image: str = ""
-    #: Namespace of the DaemonSet; seed 002 used kube-system. On OpenShift the default is a project of its own
+    #: Namespace of the DaemonSet; the Dell/Red Hat TFJobs paper used kube-system. On OpenShift the default is a
+    #: project of its own
     #: (nvidia-device-plugin): SCCs do not apply to pods in OpenShift's default namespaces.
     namespace: str = "kube-system"
     #: How long to wait for the plugin to be ready on every labelled node.
@@ -59,9 +60,9 @@ class Kubernetes(Section):
     #: The label put on GPU nodes; the default is the gpu_node_labels role's.
     gpu_label: str = Field(default_factory=role_defaults.gpu_label, pattern=r"^[^=\s]+=[^=\s]*$")
     device_plugin: DevicePlugin = DevicePlugin()
-    #: The validation pod's image (seed 002's cuda-vector-add); mirror it for private registries.
+    #: The validation pod's image (the Dell/Red Hat TFJobs paper's cuda-vector-add); mirror it for private registries.
     cuda_vector_add_image: str = "registry.k8s.io/cuda-vector-add:v0.1"
-    #: Namespace the validation pods run in (seed 002 used a new project); created when missing.
+    #: Namespace the validation pods run in (the Dell/Red Hat TFJobs paper used a new project); created when missing.
     validation_namespace: str = "gpuready-validation"
     #: How long a cuda-vector-add pod may take to finish.
     pod_timeout_s: int = Field(default=300, ge=1)

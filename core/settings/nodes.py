@@ -10,9 +10,9 @@ from gpuready.core.settings.base import Section
 
 
 class Fabric(Section):
-    """A high-speed fabric on the node (seed 001/004: EDR InfiniBand; seed 003: ConnectX-6)."""
+    """A high-speed fabric on the node (Dell's C4140 studies: EDR InfiniBand; Dell's vSphere study: ConnectX-6)."""
 
-    #: The fabric's kind: InfiniBand (seed 001/004, EDR) or RoCE (seed 003, ConnectX-6 100 GbE).
+    #: The fabric's kind: InfiniBand (Dell's C4140 studies, EDR) or RoCE (Dell's vSphere study, ConnectX-6 100 GbE).
     type: Literal["infiniband", "roce"] = "infiniband"
     #: RDMA devices whose ports must be up, as ``ibdev2netdev`` names them (mlx5_0, ...).
     ports: list[str] = Field(default_factory=list)

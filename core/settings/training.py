@@ -31,7 +31,7 @@ class Reference(Section):
 
 
 class Training(Section):
-    #: the network: CheXNet's DenseNet-121, or ResNet-50 (scales better, seed 000)
+    #: the network: CheXNet's DenseNet-121, or ResNet-50 (scales better, Dell's bare-metal vs Kubernetes study)
     model: Literal["densenet121", "resnet50"] = "densenet121"
     #: images per worker (GPU) and step
     batch_size: int = Field(default=32, ge=1)
@@ -43,7 +43,7 @@ class Training(Section):
     warmup_steps: int = Field(default=10, ge=0)
     #: "synthetic", or a folder of TFRecords made by `python -m gpuready.workloads.convert`
     data: str = "synthetic"
-    #: tf.data pipeline for real data: "new" (seed 004's, scales) or "old" (for comparison)
+    #: tf.data pipeline for real data: "new" (Dell's CheXNet tuning article's, scales) or "old" (for comparison)
     pipeline: Literal["new", "old"] = "new"
     #: tensorflow (the train extra, Python 3.11) or pytorch (the torch extra: DDP under torchrun, any Python)
     framework: Literal["tensorflow", "pytorch"] = "tensorflow"
@@ -60,7 +60,7 @@ class Training(Section):
     xla: bool = False
     #: held-out batches for the mean AUROC (real data only; 0: skip)
     eval_batches: int = Field(default=0, ge=0)
-    #: ssh launcher: horovodrun (Gloo) or mpirun --map-by socket (seed 004's binding)
+    #: ssh launcher: horovodrun (Gloo) or mpirun --map-by socket (Dell's CheXNet tuning article's binding)
     ssh_runner: Literal["horovodrun", "mpirun"] = "horovodrun"
     #: slurm launcher: partition to submit to ("" for the cluster's default)
     slurm_partition: str = ""

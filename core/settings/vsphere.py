@@ -14,7 +14,7 @@ PCI_ADDRESS = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
 
 
 class GpuVm(Section):
-    """A VM that gets GPUs by passthrough (seed 003: 1 or 2 A100 PCIe on an NVLink pair)."""
+    """A VM that gets GPUs by passthrough (Dell's vSphere study: 1 or 2 A100 PCIe on an NVLink pair)."""
 
     name: str
     esxi_host: str
@@ -58,7 +58,7 @@ class Vsphere(Section):
     )
     #: Per ESXi host: the NVLink-bridged GPU pairs (PCI addresses).
     nvlink_pairs: dict[str, list[tuple[str, str]]] = Field(default_factory=dict)
-    #: Most GPUs one VM may get (seed 003's R750xa: one NVLink pair, so 2).
+    #: Most GPUs one VM may get (Dell's vSphere study's R750xa: one NVLink pair, so 2).
     max_gpus_per_vm: int = Field(default=2, ge=1)
     #: Oldest VM hardware version (vmx-N) accepted for GPU passthrough VMs.
     min_hardware_version: int = Field(default=17, ge=4)

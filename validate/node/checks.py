@@ -19,8 +19,9 @@ from gpuready.validate.node import nvsmi, references
 from gpuready.validate.node import xid as xids
 from gpuready.validate.node.node import MODULES_COMMAND, Node, NoGpuView
 
-#: Seed 002: "permission denied" means these labels are wrong (SELinux enforcing only). The gpu_selinux role's
-#: file contexts of NVIDIA's devices and binaries (its kubelet context is the cluster's business).
+#: The Dell/Red Hat TFJobs paper: "permission denied" means these labels are wrong (SELinux enforcing only).
+#: The gpu_selinux role's file contexts of NVIDIA's devices and binaries (its kubelet context is the
+#: cluster's business).
 SELINUX_LABELS = {c["path"]: c["setype"] for c in role_defaults.selinux_file_contexts() if "nvidia" in c["path"]}
 
 #: Where the container-toolkit role configured each runtime, and what the file then mentions.
@@ -633,7 +634,7 @@ def nvlink_errors(node: Node) -> Check:
 @check(
     "topology.p2p",
     "peer-to-peer reads possible between the class's GPU pairs (nvidia-smi topo -p2p r)",
-    "Attach NVLink-bridged GPUs together; enable ATS/ACS settings for peer-to-peer (seed 003).",
+    "Attach NVLink-bridged GPUs together; enable ATS/ACS settings for peer-to-peer (Dell's vSphere study).",
     depends=(*GPU_VIEW, "gpu.count"),
 )
 def p2p(node: Node) -> Check:

@@ -91,7 +91,7 @@ def _container(name: str, image: str, command: list[str], gpus: int, port: int |
     if gpus:
         c["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
     if port:
-        c["ports"] = [{"containerPort": port, "name": "tfjob-port"}]  # seed 002's TFJob port
+        c["ports"] = [{"containerPort": port, "name": "tfjob-port"}]  # the Dell/Red Hat TFJobs paper's TFJob port
     return c
 
 

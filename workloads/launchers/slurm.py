@@ -4,7 +4,7 @@ otherwise written out for the user to submit on the cluster's login node (and re
 
 In the script, srun starts one task per GPU and ``gpuready.workloads.rendezvous`` serves them
 Horovod's Gloo rendezvous, so the Gloo-only Horovod that `make` builds trains under Slurm; the
-script shows seed 004's ``mpirun --map-by socket`` line for a Horovod built with MPI.
+script shows Dell's CheXNet tuning article's ``mpirun --map-by socket`` line for a Horovod built with MPI.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def script(
         "export TF_CPP_MIN_LOG_LEVEL=1 PYTHONUNBUFFERED=1",
         "# One task per GPU. srun starts the tasks; gpuready.workloads.rendezvous serves them Horovod's Gloo",
         "# rendezvous from this first node (what horovodrun --gloo does over ssh), which needs no MPI in",
-        "# Horovod. With a Horovod built with MPI, seed 004's line does the same (--map-by socket binds",
+        "# Horovod. With a Horovod built with MPI, the Dell tuning article's line does the same (--map-by socket binds",
         "# best on the C4140):",
         f'#   mpirun --map-by socket -np "$SLURM_NTASKS" -bind-to none {train}',
         f"{shlex.quote(py)} -m {rendezvous.MODULE} srun -- {train}",

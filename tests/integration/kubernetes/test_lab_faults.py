@@ -1,4 +1,4 @@
-"""Faulty GPU nodes on the real control plane: each lab node carries one of seed 002's faults, and
+"""Faulty GPU nodes on the real control plane: each lab node carries one of the Dell/Red Hat TFJobs paper's faults, and
 `provision cluster` / `validate cluster` must name the node and the reason; test pods never outlive a run."""
 
 from __future__ import annotations

@@ -213,7 +213,7 @@ def test_containerd_gets_the_nvidia_runtime_and_its_backup_is_kept(first: Any, n
 def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
     _, _, run = first
-    # Seed 002's rules, the kubelet one narrowed to the device plugins' folder.
+    # The Dell/Red Hat TFJobs paper's rules, the kubelet one narrowed to the device plugins' folder.
     seed = {
         "/dev/nvidia.*": "xserver_misc_device_t",
         "/usr/bin/nvidia-.*": "xserver_exec_t",

@@ -1,4 +1,4 @@
-"""The GPU node roles (issue 3): structure, documented tunables, lint and syntax."""
+"""The GPU node roles: structure, documented tunables, lint and syntax."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def _training_run(folder: Path, figures: dict[int, float]) -> Path:
 
 
 def test_compare_gives_overhead_against_the_first_run(tmp_path: Path, artifacts: Path) -> None:
-    # the shape of seed 001's finding: Kubernetes about 8% behind bare metal at 8 GPUs
+    # the shape of Dell's bare-metal vs Kubernetes study's finding: Kubernetes about 8% behind bare metal at 8 GPUs
     bare = _training_run(tmp_path / "bare", {1: 1000.0, 8: 7600.0})
     k8s = _training_run(tmp_path / "k8s", {1: 990.0, 8: 6992.0})
     proc = gpuready("report", "compare", f"{bare}=bare metal", f"{k8s}=kubernetes", "--artifacts", str(artifacts))
