@@ -355,6 +355,11 @@ def _start(
                 "400",
                 "--concurrent-daemonset-syncs",
                 "5",
+                # kwok renews up to 1000 node leases from one process on a small shared machine; a renewal
+                # that is late under load is not a node failure here (the lab injects GPU faults itself),
+                # so give it far longer than the default before pods are marked not Ready.
+                "--node-monitor-grace-period",
+                "5m",
             ),
         )
     )

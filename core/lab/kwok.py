@@ -263,4 +263,10 @@ def configuration(nodes: list[dict[str, Any]], logs: dict[str, Path], kwok_home:
             ]
         },
     }
-    return [*upstream, *gpu_stages(nodes), cluster_logs]
+    # kwok's default renews 4 node leases at a time, too few to keep 1000 leases fresh on a busy machine.
+    options = {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": {"nodeLeaseParallelism": max(4, len(nodes) // 25)},
+    }
+    return [options, *upstream, *gpu_stages(nodes), cluster_logs]
