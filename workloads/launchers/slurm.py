@@ -258,7 +258,15 @@ def launch(
     )
     assert proc.stdout is not None and proc.stderr is not None
     job = proc.stdout.readline().strip().split(";")[0]  # --parsable prints the id at submission
-    stopped = _wait(proc, job, env, plan.timeout_s + 600)  # queueing time on top of the run
+    try:
+        stopped = _wait(proc, job, env, plan.timeout_s + 600)  # queueing time on top of the run
+    except BaseException:
+        # Ctrl-C, SIGTERM or an error here: the job would otherwise keep running on the cluster
+        if job:
+            subprocess.run(["scancel", job], env=env, capture_output=True, check=False)
+        proc.kill()
+        proc.wait()
+        raise
     errors = " ".join(proc.stderr.read().split())
     if not job and NO_CLUSTER in errors:
         return Launch(

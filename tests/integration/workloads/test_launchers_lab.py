@@ -12,7 +12,10 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -318,3 +321,36 @@ def test_pytorch_ssh_launcher_runs_torchrun_on_each_host(lab: dict[str, Any], tm
     commands = (run / "workers-2.cmd").read_text().splitlines()
     assert len(commands) == 2 and all(c.startswith("ssh ") and "torch.distributed.run" in c for c in commands)
     _assert_torch_ran_ddp_on_both_hosts(run, proc)
+
+
+def test_ctrl_c_while_the_slurm_job_runs_cancels_it(lab: dict[str, Any], tmp_path: Path, horovod: None) -> None:
+    long_run = [*TINY[:2], "--steps", "100000", *TINY[4:]]
+    cmd = ["validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *long_run]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuready.core.cli", *cmd, "--artifacts", str(tmp_path / "runs")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while "RUNNING" not in _squeue(lab) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert "RUNNING" in _squeue(lab), "the job never started"
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    deadline = time.monotonic() + 30
+    while _squeue(lab) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not _squeue(lab), "the job is still in the queue after Ctrl-C"
+
+
+def _squeue(lab: dict[str, Any]) -> str:
+    done = subprocess.run(
+        ["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True, env={**os.environ, **_env(lab)}, check=True
+    )
+    return done.stdout.strip()
