@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import gpuready, require
+from tests.processes import Child
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -325,24 +325,16 @@ def test_pytorch_ssh_launcher_runs_torchrun_on_each_host(lab: dict[str, Any], tm
 
 def test_ctrl_c_while_the_slurm_job_runs_cancels_it(lab: dict[str, Any], tmp_path: Path, horovod: None) -> None:
     long_run = [*TINY[:2], "--steps", "100000", *TINY[4:]]
-    cmd = ["validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *long_run]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuready.core.cli", *cmd, "--artifacts", str(tmp_path / "runs")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    child = Child(
+        ["validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *long_run, "--artifacts", str(tmp_path)],
+        {},
     )
-    try:
-        deadline = time.monotonic() + 120
-        while "RUNNING" not in _squeue(lab) and time.monotonic() < deadline:
-            time.sleep(1)
-        assert "RUNNING" in _squeue(lab), "the job never started"
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, out
+    deadline = time.monotonic() + 120
+    while "RUNNING" not in _squeue(lab) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert "RUNNING" in _squeue(lab), "the job never started"
+    child.signal_and_wait(signal.SIGINT, limit=60)
+    assert child.proc.returncode == 130, child.stderr
     deadline = time.monotonic() + 30
     while _squeue(lab) and time.monotonic() < deadline:
         time.sleep(1)
