@@ -68,6 +68,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "tesla_p4.xml": {"gpu.pcie_replay": "skipped"},
     "dual-rtx-2070-590.44.01-v13.xml": {},  # two GPUs at x8 of x16 (a consumer board's slots): reported
     "rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml": {},  # gen5 GPU in a gen4 host: reported, not failed
+    # One GPU of an 8x H100 SXM HGX board (driver 580, schema v13, fabric registered): it recorded 150 PCIe
+    # replays, a rate only with the uptime, which was not recorded; everything else passes.
+    "hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml": {"gpu.pcie_replay": "skipped"},
 }
 
 
@@ -140,7 +143,7 @@ def test_schemas_and_generations_covered() -> None:
     logs = {n: nvsmi.parse_xml(capture(n)) for n in CAPTURES}
     assert {log.schema for log in logs.values()} >= {"v10", "v11", "v12", "v13"}
     architectures = {g.architecture for log in logs.values() for g in log.gpus}
-    assert {"Pascal", "Turing", "Ampere", "Blackwell"} <= architectures
+    assert {"Pascal", "Turing", "Ampere", "Hopper", "Blackwell"} <= architectures
 
 
 # ---------------------------------------------------------------- ECC: every counter of every schema
@@ -313,6 +316,40 @@ def test_pcie_replay_rate_over_the_uptime(value: str, status: str) -> None:
     assert got == status, message
     if status == "failed":
         assert message.startswith("GPU 0 (") and "681 PCIe replays in 85 min = 8.01/min > 8/min" in message
+
+
+HGX_H100 = "hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml"
+
+
+def test_recorded_h100_replays_judged_over_the_uptime() -> None:
+    answers = {checks.UPTIME_COMMAND: "5100.00 10000.00\n"}  # 150 replays in 85 minutes
+    got, message = one(node_for(capture(HGX_H100), answers=answers), "gpu.pcie_replay")
+    assert (got, message) == ("passed", "at most 1.76 PCIe replays/min (<= 8/min)")
+
+
+def test_recorded_h100_replays_fail_when_the_link_replayed_them_within_minutes() -> None:
+    answers = {checks.UPTIME_COMMAND: "1080.00 2000.00\n"}  # the same 150 replays within 18 minutes: 8.33/min
+    got, message = one(node_for(capture(HGX_H100), answers=answers), "gpu.pcie_replay")
+    assert got == "failed"
+    assert message == "GPU 0 (00000000:53:00.0): 150 PCIe replays in 18 min = 8.33/min > 8/min"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "service", "status"),
+    [
+        (None, None, "active\n", "passed"),
+        (None, None, "inactive\n", "failed"),
+        ("fabric/state", "In Progress", "active\n", "failed"),
+        ("fabric/status", "Failure", "active\n", "failed"),
+    ],
+)
+def test_fabric_registration_on_the_hgx_h100(path: str | None, value: str | None, service: str, status: str) -> None:
+    xml = capture(HGX_H100) if path is None else edit(capture(HGX_H100), path, value or "")
+    node = node_for(xml, nvswitch=True, answers={checks.FABRIC_MANAGER_COMMAND: service})
+    got, message = one(node, "node.fabric_manager")
+    assert got == status, message
+    if path:
+        assert f"GPU 0: fabric {value}" in message or f"/{value}" in message
 
 
 def test_pcie_replays_just_after_boot_count_over_one_minute() -> None:
