@@ -346,3 +346,59 @@ def _squeue(lab: dict[str, Any]) -> str:
         ["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True, env={**os.environ, **_env(lab)}, check=True
     )
     return done.stdout.strip()
+
+
+def _training_processes(steps: str) -> list[str]:
+    """This machine's processes of one training run (the namespace hosts share its process table), found by
+    the run's own --steps value in their command lines: torchrun and its workers on every host."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in args]
+        if "gpuready.workloads.torch_train" in words and steps in words:
+            found.append(f"{entry.name}: {' '.join(words).strip()}")
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_cancel_while_ssh_torchrun_runs_stops_it_on_every_host(
+    lab: dict[str, Any], tmp_path: Path, torch: None, sig: signal.Signals
+) -> None:
+    # A remote process started over ssh without a terminal outlives the killed local ssh: the launcher must end it.
+    steps = str(100000 + os.getpid() % 50000)
+    long_run = [*TINY[:2], "--steps", steps, *TINY[4:]]
+    child = Child(
+        [
+            "validate",
+            "training",
+            "-i",
+            str(lab["inventory"]),
+            "--launcher",
+            "ssh",
+            "--framework",
+            "pytorch",
+            "--gpus",
+            "2",
+            "--cpu-threads",
+            "1",
+            *long_run,
+            "--artifacts",
+            str(tmp_path),
+        ],
+        {},
+    )
+    deadline = time.monotonic() + 180
+    # torchrun and one worker on each host
+    while len(running := _training_processes(steps)) < 4 and time.monotonic() < deadline:
+        assert child.proc.poll() is None, child.stderr
+        time.sleep(1)
+    assert len(running) >= 4, f"the workers never started: {running}\n{child.stderr}"
+    child.signal_and_wait(sig, limit=60)
+    assert child.proc.returncode == 128 + sig, child.stderr
+    deadline = time.monotonic() + 15
+    while (left := _training_processes(steps)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, "still running on the hosts after the cancel:\n" + "\n".join(left)
