@@ -297,25 +297,17 @@ def test_pytorch_slurm_job_runs_srun_torchrun_across_two_nodes(
     _assert_torch_ran_ddp_on_both_hosts(run, proc)
 
 
+def _pytorch_over_ssh(lab: dict[str, Any], training: list[str], artifacts: Path) -> list[str]:
+    """`validate training` with torchrun over ssh on the lab's two hosts, one CPU worker each."""
+    return [
+        *("validate", "training", "-i", str(lab["inventory"]), "--launcher", "ssh", "--framework", "pytorch"),
+        *("--gpus", "2", "--cpu-threads", "1", *training, "--artifacts", str(artifacts)),
+    ]
+
+
 def test_pytorch_ssh_launcher_runs_torchrun_on_each_host(lab: dict[str, Any], tmp_path: Path, torch: None) -> None:
     artifacts = tmp_path / "runs"
-    proc = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(lab["inventory"]),
-        "--launcher",
-        "ssh",
-        "--framework",
-        "pytorch",
-        "--gpus",
-        "2",
-        "--cpu-threads",
-        "1",
-        *TINY,
-        "--artifacts",
-        str(artifacts),
-    )
+    proc = gpuready(*_pytorch_over_ssh(lab, TINY, artifacts))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     commands = (run / "workers-2.cmd").read_text().splitlines()
@@ -370,26 +362,7 @@ def test_cancel_while_ssh_torchrun_runs_stops_it_on_every_host(
     # A remote process started over ssh without a terminal outlives the killed local ssh: the launcher must end it.
     steps = str(100000 + os.getpid() % 50000)
     long_run = [*TINY[:2], "--steps", steps, *TINY[4:]]
-    child = Child(
-        [
-            "validate",
-            "training",
-            "-i",
-            str(lab["inventory"]),
-            "--launcher",
-            "ssh",
-            "--framework",
-            "pytorch",
-            "--gpus",
-            "2",
-            "--cpu-threads",
-            "1",
-            *long_run,
-            "--artifacts",
-            str(tmp_path),
-        ],
-        {},
-    )
+    child = Child(_pytorch_over_ssh(lab, long_run, tmp_path), {})
     deadline = time.monotonic() + 180
     # torchrun and one worker on each host
     while len(running := _training_processes(steps)) < 4 and time.monotonic() < deadline:
