@@ -37,6 +37,9 @@ LABELS_COMMAND = (
 )
 LSPCI_COMMAND = f"lspci -n -d {role_defaults.nvidia_vendor_id():04x}:"
 UPTIME_COMMAND = "cat /proc/uptime"
+# Where dmesg is refused (kernel.dmesg_restrict and no become), the journal's kernel log, read in the same
+# batch so the host still costs one connection; it prints nothing where dmesg works.
+JOURNAL_COMMAND = "dmesg >/dev/null 2>&1 || journalctl -k -b --no-pager -q"
 FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
 DCGM_COMMAND = "if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1 -j; else echo '== no dcgmi'; fi"
 NCCL_COMMAND = (
@@ -548,7 +551,7 @@ def xid(node: Node) -> Check:
     settings = node.settings.node_checks
     answer = node.run("dmesg")
     if not answer.ok:
-        answer = node.run("journalctl -k -b --no-pager -q")
+        answer = node.run(JOURNAL_COMMAND)
     if not answer.ok:
         return skipped(
             "gpu.xid",
@@ -1067,6 +1070,7 @@ PREFETCH = [
     MODULES_COMMAND,
     "nvidia-smi -q -x",
     "dmesg",
+    JOURNAL_COMMAND,
     UPTIME_COMMAND,
     LSPCI_COMMAND,
     "nvidia-smi nvlink -s",
