@@ -74,6 +74,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     # A T4 on AWS g4dn with driver 595 (schema v13, newer than any other capture): remapped_rows is the text
     # N/A (Turing has no row remapper), one corrected error in its lifetime (aggregate, not judged), x8 of x16.
     "qx-t4.xml": {},
+    # An L40S (Ada Lovelace) on AWS g6e with driver 595: row remapper with the newer *_inactive counters,
+    # unrepairable_memory N/A, x8 of x16 (reported, not failed).
+    "qx-l40s.xml": {},
 }
 
 
@@ -146,7 +149,7 @@ def test_schemas_and_generations_covered() -> None:
     logs = {n: nvsmi.parse_xml(capture(n)) for n in CAPTURES}
     assert {log.schema for log in logs.values()} >= {"v10", "v11", "v12", "v13"}
     architectures = {g.architecture for log in logs.values() for g in log.gpus}
-    assert {"Pascal", "Turing", "Ampere", "Hopper", "Blackwell"} <= architectures
+    assert {"Pascal", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"} <= architectures
 
 
 # ---------------------------------------------------------------- ECC: every counter of every schema
@@ -159,6 +162,7 @@ def test_schemas_and_generations_covered() -> None:
         ("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml", "sram_uncorrectable_secded"),
         ("qx-t4.xml", "sram_uncorrectable"),  # v13 on Turing keeps one SRAM counter
         ("qx-t4.xml", "dram_uncorrectable"),
+        ("qx-l40s.xml", "sram_uncorrectable_secded"),
         ("hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml", "dram_uncorrectable"),
     ],
 )
