@@ -68,6 +68,9 @@ class Driver(Section):
     repo_url: str = ""
     #: Remove the driver on ``provision cluster --remove`` (off: the driver is kept).
     remove_on_uninstall: bool = False
+    #: UEFI Secure Boot on the nodes: ``auto`` asks ``mokutil --sb-state`` on each node. On, Ubuntu nodes get
+    #: Canonical's signed precompiled modules and DKMS nodes need the DKMS key enrolled (docs/secure-boot.md).
+    secure_boot: Literal["auto"] | bool = "auto"
 
     @field_validator("branch", mode="before")
     @classmethod

@@ -51,7 +51,7 @@ NVBANDWIDTH_COMMAND = (
     "if command -v nvbandwidth >/dev/null 2>&1; then nvbandwidth -t host_to_device_memcpy_ce; "
     "else echo '== not installed'; fi"
 )
-DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/nvidia.sock"
+DEVICE_PLUGIN_SOCKET = f"{role_defaults.kubelet_device_plugins_dir()}/nvidia.sock"
 KUBELET_COMMAND = "test -d /var/lib/kubelet"
 SOCKET_COMMAND = f"test -S {DEVICE_PLUGIN_SOCKET}"
 
