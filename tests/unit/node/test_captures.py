@@ -77,6 +77,8 @@ EXPECTED: dict[str, dict[str, str]] = {
     # An L40S (Ada Lovelace) on AWS g6e with driver 595: row remapper with the newer *_inactive counters,
     # unrepairable_memory N/A, x8 of x16 (reported, not failed).
     "qx-l40s.xml": {},
+    # An A100-SXM4-40GB in a rented single-GPU VM with driver 570 (schema v12, gpu_reset_status deprecated text).
+    "qx-a100.xml": {},
 }
 
 
