@@ -38,7 +38,9 @@ SEED_RULES = [
 
 
 def _facts(record: str, edit: dict[str, str] | None) -> dict[str, Any]:
-    facts = json.loads((FACTS / f"{record}.json").read_text())["ansible_facts"]
+    """A recording's facts by their short names: `setup` output names them `ansible_*`, the older files do not."""
+    recorded = json.loads((FACTS / f"{record}.json").read_text())["ansible_facts"]
+    facts = {k.removeprefix("ansible_"): v for k, v in recorded.items()}
     return facts | (edit or {})
 
 
