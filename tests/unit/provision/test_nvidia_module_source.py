@@ -38,7 +38,9 @@ def test_a_branch_whose_packages_pull_a_newer_branch_is_reported_in_one_line() -
 def test_the_module_of_the_pinned_branch_holds() -> None:
     holds, message = source.judge("550", "550.144.03", "nvidia-dkms-550-server", "550.144.03-0ubuntu0.24.04.1")
     assert holds is True
-    assert message == "kernel module 550.144.03 of branch 550, provided by nvidia-dkms-550-server 550.144.03-0ubuntu0.24.04.1"
+    assert message == (
+        "kernel module 550.144.03 of branch 550, provided by nvidia-dkms-550-server 550.144.03-0ubuntu0.24.04.1"
+    )
 
 
 def test_no_module_yet_is_not_a_broken_pin() -> None:
