@@ -280,7 +280,9 @@ def test_fabric_ats_is_enabled_with_a_reboot_required_and_the_port_map_reported(
 
 
 def _root_run(root: Path, *args: str) -> str:
-    return subprocess.run(["chroot", str(root), *args], check=True, capture_output=True, text=True).stdout
+    """A command's output inside the root (ifup --no-act prints its commands on stderr)."""
+    done = subprocess.run(["chroot", str(root), *args], check=True, capture_output=True, text=True)
+    return done.stdout + done.stderr
 
 
 def test_fabric_ports_come_up_at_every_boot_through_debians_ifupdown(first: Any, node: tuple[Path, Path]) -> None:
