@@ -355,7 +355,7 @@ def _training_processes(steps: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_cancel_while_ssh_torchrun_runs_stops_it_on_every_host(
     lab: dict[str, Any], tmp_path: Path, torch: None, sig: signal.Signals
 ) -> None:
