@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from gpuready.core.runner import run_playbook
-from tests.conftest import ROOT
+from tests.conftest import ROOT, require
+from tests.integration.provision import netplan
 from tests.integration.provision import nvidia_reference as ref
 
 FACTS = ROOT / "tests" / "fixtures" / "facts"
@@ -336,3 +337,21 @@ def test_secure_boot_takes_signed_modules_where_the_distribution_signs_them(plan
     assert plan["signed_modules"] is host.startswith("ubuntu")
     assert plan["packages"] == want["packages"]
     assert plan["headers"] == want["headers"]
+
+
+@pytest.mark.parametrize("host", ["ubuntu-22.04", "ubuntu-24.04"])
+def test_canonicals_netplan_generator_reads_the_fabric_file(links_planned: Any, host: str, tmp_path: Path) -> None:
+    """netplan's own generator turns the file into systemd-networkd links with the MTU, boot not waiting."""
+    program, why = netplan.generator()
+    require(program, why)
+    plan = _links(links_planned, host)
+    target = tmp_path / plan["file"].lstrip("/")
+    target.parent.mkdir(parents=True)
+    target.write_text(plan["content"])
+    target.chmod(0o600)
+    rendered = netplan.generate(program, tmp_path)
+    for netdev in ("ib0", "ib1"):
+        network = rendered[f"10-netplan-{netdev}.network"]
+        assert f"Name={netdev}" in network.splitlines()
+        assert "MTUBytes=4092" in network.splitlines()
+        assert "RequiredForOnline=no" in network.splitlines()  # netplan's `optional: true`
