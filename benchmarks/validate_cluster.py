@@ -22,11 +22,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gpuready.validate.cluster import cuda_vector_add_pod  # noqa: E402
 from tests.unit.kubernetes.test_manifests import _render  # noqa: E402
 
 LABEL = "openshift.com/gpu-accelerator"
@@ -110,6 +112,58 @@ def prepare(state: dict, size: int) -> None:
             return
         time.sleep(2)
     raise SystemExit(f"only {ready}/{size} nodes advertise a GPU after 20 minutes")
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def pod_floor(state: dict, size: int, parallel: int = 16) -> dict:
+    """The cluster's own floor: the scheduler and kwok placing and completing the same cuda-vector-add pods,
+    created by `parallel` kubectl processes at once (no gpuready code), timed until every pod Succeeded.
+    The pods' own timestamps split it (second resolution): created, scheduled, finished."""
+    namespace = "gpuready-floor"
+    kubectl(state, "create", "namespace", namespace)
+    nodes = [f"gpu-{i:04d}.lab.local" for i in range(1, size + 1)]  # the lab's names with nodes=N
+    pods = [cuda_vector_add_pod(node, "registry.k8s.io/cuda-vector-add:v0.1", "floor") for node in nodes]
+    started = time.monotonic()
+    base = [state["kubectl"], "--kubeconfig", state["admin_kubeconfig"], "create", "-n", namespace, "-f", "-"]
+    creators = [
+        subprocess.Popen(base, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True) for _ in range(parallel)
+    ]
+    for i, creator in enumerate(creators):
+        creator.communicate(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods[i::parallel]}))
+    created = time.monotonic() - started
+    while True:
+        items = json.loads(kubectl(state, "get", "pods", "-n", namespace, "-o", "json"))["items"]
+        if sum(p["status"].get("phase") == "Succeeded" for p in items) == size:
+            break
+        if time.monotonic() - started > 600:
+            raise SystemExit("the floor's pods did not all Succeed within 10 minutes")
+        time.sleep(0.5)
+    wall = time.monotonic() - started
+    first = min(_seconds(p["metadata"]["creationTimestamp"]) for p in items)
+
+    def last(times: list[float]) -> float:
+        return max(times) - first
+
+    scheduled = [
+        _seconds(c["lastTransitionTime"])
+        for p in items
+        for c in p["status"]["conditions"]
+        if c["type"] == "PodScheduled" and c["status"] == "True"
+    ]
+    finished = [
+        _seconds(c["state"]["terminated"]["finishedAt"]) for p in items for c in p["status"]["containerStatuses"]
+    ]
+    kubectl(state, "delete", "namespace", namespace, "--wait=false")
+    return {
+        "floor_pods_s": wall,
+        "floor_create_s": created,
+        "floor_last_created_s": last([_seconds(p["metadata"]["creationTimestamp"]) for p in items]),
+        "floor_last_scheduled_s": last(scheduled),
+        "floor_last_finished_s": last(finished),
+    }
 
 
 def measure(size: int, root: Path) -> dict:

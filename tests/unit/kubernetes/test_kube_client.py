@@ -126,3 +126,37 @@ def test_an_api_server_that_stops_answering_is_one_unreachable_line(
         assert time.monotonic() - started < 10
     finally:
         silent.close()
+
+
+def test_plain_json_is_read_with_the_models_attribute_names() -> None:
+    pod = kube.Obj(
+        {
+            "metadata": {"name": "p", "labels": {"app": "x"}},
+            "spec": {"nodeName": "n1"},
+            "status": {
+                "containerStatuses": [{"restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
+            },
+        }
+    )
+    assert pod.spec.node_name == "n1" and pod.metadata.labels.get("app") == "x"
+    (container,) = pod.status.container_statuses
+    assert container.restart_count == 2 and container.state.waiting.reason == "CrashLoopBackOff"
+    assert container.state.terminated is None and pod.status.conditions is None  # absent, as in the models
+    assert not hasattr(pod, "__deepcopy__")
+
+
+def test_plain_reads_go_through_the_same_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kube, "BACKOFF_FIRST_S", 0.01)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        client = kube.connect(Kubernetes(kubeconfig=str(_kubeconfig(tmp_path / "kc", url, "t0ken-abc")), api_retries=3))
+        _Answers.unavailable, _Answers.requests = 1, []
+        assert client.items(client.core.list_node, "list nodes") == []
+        assert _Answers.requests == [503, 200]
+        _Answers.unavailable = 3
+        with pytest.raises(Unreachable, match="kept answering 503 to list nodes"):
+            client.read(client.core.list_node, "list nodes")
+    finally:
+        server.shutdown()
