@@ -6,6 +6,8 @@ For each size: `gpuready lab up --components kubernetes --set kubernetes.nodes=N
 DaemonSet applied with kubectl (the manifest the provisioning role renders) and the GPU label put on
 every GPU node, then, once every node advertises its GPU:
 - the floor: `kubectl get nodes -o json` on the same cluster (one list of all nodes, wall time);
+- the pods floor: the same cuda-vector-add pods created by 16 kubectl processes, timed until all Succeeded
+  (the scheduler and kwok alone, no gpuready code), split by the pods' own timestamps;
 - `gpuready validate cluster`: wall time, peak memory (max RSS of the process), and the API requests
   it made per node, counted by the API server itself (its audit log records gpuready's user only),
   with the LIST calls apart: they must not grow with the node count.
@@ -156,7 +158,8 @@ def pod_floor(state: dict, size: int, parallel: int = 16) -> dict:
     finished = [
         _seconds(c["state"]["terminated"]["finishedAt"]) for p in items for c in p["status"]["containerStatuses"]
     ]
-    kubectl(state, "delete", "namespace", namespace, "--wait=false")
+    kubectl(state, "delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force")
+    kubectl(state, "delete", "namespace", namespace, "--timeout=300s")
     return {
         "floor_pods_s": wall,
         "floor_create_s": created,
@@ -200,7 +203,9 @@ def measure(size: int, root: Path) -> dict:
         time.sleep(1)  # the audit backend writes in batches
         verbs = audit_requests(audit, mark)
         total = sum(verbs.values())
+        floor_pods = pod_floor(state, size)  # after gpuready's run, so its pods do not load that run
         return {
+            **floor_pods,
             "size": size,
             "rc": done.returncode,
             "lab_up_s": lab_up,
@@ -231,13 +236,14 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(
-        "\n| GPU nodes | floor wall (CPU) | validate cluster wall | CPU | peak RSS | API requests "
+        "\n| GPU nodes | floor wall (CPU) | pods floor | validate cluster wall | CPU | peak RSS | API requests "
         "per node | LIST calls | load | exit |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['size']} | {r['floor_s']:.2f} s ({r['floor_cpu_s']:.2f} s) | {r['wall_s']:.1f} s | "
+            f"| {r['size']} | {r['floor_s']:.2f} s ({r['floor_cpu_s']:.2f} s) | {r['floor_pods_s']:.1f} s | "
+            f"{r['wall_s']:.1f} s | "
             f"{r['cpu_s']:.1f} s | {r['rss_mib']:.0f} MiB | {r['per_node']:.1f} | {r['lists']} | "
             f"{r['load_1min']:.0f} | {r['rc']} |"
         )

@@ -32,6 +32,10 @@ GPU = "nvidia.com/gpu"
 PLUGIN_SELECTOR = role_defaults.device_plugin_pod_selector()
 TEST_LABEL = "gpuready.io/test"
 REGISTERED = "Registered device plugin"
+#: Wait at least this many times as long as the last LIST of the test pods took before the next one.
+LIST_PACE = 3
+#: Seconds the API server may take to delete all of a run's test pods in one request.
+DELETE_COLLECTION_TIMEOUT_S = 180
 # The Dell/Red Hat TFJobs paper: "permission denied" means wrong SELinux labels; these are the labels it
 # requires (the gpu_selinux role's rules), and container-selinux's boolean that lets containers open the GPU devices.
 SELINUX_REMEDY = (
@@ -307,12 +311,19 @@ def _remove_test_pods(client: Kube, namespace: str, run: str, known: set[str]) -
     where the user may not delete collections (an older grant of kube_rbac.yaml), one by one."""
     import logging
 
+    from gpuready.core import kube
+
     selector = f"gpuready.io/run={run}"
     with contextlib.suppress(Exception):  # then pod by pod, which logs what it cannot delete
-        # The answer lists every deleted pod: read as JSON, not into 1000 models.
+        # The answer lists every deleted pod: read as JSON, not into 1000 models. Deleting 1000 pods takes a
+        # loaded API server longer than one ordinary request may: it gets longer, not a fallback of 1000 DELETEs.
         client.read(
             partial(
-                client.core.delete_collection_namespaced_pod, namespace, label_selector=selector, grace_period_seconds=0
+                client.core.delete_collection_namespaced_pod,
+                namespace,
+                label_selector=selector,
+                grace_period_seconds=0,
+                _request_timeout=(kube.REQUEST_TIMEOUT[0], DELETE_COLLECTION_TIMEOUT_S),
             ),
             f"delete the test pods in {namespace}",
         )
@@ -366,6 +377,7 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
     deadline = time.monotonic() + settings.pod_timeout_s
     pending = dict(pods)
     while pending:
+        round_started = time.monotonic()
         listed = {
             p.metadata.name: p
             for p in client.items(
@@ -373,6 +385,7 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
                 f"list the test pods in {namespace}",
             )
         }
+        list_s = time.monotonic() - round_started
         ended = []
         for host, name in list(pending.items()):
             pod = listed.get(name)
@@ -384,7 +397,9 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
         # Each verdict reads the pod's log: in parallel, as the node checks do.
         results += client.each(lambda item: _verdict(client, settings, *item), ended)
         if pending:
-            time.sleep(settings.poll_interval_s)
+            # A LIST of 1000 pods costs the API server and gpuready a few tenths of a second each: poll no
+            # more often than that pace allows, so polling stays a small share of the machine.
+            time.sleep(max(settings.poll_interval_s, LIST_PACE * list_s))
     return sorted(results, key=lambda c: c.host)
 
 
