@@ -36,6 +36,8 @@ REGISTERED = "Registered device plugin"
 LIST_PACE = 3
 #: Seconds the API server may take to delete all of a run's test pods in one request.
 DELETE_COLLECTION_TIMEOUT_S = 180
+#: A failed test pod read alone lists its own events; more in one round read the namespace's pod events in one LIST.
+EVENTS_ONE_BY_ONE = 1
 # The Dell/Red Hat TFJobs paper: "permission denied" means wrong SELinux labels; these are the labels it
 # requires (the gpu_selinux role's rules), and container-selinux's boolean that lets containers open the GPU devices.
 SELINUX_REMEDY = (
@@ -394,8 +396,12 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
             if pod.status.phase in ("Succeeded", "Failed") or time.monotonic() > deadline:
                 ended.append((host, pod))
                 del pending[host]
+        # Pods that did not pass are reported with their events: for many at once, one LIST of the namespace's
+        # pod events instead of one per pod (each of which scans the namespace's events on the server).
+        failing = [pod for _, pod in ended if pod.status.phase != "Succeeded"]
+        events = _events_by_pod(client, namespace) if len(failing) > EVENTS_ONE_BY_ONE else None
         # Each verdict reads the pod's log: in parallel, as the node checks do.
-        results += client.each(lambda item: _verdict(client, settings, *item), ended)
+        results += client.each(lambda item, events=events: _verdict(client, settings, *item, events=events), ended)
         if pending:
             # A LIST of 1000 pods costs the API server and gpuready a few tenths of a second each: poll no
             # more often than that pace allows, so polling stays a small share of the machine.
@@ -403,13 +409,15 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
     return sorted(results, key=lambda c: c.host)
 
 
-def _verdict(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
+def _verdict(
+    client: Kube, settings: Kubernetes, host: str, pod: Any, events: dict[str, list[Any]] | None = None
+) -> Any:
     log = _log(client, pod) if pod.status.phase in ("Succeeded", "Failed", "Running") else ""
     if pod.status.phase == "Succeeded" and "Test PASSED" in log:
         return passed(
             "cluster.cuda_vector_add", host, f"{pod.metadata.name} Succeeded: Test PASSED", evidence=log.strip()
         )
-    evidence = _pod_evidence(client, pod, log)
+    evidence = _pod_evidence(client, pod, log, events)
     if pod.status.phase in ("Succeeded", "Failed"):
         message = f"{pod.metadata.name} {pod.status.phase}: {_container_states(pod)}"
         if pod.status.phase == "Succeeded":
@@ -439,15 +447,28 @@ def _log(client: Kube, pod: Any) -> str:
         return ""
 
 
-def _events(client: Kube, pod: Any) -> list[str]:
-    items = client.items(
-        partial(
-            client.core.list_namespaced_event,
-            pod.metadata.namespace,
-            field_selector=f"involvedObject.name={pod.metadata.name}",
-        ),
-        f"list events of {pod.metadata.name}",
-    )
+def _events_by_pod(client: Kube, namespace: str) -> dict[str, list[Any]]:
+    by_pod: dict[str, list[Any]] = {}
+    for e in client.items(
+        partial(client.core.list_namespaced_event, namespace, field_selector="involvedObject.kind=Pod"),
+        f"list the pod events in {namespace}",
+    ):
+        by_pod.setdefault(e.involved_object.name, []).append(e)
+    return by_pod
+
+
+def _events(client: Kube, pod: Any, events: dict[str, list[Any]] | None = None) -> list[str]:
+    if events is not None:
+        items = list(events.get(pod.metadata.name, []))
+    else:
+        items = client.items(
+            partial(
+                client.core.list_namespaced_event,
+                pod.metadata.namespace,
+                field_selector=f"involvedObject.name={pod.metadata.name}",
+            ),
+            f"list events of {pod.metadata.name}",
+        )
     # resourceVersion is opaque, but etcd-backed servers give numbers: it breaks ties within a second.
     items.sort(
         key=lambda e: (
@@ -480,17 +501,17 @@ def _why_pending(pod: Any) -> str:
     return "no container status yet"
 
 
-def _pod_evidence(client: Kube, pod: Any, log: str | None = None) -> str:
+def _pod_evidence(client: Kube, pod: Any, log: str | None = None, events: dict[str, list[Any]] | None = None) -> str:
     if log is None:
         log = _log(client, pod)
-    events = _events(client, pod)
+    lines = _events(client, pod, events)
     return "\n".join(
         [
             f"pod {pod.metadata.namespace}/{pod.metadata.name} on {pod.spec.node_name or '(unscheduled)'}: "
             f"{pod.status.phase}",
             f"containers: {_container_states(pod)}",
             "events:",
-            *(f"  {e}" for e in events[-10:]),
+            *(f"  {e}" for e in lines[-10:]),
             "log:",
             log[-2000:] or "  (empty)",
         ]
