@@ -94,6 +94,7 @@ def _run_checks(
     runnable = [host for host, checks in advertised.items() if all(c.status == "passed" for c in checks)]
 
     def node_checks(host: str) -> list[Any]:
+        """What the node list and the plugin pod's status show (requests only for a plugin pod that failed)."""
         node = nodes.get(host)
         if node is None:
             return [
@@ -105,20 +106,23 @@ def _run_checks(
                     remedy="the inventory host name of a GPU node must be its Kubernetes node name",
                 )
             ]
-        pod = by_node.get(host)
-        checks = [_plugin_pod(client, settings, host, pod), _plugin_log(client, settings, host, pod), *advertised[host]]
+        checks = [_plugin_pod(client, settings, host, by_node.get(host)), *advertised[host]]
         if host in runnable:
             return checks
         return [*checks, skipped("cluster.cuda_vector_add", host, f"not run: the node advertises no allocatable {GPU}")]
 
+    # Written before the test pods exist, so a Ctrl-C while they run still reports them.
+    for checks in client.each(node_checks, gpu_nodes):
+        result.add(*checks)
+    if not ctx.options["limit"]:
+        for name, node in sorted(nodes.items()):
+            if name not in expected:
+                result.add(_no_gpus(name, node))
+
     def while_pods_run() -> None:
         # One log read per node: in parallel, so 1000 nodes are not 1000 round trips one after another.
-        for checks in client.each(node_checks, gpu_nodes):
-            result.add(*checks)
-        if not ctx.options["limit"]:
-            for name, node in sorted(nodes.items()):
-                if name not in expected:
-                    result.add(_no_gpus(name, node))
+        logged = [host for host in gpu_nodes if host in nodes]
+        result.add(*client.each(lambda host: _plugin_log(client, settings, host, by_node.get(host)), logged))
         if settings.flavour == "openshift":
             result.add(_scc(client, settings))
 
