@@ -2,8 +2,11 @@
 
 Needs root, mmdebstrap, dpkg-dev and gnupg (scripts/install-system-deps). Uses the same cached
 root and stand-in NVIDIA repository as the integration tests (tests/integration/provision).
+In the same run it measures the floor: ansible-playbook with gpuready's Ansible configuration
+running one play that gathers facts and pings the same root (what any playbook run costs here).
+`--profile N` prints the N tasks of the no-change run that took longest (from the job events).
 
-    sudo .venv/bin/python benchmarks/provision_root.py [--runs 1]
+    sudo .venv/bin/python benchmarks/provision_root.py [--runs 1] [--profile 15]
 """
 
 from __future__ import annotations
@@ -14,15 +17,25 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gpuready.core.runner import ansible_environment  # noqa: E402
 from tests.integration.provision import debian_root as dr  # noqa: E402
 
+FLOOR_PLAY = """- name: Floor | Facts and one module call
+  hosts: gpu_nodes
+  gather_facts: true
+  tasks:
+    - name: Floor | Ping
+      ansible.builtin.ping:
+"""
 
-def _provision(inventory: Path, runs: Path) -> tuple[float, dict]:
+
+def _provision(inventory: Path, runs: Path) -> tuple[float, dict, Path]:
     start = time.perf_counter()
     done = subprocess.run(
         [
@@ -43,13 +56,45 @@ def _provision(inventory: Path, runs: Path) -> tuple[float, dict]:
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         sys.exit(f"provision failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    summary = json.loads(sorted(runs.glob("*/summary.json"))[-1].read_text())
-    return elapsed, summary
+    latest = sorted(runs.glob("*/summary.json"))[-1]
+    return elapsed, json.loads(latest.read_text()), latest.parent
+
+
+def _floor(inventory: Path, work: Path) -> float:
+    work.mkdir()
+    (work / "floor.yml").write_text(FLOOR_PLAY)
+    env = ansible_environment(work)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), "floor.yml"],
+        capture_output=True,
+        text=True,
+        cwd=work,
+        env={"PATH": env["PATH"], **env, "HOME": str(work)},
+    )
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"floor playbook failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return elapsed
+
+
+def _slowest(run_dir: Path, count: int) -> list[tuple[float, int, str]]:
+    """(seconds, times run, task) of the run's tasks, slowest first, from ansible-runner's job events."""
+    seconds: dict[str, float] = defaultdict(float)
+    times: dict[str, int] = defaultdict(int)
+    for path in run_dir.glob("**/job_events/*.json"):
+        event = json.loads(path.read_text())
+        data = event.get("event_data", {})
+        if event.get("event", "").startswith("runner_on_") and "duration" in data:
+            seconds[data.get("task", "?")] += float(data["duration"] or 0)
+            times[data.get("task", "?")] += 1
+    return sorted(((s, times[t], t) for t, s in seconds.items()), reverse=True)[:count]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1, help="fresh roots to measure")
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the no-change run's N slowest tasks")
     args = parser.parse_args()
     ok, why = dr.prerequisites()
     if not ok:
@@ -62,12 +107,19 @@ def main() -> None:
             root = dr.fresh_root(base / f"root{i}", repo)
             inventory = dr.write_inventory(base / f"inventory{i}", {"node1": root})
             with dr.booted_like(root):
-                first, s1 = _provision(inventory, base / f"runs{i}")
-                second, s2 = _provision(inventory, base / f"runs{i}")
+                first, s1, _ = _provision(inventory, base / f"runs{i}")
+                second, s2, second_dir = _provision(inventory, base / f"runs{i}")
+                floor = _floor(inventory, base / f"floor{i}")
             print(
                 f"run {i + 1}: full apply {first:6.1f} s ({s1['metrics']['changed']} changed), "
-                f"second run {second:6.1f} s ({s2['metrics']['changed']} changed)"
+                f"second run {second:6.1f} s ({s2['metrics']['changed']} changed, {second / first:.0%} of the first), "
+                f"floor {floor:5.1f} s"
             )
+            if args.profile:
+                total = sum(s for s, _, _ in _slowest(second_dir, 10**6))
+                print(f"  no-change run: {total:.1f} s in tasks; slowest:")
+                for seconds, times, task in _slowest(second_dir, args.profile):
+                    print(f"  {seconds:6.2f} s  {times:3d}x  {task}")
 
 
 if __name__ == "__main__":
