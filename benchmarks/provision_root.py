@@ -5,6 +5,8 @@ root and stand-in NVIDIA repository as the integration tests (tests/integration/
 In the same run it measures the floor: ansible-playbook with gpuready's Ansible configuration
 running one play that gathers facts and pings the same root (what any playbook run costs here).
 `--profile N` prints the N tasks of the no-change run that took longest (from the job events).
+CPU seconds (user + system of all the processes a run started) are printed too: on a shared machine
+they move far less with the load than wall time.
 
     sudo .venv/bin/python benchmarks/provision_root.py [--runs 1] [--profile 15]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -35,7 +38,14 @@ FLOOR_PLAY = """- name: Floor | Facts and one module call
 """
 
 
-def _provision(inventory: Path, runs: Path) -> tuple[float, dict, Path]:
+def _cpu() -> float:
+    """CPU seconds of finished child processes (and theirs): steadier than wall time on a shared machine."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def _provision(inventory: Path, runs: Path) -> tuple[float, float, dict, Path]:
+    cpu = _cpu()
     start = time.perf_counter()
     done = subprocess.run(
         [
@@ -54,16 +64,18 @@ def _provision(inventory: Path, runs: Path) -> tuple[float, dict, Path]:
         cwd=ROOT,
     )
     elapsed = time.perf_counter() - start
+    cpu = _cpu() - cpu
     if done.returncode != 0:
         sys.exit(f"provision failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     latest = sorted(runs.glob("*/summary.json"))[-1]
-    return elapsed, json.loads(latest.read_text()), latest.parent
+    return elapsed, cpu, json.loads(latest.read_text()), latest.parent
 
 
-def _floor(inventory: Path, work: Path) -> float:
+def _floor(inventory: Path, work: Path) -> tuple[float, float]:
     work.mkdir()
     (work / "floor.yml").write_text(FLOOR_PLAY)
     env = ansible_environment(work)
+    cpu = _cpu()
     start = time.perf_counter()
     done = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory / "hosts.yml"), "floor.yml"],
@@ -73,9 +85,10 @@ def _floor(inventory: Path, work: Path) -> float:
         env={"PATH": env["PATH"], **env, "HOME": str(work)},
     )
     elapsed = time.perf_counter() - start
+    cpu = _cpu() - cpu
     if done.returncode != 0:
         sys.exit(f"floor playbook failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return elapsed
+    return elapsed, cpu
 
 
 def _slowest(run_dir: Path, count: int) -> list[tuple[float, int, str]]:
@@ -107,13 +120,15 @@ def main() -> None:
             root = dr.fresh_root(base / f"root{i}", repo)
             inventory = dr.write_inventory(base / f"inventory{i}", {"node1": root})
             with dr.booted_like(root):
-                first, s1, _ = _provision(inventory, base / f"runs{i}")
-                second, s2, second_dir = _provision(inventory, base / f"runs{i}")
-                floor = _floor(inventory, base / f"floor{i}")
+                first, first_cpu, s1, _ = _provision(inventory, base / f"runs{i}")
+                second, second_cpu, s2, second_dir = _provision(inventory, base / f"runs{i}")
+                floor, floor_cpu = _floor(inventory, base / f"floor{i}")
             print(
                 f"run {i + 1}: full apply {first:6.1f} s ({s1['metrics']['changed']} changed), "
                 f"second run {second:6.1f} s ({s2['metrics']['changed']} changed, {second / first:.0%} of the first), "
-                f"floor {floor:5.1f} s"
+                f"floor {floor:5.1f} s\n"
+                f"  CPU: full apply {first_cpu:6.1f} s, second run {second_cpu:6.1f} s "
+                f"({second_cpu / first_cpu:.0%} of the first), floor {floor_cpu:5.1f} s"
             )
             if args.profile:
                 total = sum(s for s, _, _ in _slowest(second_dir, 10**6))
