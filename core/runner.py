@@ -48,8 +48,8 @@ ANSIBLE_SETTINGS: dict[str, dict[str, str]] = {
     },
     # Pipelining feeds each module to the node's Python on stdin: one process per task instead of
     # making a temporary folder, copying the module, running it and removing the folder. Ansible reads
-    # this for every connection (ssh, chroot, local); sudo must not require a tty (the default on
-    # current RHEL, Ubuntu and Debian).
+    # it for every connection (ssh, chroot, local; the ssh section alone reaches only ssh). With sudo,
+    # sudoers must not set requiretty (Ansible's documentation of the setting).
     # https://docs.ansible.com/ansible/latest/reference_appendices/config.html#ansible-pipelining
     "connection": {"pipelining": "True"},
 }
