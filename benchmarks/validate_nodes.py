@@ -1,26 +1,42 @@
-"""Wall time of `gpuready validate gpu-node` over 1, 8 and 64 namespace hosts (real SSH), against the floor
-(one command per host over plain parallel ssh) and a peer (Ansible ad-hoc `command`), in the same run.
+"""Wall time and client CPU of `gpuready validate gpu-node` over 1, 8 and 64 namespace hosts (real SSH),
+against the floor (one command per host over plain parallel ssh) and a peer (Ansible ad-hoc `command`), in the
+same run.
 
-Needs root (network namespaces). Usage: .venv/bin/python benchmarks/validate_nodes.py [--sizes 1,8,64] [--runs 3]
-Prints one line per size: the CLI's wall time (median of the runs), the fan-out's own time (from
-summary.json metrics), the rest (interpreter start, imports, inventory load, reports), the
-median per-host time, and the CPU seconds of the CLI with its ssh clients (the hosts' sshds and
-the replayed tools run on the same machine here, outside that figure).
+Needs root (network namespaces). Usage:
+    .venv/bin/python benchmarks/validate_nodes.py [--sizes 1,8,64] [--runs 3] [--kex default,curve25519-sha256]
+Prints one line per size and key exchange: the CLI's wall time (median of the runs), the fan-out's own time
+(from summary.json metrics), the client CPU (see below), the ssh connections each host accepted, and the same
+for the floor and the peer.
+
+Client CPU is what the measured command and every process it starts use on this machine, read from a cpuacct
+cgroup the command is started in: ssh clients, shells, and ssh ControlPersist masters that detach from their
+parent (Ansible's), which ``RUSAGE_CHILDREN`` would miss. The simulated hosts' sshds, their sessions and the
+replayed tools also run on this machine, but were started before, outside that cgroup, so they are not in it.
+Without a writable cgroup it falls back to ``RUSAGE_CHILDREN`` and says so.
+
+``--kex`` runs every size once per key exchange: ``default`` leaves ssh's own choice (OpenSSH 9.x prefers a
+post-quantum hybrid, sntrup761x25519 or mlkem768x25519, which costs the client far more CPU than the rest of a
+session); any other value is passed to all three tools as ``-o KexAlgorithms=<value>`` the way a site would set
+it for Ansible (``ansible_ssh_common_args`` in the inventory).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import resource
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -30,139 +46,148 @@ from gpuready.lab import nodes  # noqa: E402
 PROFILES = ["v100-x4", "a100-x4", "h100-x8", "throttle"]
 
 
-def hosts_cpu(pids: list[int]) -> float:
-    """CPU seconds of the hosts' sshds and every session they have reaped (fields utime..cstime)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(f) for f in fields[11:15])
-    return total / ticks
+class ClientCpu:
+    """CPU seconds of a command and everything it starts, from a cpuacct cgroup it is started in."""
+
+    def __init__(self) -> None:
+        self.group: Path | None = None
+        for base, usage in ((Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"), (Path("/sys/fs/cgroup"), "cpu.stat")):
+            if (base / usage).exists() or (base / "cgroup.procs").exists():
+                group = base / f"gpuready-bench-{os.getpid()}"
+                try:
+                    group.mkdir(exist_ok=True)
+                except OSError:
+                    continue
+                if (group / usage).exists():
+                    self.group, self.usage = group, usage
+                    break
+                group.rmdir()
+        self.source = "cgroup" if self.group else "RUSAGE_CHILDREN (no writable cgroup: detached processes missed)"
+
+    def seconds(self) -> float:
+        if self.group is None:
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return usage.ru_utime + usage.ru_stime
+        text = (self.group / self.usage).read_text()
+        if self.usage == "cpu.stat":
+            return int(re.search(r"usage_usec (\d+)", text).group(1)) / 1e6
+        return int(text) / 1e9
+
+    def enter(self) -> Callable[[], None] | None:
+        """A preexec_fn that moves the new process into the group (its children follow)."""
+        if self.group is None:
+            return None
+        procs = self.group / "cgroup.procs"
+        return lambda: procs.write_text(str(os.getpid()))
+
+    def close(self) -> None:
+        """Stop what is still in the group (Ansible's ControlPersist ssh masters, started by this run), drop it."""
+        if self.group is None:
+            return
+        for _ in range(20):
+            pids = [int(p) for p in (self.group / "cgroup.procs").read_text().split()]
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGTERM)
+            try:
+                self.group.rmdir()
+                return
+            except OSError:
+                time.sleep(0.5)
 
 
-def measure(inventory: Path, runs: int, workers: int, pids: list[int]) -> dict[str, float]:
-    walls, fanouts, per_host, cpu, remote = [], [], [], [], []
+def accepted(log: Path) -> int:
+    """Connections the hosts' sshds accepted so far (their log, LogLevel INFO)."""
+    return log.read_text(errors="replace").count("Accepted publickey")
+
+
+def timed(cpu: ClientCpu, log: Path, argv: list[str], **kwargs: object) -> tuple[float, float, int, Any]:
+    before, connections, started = cpu.seconds(), accepted(log), time.monotonic()
+    done = subprocess.run(argv, preexec_fn=cpu.enter(), check=False, **kwargs)
+    wall = time.monotonic() - started
+    time.sleep(0.2)  # let the sshds write their last lines
+    return wall, cpu.seconds() - before, accepted(log) - connections, done
+
+
+def measure(inventory: Path, runs: int, workers: int, cpu: ClientCpu, log: Path) -> dict[str, float]:
+    walls, fanouts, used, conns = [], [], [], []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as artifacts:
-            started = time.monotonic()
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            remote_before = hosts_cpu(pids)
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "gpuready.core.cli",
-                    "validate",
-                    "gpu-node",
-                    "-i",
-                    str(inventory),
-                    "--artifacts",
-                    artifacts,
-                    "--workers",
-                    str(workers),
-                ],
-                capture_output=True,
-                text=True,
-                cwd=ROOT,
-                check=False,
-                env={**os.environ, "COLUMNS": "200"},
+            argv = [sys.executable, "-m", "gpuready.core.cli", "validate", "gpu-node", "-i", str(inventory)]
+            argv += ["--artifacts", artifacts, "--workers", str(workers)]
+            wall, seconds, connections, done = timed(
+                cpu, log, argv, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "200"}
             )
-            walls.append(time.monotonic() - started)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            # CPU of the CLI and its children (ssh clients, shells); the hosts' sshds are not its children.
-            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-            remote.append(hosts_cpu(pids) - remote_before)
             if done.returncode not in (0, 1):
                 raise SystemExit(f"validate gpu-node exited {done.returncode}: {done.stderr[-2000:]}")
             summary = json.loads(next(Path(artifacts).glob("*/summary.json")).read_text())
+            walls.append(wall)
+            used.append(seconds)
+            conns.append(connections)
             fanouts.append(summary["metrics"]["wall_seconds"])
-            per_host += [float(s) for s in re.findall(r"\((\d+\.\d+)s\) ·", done.stderr)]
     return {
         "wall": statistics.median(walls),
         "fanout": statistics.median(fanouts),
-        "host": statistics.median(per_host) if per_host else 0.0,
-        "cpu": statistics.median(cpu),
-        "remote": statistics.median(remote),
+        "cpu": statistics.median(used),
+        "connections": statistics.median(conns),
     }
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def floor(state: dict, runs: int) -> dict[str, float]:
+def floor(state: dict, runs: int, kex: list[str], cpu: ClientCpu, log: Path) -> dict[str, float]:
     """One `nvidia-smi -q -x` per host over plain ssh, all hosts at once (the least any tool can do)."""
-    walls, cpu = [], []
+    ssh = ["ssh", "-i", state["key"], "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"]
+    ssh += ["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", *kex]
+    script = " & ".join(
+        " ".join([*ssh, f"root@{h['address']}", "'nvidia-smi -q -x' >/dev/null"]) for h in state["hosts"]
+    )
+    walls, used, conns = [], [], []
     for _ in range(runs):
-        before, started = _children_cpu(), time.monotonic()
-        procs = [
-            subprocess.Popen(
-                [
-                    "ssh",
-                    "-i",
-                    state["key"],
-                    "-o",
-                    "BatchMode=yes",
-                    "-o",
-                    "StrictHostKeyChecking=no",
-                    "-o",
-                    "UserKnownHostsFile=/dev/null",
-                    "-o",
-                    "LogLevel=ERROR",
-                    f"root@{h['address']}",
-                    "nvidia-smi -q -x",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            for h in state["hosts"]
-        ]
-        codes = [p.wait() for p in procs]
-        walls.append(time.monotonic() - started)
-        cpu.append(_children_cpu() - before)
-        if any(codes):
-            raise SystemExit(f"floor: ssh failed on {codes.count(1) + codes.count(255)} host(s)")
-    return {"wall": statistics.median(walls), "cpu": statistics.median(cpu)}
+        wall, seconds, connections, _ = timed(cpu, log, ["sh", "-c", script + " & wait"])
+        if connections != len(state["hosts"]):
+            raise SystemExit(f"floor: {connections} of {len(state['hosts'])} ssh connections accepted")
+        walls.append(wall)
+        used.append(seconds)
+        conns.append(connections)
+    return {"wall": statistics.median(walls), "cpu": statistics.median(used), "connections": statistics.median(conns)}
 
 
-def peer(inventory: Path, runs: int, forks: int) -> dict[str, float]:
-    """Ansible ad-hoc `command: nvidia-smi -q -x` on every host (the peer a user would reach for)."""
+def peer(inventory: Path, runs: int, forks: int, cpu: ClientCpu, log: Path) -> dict[str, float]:
+    """Ansible ad-hoc `command: nvidia-smi -q -x` on every host (the peer a user would reach for).
+
+    Its ssh ControlPersist masters live in a folder of this inventory's own, so the first run opens every
+    connection and later runs may reuse them, as they would for a user running it twice within a minute.
+    """
     ansible = Path(sys.executable).with_name("ansible")
-    walls, cpu = [], []
+    walls, used, conns = [], [], []
     for _ in range(runs):
-        before, started = _children_cpu(), time.monotonic()
-        done = subprocess.run(
-            [
-                str(ansible),
-                "-i",
-                str(inventory),
-                "gpu_nodes",
-                "-m",
-                "ansible.builtin.command",
-                "-a",
-                "nvidia-smi -q -x",
-                "-f",
-                str(forks),
-            ],
-            capture_output=True,
-            text=True,
-            env={
-                **os.environ,
-                "ANSIBLE_HOST_KEY_CHECKING": "False",
-                "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",
-                "ANSIBLE_DEPRECATION_WARNINGS": "False",
-            },
-            check=False,
-        )
-        walls.append(time.monotonic() - started)
-        cpu.append(_children_cpu() - before)
+        argv = [str(ansible), "-i", str(inventory), "gpu_nodes", "-m", "ansible.builtin.command"]
+        argv += ["-a", "nvidia-smi -q -x", "-f", str(forks)]
+        env = {
+            **os.environ,
+            "ANSIBLE_HOST_KEY_CHECKING": "False",
+            "ANSIBLE_PYTHON_INTERPRETER": "/usr/bin/python3",
+            "ANSIBLE_DEPRECATION_WARNINGS": "False",
+            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(inventory / "cp"),
+        }
+        wall, seconds, connections, done = timed(cpu, log, argv, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise SystemExit(f"peer: ansible exited {done.returncode}: {done.stdout[-1500:]}{done.stderr[-1500:]}")
-    return {"wall": statistics.median(walls), "cpu": statistics.median(cpu)}
+        walls.append(wall)
+        used.append(seconds)
+        conns.append(connections)
+    return {"wall": statistics.median(walls), "cpu": statistics.median(used), "connections": statistics.median(conns)}
+
+
+def write_inventory(folder: Path, state: dict, kex: list[str]) -> Path:
+    inventory = nodes.write_inventory(folder, state)
+    if kex:
+        import yaml
+
+        hosts = nodes.inventory_hosts(state)
+        for variables in hosts["gpu_nodes"]["hosts"].values():
+            variables["ansible_ssh_common_args"] = " ".join(kex)
+        (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
+    return inventory
 
 
 def main() -> None:
@@ -170,39 +195,49 @@ def main() -> None:
     parser.add_argument("--sizes", default="1,8,64")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=64)
+    parser.add_argument("--kex", default="default", help="comma-separated: default or KexAlgorithms values")
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("benchmarks/validate_nodes.py needs root (network namespaces)")
-    results = {}
-    for size in (int(s) for s in args.sizes.split(",")):
-        with tempfile.TemporaryDirectory(prefix="gpuready-bench-") as tmp:
-            root = Path(tmp)
-            log = (root / "sshd.log").open("ab")
-            started = time.monotonic()
-            state = nodes.up_hosts(
-                root,
-                [PROFILES[i % len(PROFILES)] for i in range(size)],
-                f"g{size}x{os.getpid() % 10000}",
-                lambda argv, log=log: subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True).pid,
-            )
-            setup = time.monotonic() - started
-            try:
-                inventory = nodes.write_inventory(root / "inventory", state)
-                results[size] = measure(inventory, args.runs, args.workers, state["pids"])
-                results[size]["floor"] = floor(state, args.runs)
-                results[size]["peer"] = peer(inventory, args.runs, args.workers)
-            finally:
-                nodes.down_hosts(state)
-        r = results[size]
-        f, p = r["floor"], r["peer"]
-        print(
-            f"{size:3d} hosts: gpuready wall {r['wall']:6.2f}s (fan-out {r['fanout']:5.2f}s) client CPU "
-            f"{r['cpu']:5.2f}s ({r['cpu'] / size:5.3f}/host) | floor ssh wall {f['wall']:5.2f}s CPU {f['cpu']:5.2f}s "
-            f"| ansible ad-hoc wall {p['wall']:6.2f}s CPU {p['cpu']:6.2f}s | gpuready/floor "
-            f"{r['wall'] / f['wall']:4.2f}x, ansible/gpuready {p['wall'] / r['wall']:4.2f}x "
-            f"(lab set-up {setup:5.1f}s, not counted)",
-            flush=True,
-        )
+    cpu = ClientCpu()
+    print(f"client CPU from {cpu.source}; load average {os.getloadavg()[0]:.1f}", flush=True)
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            with tempfile.TemporaryDirectory(prefix="gpuready-bench-") as tmp:
+                root = Path(tmp)
+                log_path = root / "sshd.log"
+                log = log_path.open("ab")
+                started = time.monotonic()
+                state = nodes.up_hosts(
+                    root,
+                    [PROFILES[i % len(PROFILES)] for i in range(size)],
+                    f"g{size}x{os.getpid() % 10000}",
+                    lambda argv, log=log: subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True).pid,
+                )
+                setup = time.monotonic() - started
+                try:
+                    for kex_name in args.kex.split(","):
+                        kex = [] if kex_name == "default" else ["-o", f"KexAlgorithms={kex_name}"]
+                        inventory = write_inventory(root / f"inventory-{kex_name}", state, kex)
+                        load = os.getloadavg()[0]
+                        r = measure(inventory, args.runs, args.workers, cpu, log_path)
+                        f = floor(state, args.runs, kex, cpu, log_path)
+                        p = peer(inventory, args.runs, args.workers, cpu, log_path)
+                        print(
+                            f"{size:3d} hosts, kex {kex_name}, load {load:4.1f}-{os.getloadavg()[0]:4.1f}: "
+                            f"gpuready wall {r['wall']:6.2f}s (fan-out {r['fanout']:5.2f}s) "
+                            f"client CPU {r['cpu']:5.2f}s "
+                            f"({r['cpu'] / size:5.3f}/host, {r['connections'] / size:g} conn/host) | floor wall "
+                            f"{f['wall']:5.2f}s CPU {f['cpu']:5.2f}s ({f['cpu'] / size:5.3f}/host) | ansible wall "
+                            f"{p['wall']:6.2f}s CPU {p['cpu']:6.2f}s ({p['cpu'] / size:5.3f}/host, "
+                            f"{p['connections'] / size:g} conn/host) | gpuready/floor {r['wall'] / f['wall']:4.2f}x, "
+                            f"ansible/gpuready {p['wall'] / r['wall']:4.2f}x (lab set-up {setup:5.1f}s, not counted)",
+                            flush=True,
+                        )
+                finally:
+                    nodes.down_hosts(state)
+    finally:
+        cpu.close()
 
 
 if __name__ == "__main__":

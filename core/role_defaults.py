@@ -1,8 +1,10 @@
 """Facts the roles own, read from the roles' defaults: the one place each is written.
 
 A fact the roles apply and Python also needs (the settings schema's defaults, the checks that read
-back what a role did, the vSphere plan) is a plain value in ``roles/<role>/defaults/main.yml`` of the
-gpuready.gpu collection; Python reads it from there instead of keeping a copy that could drift.
+back what a role did, the vSphere plan) is a value in ``roles/<role>/defaults/main.yml`` of the
+gpuready.gpu collection, or of its ``common`` role when several roles apply it (they depend on that role);
+Python reads it from there instead of keeping a copy that could drift. Such a value is plain or a template
+of other such values, never of the inventory's settings.
 """
 
 from __future__ import annotations
@@ -12,27 +14,62 @@ from typing import Any
 
 from gpuready.core.errors import Unreachable
 
+COLLECTION = "gpuready.gpu."
+
 
 @cache
-def role_defaults(role: str) -> dict[str, Any]:
-    """A role's defaults as written (templates unrendered)."""
+def _read(role: str, part: str) -> dict[str, Any]:
     import yaml
 
     from gpuready.core.runner import collection_dir
 
-    path = collection_dir() / "roles" / role / "defaults" / "main.yml"
+    path = collection_dir() / "roles" / role / part / "main.yml"
+    if part == "meta" and not path.is_file():
+        return {}
     try:
         return yaml.safe_load(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as e:
         raise Unreachable(f"{path}: {e}; reinstall gpuready") from e
 
 
+def role_defaults(role: str) -> dict[str, Any]:
+    """A role's defaults as written (templates unrendered), over those of the roles it depends on, as Ansible
+    merges them."""
+    merged: dict[str, Any] = {}
+    for dependency in _read(role, "meta").get("dependencies") or []:
+        name = dependency["role"] if isinstance(dependency, dict) else dependency
+        merged.update(role_defaults(name.removeprefix(COLLECTION)))
+    return {**merged, **_read(role, "defaults")}
+
+
 def role_default(role: str, name: str) -> Any:
-    """One plain (untemplated) default of a role."""
-    value = role_defaults(role).get(name)
-    if value is None or (isinstance(value, str) and "{{" in value):
+    """One default of a role that its defaults alone decide: plain, or a template of other such defaults
+    (never of the inventory's settings)."""
+    defaults = role_defaults(role)
+    if name not in defaults or defaults[name] is None:
         raise Unreachable(f"the {role} role has no plain default {name}; reinstall gpuready")
-    return value
+    return _render(role, name, defaults[name])
+
+
+def _render(role: str, name: str, value: Any) -> Any:
+    if isinstance(value, list):
+        return [_render(role, name, v) for v in value]
+    if isinstance(value, dict):
+        return {k: _render(role, name, v) for k, v in value.items()}
+    if not (isinstance(value, str) and "{{" in value):
+        return value
+    import jinja2
+    import jinja2.meta
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+    used = jinja2.meta.find_undeclared_variables(env.parse(value))
+    defaults = role_defaults(role)
+    if not used <= defaults.keys():
+        raise Unreachable(f"the {role} role has no plain default {name}; reinstall gpuready")
+    try:
+        return env.from_string(value).render({v: role_default(role, v) for v in used})
+    except jinja2.TemplateError as e:
+        raise Unreachable(f"the {role} role has no plain default {name} ({e}); reinstall gpuready") from e
 
 
 def nvidia_vendor_id() -> int:
@@ -53,7 +90,34 @@ def device_plugin_pod_selector() -> str:
 
 def gpu_label() -> str:
     """The label put on GPU nodes when the inventory names none (key=value)."""
-    return str(role_default("gpu_node_labels", "gpu_node_labels_default_label"))
+    return str(role_default("common", "common_gpu_label"))
+
+
+def device_plugin_namespace(flavour: str) -> str:
+    """The device plugin's namespace when the inventory names none: a project of its own on OpenShift."""
+    name = "common_device_plugin_openshift_namespace" if flavour == "openshift" else "common_device_plugin_namespace"
+    return str(role_default("common", name))
+
+
+def device_plugin_service_account() -> str:
+    """The service account the device plugin runs as (bound to its SCC on OpenShift)."""
+    return str(role_default("common", "common_device_plugin_service_account"))
+
+
+def device_plugin_scc() -> str:
+    """The SecurityContextConstraints the openshift_gpu_scc role makes for the device plugin."""
+    return str(role_default("openshift_gpu_scc", "openshift_gpu_scc_name"))
+
+
+def kubelet_device_plugins_dir() -> str:
+    """The kubelet's folder where device plugins serve their sockets."""
+    return str(role_default("common", "common_kubelet_device_plugins_dir"))
+
+
+def selinux_device_booleans() -> list[str]:
+    """container-selinux booleans that let containers open the GPU devices; the role turns on the first the
+    node's policy has."""
+    return list(role_default("gpu_selinux", "gpu_selinux_device_booleans"))
 
 
 def gpu_extra_labels() -> dict[str, str]:

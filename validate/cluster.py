@@ -34,7 +34,9 @@ REGISTERED = "Registered device plugin"
 SELINUX_REMEDY = (
     "SELinux labels are wrong on the node: "
     + ", ".join(f"{c['path']} must be {c['setype']}" for c in role_defaults.selinux_file_contexts())
-    + ", and container_use_xserver_devices on; run `gpuready provision cluster --tags selinux` "
+    + ", and the first of the booleans "
+    + ", ".join(role_defaults.selinux_device_booleans())
+    + " that the node's container-selinux has on; run `gpuready provision cluster --tags selinux` "
     "(or semanage fcontext + restorecon, setsebool -P)"
 )
 
@@ -175,7 +177,7 @@ def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
         remedy=_remedy(
             log,
             "see the plugin log: NVML must load (driver installed) and the kubelet's "
-            "/var/lib/kubelet/device-plugins must be writable",
+            f"{role_defaults.kubelet_device_plugins_dir()} must be writable",
         ),
     )
 
@@ -220,9 +222,9 @@ def _scc(client: Kube, settings: Kubernetes) -> Any:
 
     from gpuready.core import kube
 
-    name = "gpuready-nvidia-device-plugin"
+    name = role_defaults.device_plugin_scc()
     namespace = settings.device_plugin.namespace
-    user = f"system:serviceaccount:{namespace}:nvidia-device-plugin"
+    user = f"system:serviceaccount:{namespace}:{role_defaults.device_plugin_service_account()}"
     dynamic = client.dynamic()
     api = client.call(
         lambda: dynamic.resources.get(api_version="security.openshift.io/v1", kind="SecurityContextConstraints"),

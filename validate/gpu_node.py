@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuready.core.command import Context, FiniteFloatRange, common_options, execute, limit_option
+from gpuready.core.inventory import KUBE_ONLY_GROUP
 from gpuready.core.results import RunResult
 
 if TYPE_CHECKING:
+    from gpuready.core.inventory import Inventory
     from gpuready.validate.node.fanout import HostDone
 
 
@@ -78,6 +80,15 @@ def _gpu_node(ctx: Context) -> RunResult:
     hosts = inv.limit(opts["limit"], "gpu_nodes")
     if not hosts:
         raise BadInput(f"{inv.path}: no host in group gpu_nodes")
+    hosts, api_only = _reachable(inv, hosts)
+    if not hosts:
+        raise BadInput(
+            f"{inv.path}: the chosen GPU nodes ({_names(api_only)}) are in group {KUBE_ONLY_GROUP}, reached only "
+            "through the Kubernetes API (the lab's kwok nodes are): there is no host to log in to; "
+            "use `gpuready validate cluster`"
+        )
+    if api_only:
+        ctx.note(f"validate gpu-node: {len(api_only)} host(s) of {KUBE_ONLY_GROUP} left out ({_names(api_only)})")
     if opts["mark_nodes"]:
         marks.control_plane(inv)  # refused before any host is reached
     targets = [fanout.Target(h, connect.connection_spec(h, inv.host_vars(h)), inv.node_class(h)) for h in hosts]
@@ -118,3 +129,15 @@ def _gpu_node(ctx: Context) -> RunResult:
     if opts["mark_nodes"]:
         marks.mark(result, inv, ctx.run_dir, check=opts["check"], progress=ctx.progress)
     return result
+
+
+def _reachable(inv: Inventory, hosts: list[str]) -> tuple[list[str], list[str]]:
+    """The hosts gpu-node can log in to, and those of kube_only_nodes: their connection settings (the lab gives
+    its kwok nodes a local connection) would run the node checks on some other machine under their names."""
+    api_only = [h for h in hosts if KUBE_ONLY_GROUP in inv.host_groups.get(h, ())]
+    return [h for h in hosts if h not in api_only], api_only
+
+
+def _names(hosts: list[str], shown: int = 3) -> str:
+    more = len(hosts) - shown
+    return ", ".join(hosts[:shown]) + (f" and {more} more" if more > 0 else "")

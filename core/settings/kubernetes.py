@@ -19,8 +19,6 @@ OPENSHIFT_DEFAULT_NAMESPACES = (
     "openshift-infra",
     "openshift",
 )
-#: The device plugin's project on OpenShift when the inventory names none.
-OPENSHIFT_DEVICE_PLUGIN_NAMESPACE = "nvidia-device-plugin"
 
 
 class DevicePlugin(Section):
@@ -28,10 +26,9 @@ class DevicePlugin(Section):
     version: str = Field(default_factory=role_defaults.device_plugin_release, pattern=r"^v\d+\.\d+\.\d+$")
     #: Override for private registries; empty means nvcr.io/nvidia/k8s-device-plugin:<version>.
     image: str = ""
-    #: Namespace of the DaemonSet; the Dell/Red Hat TFJobs paper used kube-system. On OpenShift the default is a
-    #: project of its own
-    #: (nvidia-device-plugin): SCCs do not apply to pods in OpenShift's default namespaces.
-    namespace: str = "kube-system"
+    #: Namespace of the DaemonSet; the default is the common role's. On OpenShift the default is a project of its
+    #: own (the common role's too): SCCs do not apply to pods in OpenShift's default namespaces.
+    namespace: str = Field(default_factory=lambda: role_defaults.device_plugin_namespace("kubernetes"))
     #: How long to wait for the plugin to be ready on every labelled node.
     rollout_timeout_s: int = Field(default=300, ge=1)
     #: How MIG devices are advertised (k8s-device-plugin README, MIG_STRATEGY): none, single or mixed.
@@ -57,7 +54,7 @@ class Kubernetes(Section):
     context: str = ""
     #: Verify the API server's TLS certificate (set false only for labs).
     verify_tls: bool = True
-    #: The label put on GPU nodes; the default is the gpu_node_labels role's.
+    #: The label put on GPU nodes; the default is the common role's (the gpu_node_labels and device-plugin roles').
     gpu_label: str = Field(default_factory=role_defaults.gpu_label, pattern=r"^[^=\s]+=[^=\s]*$")
     device_plugin: DevicePlugin = DevicePlugin()
     #: The validation pod's image (the Dell/Red Hat TFJobs paper's cuda-vector-add); mirror it for private registries.
@@ -85,10 +82,11 @@ class Kubernetes(Section):
         if isinstance(plugin, DevicePlugin):
             plugin = plugin.model_dump(exclude_unset=True)
         plugin = dict(plugin or {})
-        namespace = plugin.setdefault("namespace", OPENSHIFT_DEVICE_PLUGIN_NAMESPACE)
+        own = role_defaults.device_plugin_namespace("openshift")
+        namespace = plugin.setdefault("namespace", own)
         if namespace in OPENSHIFT_DEFAULT_NAMESPACES:
             raise ValueError(
                 f"device_plugin.namespace {namespace} is one of OpenShift's default namespaces, where no SCC can be "
-                f"assigned to pods: use a project of its own (e.g. {OPENSHIFT_DEVICE_PLUGIN_NAMESPACE})"
+                f"assigned to pods: use a project of its own (e.g. {own})"
             )
         return {**data, "device_plugin": plugin}

@@ -68,6 +68,9 @@ class Driver(Section):
     repo_url: str = ""
     #: Remove the driver on ``provision cluster --remove`` (off: the driver is kept).
     remove_on_uninstall: bool = False
+    #: UEFI Secure Boot on the nodes: ``auto`` asks ``mokutil --sb-state`` on each node. On, Ubuntu nodes get
+    #: Canonical's signed precompiled modules and DKMS nodes need the DKMS key enrolled (docs/secure-boot.md).
+    secure_boot: Literal["auto"] | bool = "auto"
 
     @field_validator("branch", mode="before")
     @classmethod
@@ -103,13 +106,15 @@ class NodeChecks(Section):
     xid_fail_classes: list[Literal["hardware", "driver", "application", "unknown"]] = Field(
         default_factory=lambda: ["hardware", "driver", "unknown"]
     )
-    #: Retired pages (single- plus double-bit) at which a GPU is due for replacement (NVIDIA's page-retirement
-    #: RMA guidance: 60).
-    retired_pages_limit: int = Field(default=60, ge=1)
-    #: PCIe replays (nvidia-smi's replay_counter) per GPU above which the link fails.
-    #: A gpuready default, not an NVIDIA figure: replays count since the driver loaded, so a busy healthy link
-    #: gathers a few; thousands mean a marginal link.
-    pcie_replay_limit: int = Field(default=1000, ge=0)
+    #: Retired pages (single- plus double-bit) at which a GPU is due for replacement: NVIDIA's DCGM fails a GPU at
+    #: DCGM_LIMIT_MAX_RETIRED_PAGES = 63 ("updated to match the field diag"; NVIDIA/DCGM
+    #: common/DcgmGPUHardwareLimits.h, applied as sbe + dbe >= 63 in its health watch and software plugin).
+    retired_pages_limit: int = Field(default=63, ge=1)
+    #: PCIe replays per minute on one GPU above which the link fails; 0: off. NVIDIA's DCGM warns above
+    #: DCGM_LIMIT_MAX_PCIREPLAY_RATE = 8 per minute ("the maximum recommended by RM"; NVIDIA/DCGM
+    #: common/DcgmGPUHardwareLimits.h). nvidia-smi's replay_counter counts since the driver loaded, at most the
+    #: uptime ago: gpuready divides by the uptime, so an average above 8/min means some minute exceeded 8.
+    pcie_replays_per_minute: float = Field(default=8, ge=0)
     #: NVLink error counter (nvidia-smi nvlink -e) per link above which the link fails. A gpuready default.
     nvlink_error_limit: int = Field(default=100, ge=0)
     #: Corrected (single-bit) ECC errors per hour on one GPU at which it fails gpu.ecc_correctable_rate; 0: off.

@@ -37,6 +37,9 @@ LABELS_COMMAND = (
 )
 LSPCI_COMMAND = f"lspci -n -d {role_defaults.nvidia_vendor_id():04x}:"
 UPTIME_COMMAND = "cat /proc/uptime"
+# Where dmesg is refused (kernel.dmesg_restrict and no become), the journal's kernel log, read in the same
+# batch so the host still costs one connection; it prints nothing where dmesg works.
+JOURNAL_COMMAND = "dmesg >/dev/null 2>&1 || journalctl -k -b --no-pager -q"
 FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
 DCGM_COMMAND = "if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1 -j; else echo '== no dcgmi'; fi"
 NCCL_COMMAND = (
@@ -48,7 +51,7 @@ NVBANDWIDTH_COMMAND = (
     "if command -v nvbandwidth >/dev/null 2>&1; then nvbandwidth -t host_to_device_memcpy_ce; "
     "else echo '== not installed'; fi"
 )
-DEVICE_PLUGIN_SOCKET = "/var/lib/kubelet/device-plugins/nvidia.sock"
+DEVICE_PLUGIN_SOCKET = f"{role_defaults.kubelet_device_plugins_dir()}/nvidia.sock"
 KUBELET_COMMAND = "test -d /var/lib/kubelet"
 SOCKET_COMMAND = f"test -S {DEVICE_PLUGIN_SOCKET}"
 
@@ -347,6 +350,17 @@ def ecc_volatile(node: Node) -> Check:
     return _per_gpu(node, "gpu.ecc_volatile", bad, "no volatile uncorrectable ECC errors", note)
 
 
+def _counter_window(node: Node, check_id: str, unit_seconds: float) -> tuple[float, float] | Check:
+    """The seconds a counter that starts at the driver load covers (at most the uptime) and the same in units.
+
+    Under one unit counts as one, so a few events just after boot are not a high rate. No uptime: skipped.
+    """
+    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
+    if uptime is None:
+        return skipped(check_id, node.name, f"the uptime cannot be read ({UPTIME_COMMAND})")
+    return uptime, max(uptime / unit_seconds, 1.0)
+
+
 @check(
     "gpu.ecc_correctable_rate",
     "corrected (single-bit) ECC errors per hour under the limit on every GPU (volatile counters over the uptime)",
@@ -363,12 +377,10 @@ def ecc_correctable_rate(node: Node) -> Check:
         return skipped(
             "gpu.ecc_correctable_rate", node.name, "no GPU reports corrected-error counters (ECC off or not supported)"
         )
-    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
-    if uptime is None:
-        return skipped("gpu.ecc_correctable_rate", node.name, f"the uptime cannot be read ({UPTIME_COMMAND})")
-    # The volatile counters start at the driver load, at most the uptime ago; below an hour, an hour, so a few
-    # errors just after boot are not a high rate.
-    hours = max(uptime / 3600, 1.0)
+    window = _counter_window(node, "gpu.ecc_correctable_rate", 3600)
+    if isinstance(window, Check):
+        return window
+    uptime, hours = window
     rates = {g.index: sum(g.volatile_correctable.values()) / hours for g in gpus}
     evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x ecc_errors/volatile:\n" + "\n".join(
         f"GPU {g.index} {g.bus_id}: {g.volatile_correctable} -> {rates[g.index]:.1f}/h" for g in gpus
@@ -475,21 +487,40 @@ def pcie_link(node: Node) -> Check:
 
 @check(
     "gpu.pcie_replay",
-    "PCIe replay counter under the limit on every GPU (nvidia-smi -q -x replay_counter)",
+    "PCIe replays per minute under the limit on every GPU (nvidia-smi -q -x replay_counter over the uptime)",
     "Many replays mean a marginal link: reseat the GPU or riser, check the slot and cables; nvidia-smi -q -d PCIE.",
     depends=GPU_VIEW,
 )
 def pcie_replay(node: Node) -> Check:
-    limit = node.settings.node_checks.pcie_replay_limit
-    return _per_gpu(
-        node,
-        "gpu.pcie_replay",
-        lambda g: (
-            f"{g.pcie_replays} PCIe replays > {limit}" if g.pcie_replays is not None and g.pcie_replays > limit else ""
-        ),
-        f"replays <= {limit}",
-        lambda g: f"{g.pcie_replays} replays" if g.pcie_replays else "",
+    limit = node.settings.node_checks.pcie_replays_per_minute
+    counted = [g for g in node.smi.gpus if g.pcie_replays is not None]
+    if not limit:
+        return skipped("gpu.pcie_replay", node.name, "turned off (node_checks.pcie_replays_per_minute: 0)")
+    if not counted:
+        return skipped("gpu.pcie_replay", node.name, "no GPU reports a PCIe replay counter")
+    replaying = [g for g in counted if g.pcie_replays]
+    if not replaying:
+        return passed("gpu.pcie_replay", node.name, "no PCIe replays")
+    # One reading gives an average: one above the per-minute limit means at least one minute was above it.
+    # Shorter bursts need two readings a minute apart, as DCGM's health watch takes (dcgmi health).
+    window = _counter_window(node, "gpu.pcie_replay", 60)
+    if isinstance(window, Check):
+        return window
+    uptime, minutes = window
+    rates = {g.index: g.pcie_replays / minutes for g in replaying}
+    evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x pci/replay_counter:\n" + "\n".join(
+        f"GPU {g.index} {g.bus_id}: {g.pcie_replays} -> {rates[g.index]:.2f}/min" for g in replaying
     )
+    high = [
+        f"GPU {g.index} ({g.bus_id}): {g.pcie_replays} PCIe replays in {minutes:.0f} min = "
+        f"{rates[g.index]:.2f}/min > {limit:g}/min"
+        for g in replaying
+        if rates[g.index] > limit
+    ]
+    if high:
+        return failed("gpu.pcie_replay", node.name, "; ".join(high), evidence)
+    worst = max(rates.values())
+    return passed("gpu.pcie_replay", node.name, f"at most {worst:.2f} PCIe replays/min (<= {limit:g}/min)", evidence)
 
 
 @check(
@@ -528,7 +559,7 @@ def xid(node: Node) -> Check:
     settings = node.settings.node_checks
     answer = node.run("dmesg")
     if not answer.ok:
-        answer = node.run("journalctl -k -b --no-pager -q")
+        answer = node.run(JOURNAL_COMMAND)
     if not answer.ok:
         return skipped(
             "gpu.xid",
@@ -1047,6 +1078,7 @@ PREFETCH = [
     MODULES_COMMAND,
     "nvidia-smi -q -x",
     "dmesg",
+    JOURNAL_COMMAND,
     UPTIME_COMMAND,
     LSPCI_COMMAND,
     "nvidia-smi nvlink -s",

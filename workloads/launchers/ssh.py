@@ -9,6 +9,11 @@ anything starts: one that does not answer stops the run, named (exit 3).
 With mpirun, OpenMPI starts the processes and Horovod's collectives run over Gloo, whose
 rendezvous this launcher serves (gpuready.workloads.rendezvous): the Horovod that `make` builds
 has no MPI. A Horovod built with MPI runs the same command line.
+
+A process started over SSH without a terminal does not die with the ssh client that started it (sshd
+sends SIGHUP only to a terminal's processes), so every process a launch starts carries the variable
+GPUREADY_LAUNCH with the launch's own token, and Ctrl-C, SIGTERM or a timeout ends, on each chosen host,
+every process that carries it (terminate, a bounded wait, then kill).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 import shlex
 import subprocess
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +83,37 @@ def ssh_options(host: Host, known_hosts: Path) -> list[str]:
     return options + (["-i", host.key] if host.key else [])
 
 
+#: Marks every process of one launch, on every host (see the module's docstring).
+LAUNCH_VAR = "GPUREADY_LAUNCH"
+#: On a host: the processes whose environment holds the mark (GNU grep reads each environ as NUL-separated
+#: lines); SIGTERM, up to STOP_GRACE_S for them to end, then SIGKILL.
+STOP_GRACE_S = 10
+_STOP_SCRIPT = """mine() {{ grep -lzxF -- {mark} /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; }}
+pids=$(mine); [ -n "$pids" ] && kill -TERM $pids 2>/dev/null
+n=0; while [ -n "$pids" ] && [ $n -lt {rounds} ]; do sleep 0.5; pids=$(mine); n=$((n+1)); done
+[ -n "$pids" ] && kill -KILL $pids 2>/dev/null; true"""
+
+
+def launch_mark() -> str:
+    """``GPUREADY_LAUNCH=<token>``, new for each launch."""
+    return f"{LAUNCH_VAR}={uuid.uuid4().hex}"
+
+
+def stop_command(mark: str) -> str:
+    """The shell command that ends, where it runs, every process whose environment holds ``mark``."""
+    return shlex.join(["sh", "-c", _STOP_SCRIPT.format(mark=shlex.quote(mark), rounds=STOP_GRACE_S * 2)])
+
+
+def stop_remote(hosts: list[Host], known_hosts: Path, mark: str) -> None:
+    """End every process of the launch ``mark`` on each host (best effort: a host that does not answer is
+    left, as it would be by any other way of stopping)."""
+    for host in hosts:
+        try:
+            _ssh(host, known_hosts, stop_command(mark))
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+
+
 def check_reachable(chosen: list[tuple[Host, int]], known_hosts: Path) -> None:
     """Each host answers `true` over SSH, or the run stops before it starts, naming the host."""
     for host, _ in chosen:
@@ -108,7 +145,14 @@ def interface_towards(host: Host, peer: str, known_hosts: Path) -> str:
 
 
 def command(
-    plan: Plan, workers: int, hosts: list[Host], runner: str, known_hosts: Path, python: str = "", interface: str = ""
+    plan: Plan,
+    workers: int,
+    hosts: list[Host],
+    runner: str,
+    known_hosts: Path,
+    python: str = "",
+    interface: str = "",
+    mark: str = "",
 ) -> list[str]:
     chosen = host_slots(hosts, workers)
     slots = ",".join(f"{h.address}:{n}" for h, n in chosen)
@@ -138,7 +182,8 @@ def command(
             "-x",
             "NCCL_DEBUG=WARN",
         ]
-        cmd += [a for v in (rendezvous.ADDR, rendezvous.PORT, rendezvous.HOSTS) for a in ("-x", v)]
+        exported = (rendezvous.ADDR, rendezvous.PORT, rendezvous.HOSTS, *([LAUNCH_VAR] if mark else []))
+        cmd += [a for v in exported for a in ("-x", v)]
         if os.geteuid() == 0:
             cmd.insert(1, "--allow-run-as-root")
         return [*cmd, python or sys.executable, "-m", rendezvous.MODULE, "worker", "--", *train]
@@ -157,12 +202,13 @@ def command(
         "env",
         "TF_CPP_MIN_LOG_LEVEL=1",
         "PYTHONUNBUFFERED=1",
+        *([mark] if mark else []),
         shlex.join([*cmd, *train]),
     ]
 
 
 def torchrun_commands(
-    plan: Plan, workers: int, hosts: list[Host], known_hosts: Path, python: str = ""
+    plan: Plan, workers: int, hosts: list[Host], known_hosts: Path, python: str = "", mark: str = ""
 ) -> list[list[str]]:
     """One ssh command per host: torchrun with that host's workers, all meeting at the first host."""
     chosen = host_slots(hosts, workers)
@@ -187,6 +233,7 @@ def torchrun_commands(
             f"{host.user}@{host.address}" if host.user else host.address,
             "env",
             "PYTHONUNBUFFERED=1",
+            *([mark] if mark else []),
             shlex.join(train),
         ]
         for host, _ in chosen
@@ -220,12 +267,13 @@ def launch(plan: Plan, workers: int, folder: Path, hosts: list[Host], runner: st
     interface = ""
     if runner == "horovodrun" and len(chosen) > 1:
         interface = interface_towards(chosen[0][0], chosen[1][0].address, known_hosts)
-    cmd = command(plan, workers, hosts, runner, known_hosts, interface=interface)
+    mark = launch_mark()
+    cmd = command(plan, workers, hosts, runner, known_hosts, interface=interface, mark=mark)
     log_path = folder / f"workers-{workers}.log"
     result = Launch(workers, log=log_path)
     (folder / f"workers-{workers}.cmd").write_text(shlex.join(cmd) + "\n")
     server = None
-    env = worker_env()
+    env = {**worker_env(), LAUNCH_VAR: mark.partition("=")[2]}
     try:
         if runner == "mpirun":
             server, extra = _mpirun_env(",".join(f"{h.address}:{n}" for h, n in chosen), chosen[0][0].address)
@@ -241,6 +289,10 @@ def launch(plan: Plan, workers: int, folder: Path, hosts: list[Host], runner: st
         ) from e
     except subprocess.TimeoutExpired:
         result.problem = f"stopped after {plan.timeout_s}s (timeout_s)"
+        stop_remote([h for h, _ in chosen], known_hosts, mark)
+    except BaseException:
+        stop_remote([h for h, _ in chosen], known_hosts, mark)  # Ctrl-C, SIGTERM: nothing may go on running
+        raise
     finally:
         if server:
             server.__exit__()
@@ -249,12 +301,16 @@ def launch(plan: Plan, workers: int, folder: Path, hosts: list[Host], runner: st
 
 def _launch_torchrun(plan: Plan, workers: int, folder: Path, hosts: list[Host]) -> Launch:
     known_hosts = folder / "known_hosts"
-    check_reachable(host_slots(hosts, workers), known_hosts)
-    commands = torchrun_commands(plan, workers, hosts, known_hosts)
+    slots = host_slots(hosts, workers)
+    check_reachable(slots, known_hosts)
+    chosen = [h for h, _ in slots]
+    mark = launch_mark()
+    commands = torchrun_commands(plan, workers, hosts, known_hosts, mark=mark)
     log_path = folder / f"workers-{workers}.log"
     (folder / f"workers-{workers}.cmd").write_text("".join(shlex.join(c) + "\n" for c in commands))
     parts = [log_path.with_suffix(f".{i}.log") for i in range(len(commands))]
     procs = []
+    codes: list[int] = []
     try:
         for cmd, part in zip(commands, parts, strict=True):
             with part.open("w") as out:
@@ -263,12 +319,14 @@ def _launch_torchrun(plan: Plan, workers: int, folder: Path, hosts: list[Host]) 
     except FileNotFoundError as e:
         raise Unreachable("ssh not found on this machine: install openssh-client, or use --launcher slurm") from e
     except subprocess.TimeoutExpired:
-        codes = []
+        pass
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        if procs and len(codes) < len(procs):  # timeout, Ctrl-C or SIGTERM
+            stop_remote(chosen, known_hosts, mark)
         log_path.write_text("".join(p.read_text(errors="replace") for p in parts if p.exists()))
         for p in parts:
             p.unlink(missing_ok=True)

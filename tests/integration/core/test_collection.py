@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from gpuready.core import role_defaults
 from tests.conftest import ROOT
 
 BIN = Path(sys.executable).parent
@@ -82,7 +83,35 @@ def test_built_collection_installs_and_a_foreign_playbook_runs_one_of_its_roles(
                     "post_tasks": [
                         {"name": "Show what the role found", "ansible.builtin.debug": {"var": "gpuready_checks"}}
                     ],
-                }
+                },
+                {
+                    # Only the roles' settings, with none of gpuready's: the facts they share come with them.
+                    "name": "Someone else's cluster play",
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "vars": {"ansible_python_interpreter": sys.executable},
+                    "tasks": [
+                        *(
+                            {
+                                "name": f"Take the {role} role's settings",
+                                "ansible.builtin.import_role": {"name": f"gpuready.gpu.{role}"},
+                                "when": False,
+                            }
+                            for role in ("nvidia_device_plugin", "gpu_selinux")
+                        ),
+                        {
+                            "name": "Show them",
+                            "ansible.builtin.debug": {
+                                "msg": "selector={{ nvidia_device_plugin_node_selector }} "
+                                "namespace={{ nvidia_device_plugin_namespace }} "
+                                "account={{ nvidia_device_plugin_service_account }} "
+                                "kubelet={{ nvidia_device_plugin_kubelet_dir }} "
+                                "selinux={{ gpu_selinux_file_contexts | map(attribute='target') | join(',') }}"
+                            },
+                        },
+                    ],
+                },
             ],
             sort_keys=False,
         )
@@ -96,3 +125,9 @@ def test_built_collection_installs_and_a_foreign_playbook_runs_one_of_its_roles(
     assert "Preflight | Find NVIDIA GPUs on the PCI bus" in played.stdout
     assert "preflight.os" in played.stdout and "preflight.disk" in played.stdout
     assert "failed=0" in played.stdout
+    kubelet = role_defaults.kubelet_device_plugins_dir()
+    assert f"selector={role_defaults.gpu_label()} " in played.stdout
+    assert f"namespace={role_defaults.device_plugin_namespace('kubernetes')} " in played.stdout
+    assert f"account={role_defaults.device_plugin_service_account()} " in played.stdout
+    assert f"kubelet={kubelet} " in played.stdout
+    assert f",{kubelet}(/.*)?" in played.stdout

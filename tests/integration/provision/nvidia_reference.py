@@ -22,6 +22,20 @@ Sources (read for each row):
   source nvidia-graphics-drivers-550-server, depends on the -550-server libraries); nvidia-driver-<b>-server;
   nvidia-utils-<b>-server. Canonical Ubuntu Server docs, "NVIDIA drivers installation":
   `ubuntu-drivers install --gpgpu nvidia:<branch>-server` for servers.
+- [FMA] github.com/NVIDIA/apt-packaging-fabric-manager: Debian/Ubuntu packages nvidia-fabricmanager-<branch>
+  (version = driver version) and cuda-drivers-fabricmanager-<branch>; packages.ubuntu.com: nvidia-fabricmanager-<branch>
+  (source fabric-manager-<branch>, multiverse) depends on nvidia-kernel-common-<branch>-server of its own version.
+- [FMY] github.com/NVIDIA/yum-packaging-fabric-manager README: "The NvSwitch modularity profile (fm) installs all of
+  the NVIDIA driver packages, as well as Fabric Manager and NSCQ: dnf module install nvidia-driver:${stream}/fm";
+  fabricmanager.spec: Name nvidia-fabricmanager-%{branch}, Version = the driver version.
+- [FMG] NVIDIA Fabric Manager user guide 2.x (NVLink 5, Blackwell: the NVLink subnet manager, package
+  nvlink5-<branch>, from the CUDA repositories); NVIDIA, "NVIDIA Transitions Fully Towards Open-Source GPU Kernel
+  Modules" (2024): Blackwell runs only the open kernel modules.
+- [SIG] Canonical Ubuntu Server docs, "NVIDIA drivers installation": with Secure Boot, the signed precompiled
+  modules linux-modules-nvidia-${DRIVER_BRANCH}${SERVER}-${LINUX_FLAVOUR} (and -$(uname -r) for the running
+  kernel) instead of DKMS; NVIDIA GPU Operator, "Precompiled and Canonical signed drivers": user space
+  nvidia-utils-<branch>-server and nvidia-compute-utils-<branch>-server. packages.ubuntu.com lists e.g.
+  linux-modules-nvidia-595-server-7.0.0-30-generic and linux-modules-nvidia-615-server-open-generic.
 - [CTK] NVIDIA Container Toolkit install guide: apt list
   `deb https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /` (apt's $(ARCH) is dpkg's
   architecture: amd64, arm64); rpm repo `https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch`
@@ -166,3 +180,130 @@ TOOLKIT_REPO: dict[str, str] = {
 }
 # The CUDA repository of an arm64 server uses NVIDIA's "sbsa" directory [CUDA]; Ubuntu itself needs none.
 CUDA_ARCH = {"x86_64": "x86_64", "aarch64": "sbsa"}
+
+# Node classes of the NVSwitch hosts below; gpu_model as nvidia-smi prints it.
+NODE_CLASSES: dict[str, dict] = {
+    "hgx-h100": {"gpu_count": 8, "gpu_model": "NVIDIA H100 80GB HBM3", "nvswitch": True},
+    "hgx-b200": {"gpu_count": 8, "gpu_model": "NVIDIA B200", "nvswitch": True},
+}
+# The Ubuntu 24.04 recording made into Debian 12 (os_family stays Debian): the fields that name the release.
+DEBIAN_12 = {
+    "distribution": "Debian",
+    "distribution_version": "12.7",
+    "distribution_major_version": "12",
+    "distribution_release": "bookworm",
+}
+
+# host -> (recorded facts, node class, (branch, version)) and what NVSwitch systems get.
+FABRIC_MANAGER: dict[str, dict] = {
+    "rhel-9-hgx": {
+        "facts": ("rhel-9", None),
+        "class": "hgx-h100",
+        "pin": ("550", ""),
+        "packages": ["@nvidia-driver:550-dkms/fm"],  # [FMY]: the profile brings Fabric Manager
+        "package": "nvidia-fabricmanager-550",  # [FMY] spec
+    },
+    "rhel-8-hgx-pinned": {
+        "facts": ("rhel-8", None),
+        "class": "hgx-h100",
+        "pin": ("535-open", "535.161.08"),
+        # [FMY]: stream/fm; the pinned version names both the driver and Fabric Manager at that version.
+        "packages": ["@nvidia-driver:535-open/fm", "nvidia-driver-535.161.08", "nvidia-fabricmanager-535-535.161.08"],
+        "package": "nvidia-fabricmanager-535",
+    },
+    "rhel-7-hgx": {
+        "facts": ("rhel-7", None),
+        "class": "hgx-h100",
+        "pin": ("470", "470.82.01"),
+        "packages": [
+            "nvidia-driver-latest-dkms-470.82.01",
+            "nvidia-driver-latest-dkms-cuda-470.82.01",
+            "kmod-nvidia-latest-dkms-470.82.01",
+            "nvidia-fabricmanager-470-470.82.01",  # [FMY] spec: name-branch, version = driver version
+        ],
+        "package": "nvidia-fabricmanager-470",
+    },
+    "ubuntu-22.04-hgx": {
+        "facts": ("ubuntu-22.04", None),
+        "class": "hgx-h100",
+        "pin": ("535", ""),
+        "packages": ["nvidia-driver-535-server", "nvidia-utils-535-server", "nvidia-fabricmanager-535"],  # [FMA]
+        "package": "nvidia-fabricmanager-535",
+    },
+    "ubuntu-24.04-hgx-pinned": {
+        "facts": ("ubuntu-24.04", None),
+        "class": "hgx-h100",
+        "pin": ("550-server", "550.90.07"),
+        "packages": [
+            "nvidia-driver-550-server=550.90.07-*",
+            "nvidia-utils-550-server=550.90.07-*",
+            "nvidia-fabricmanager-550=550.90.07-*",
+        ],
+        "package": "nvidia-fabricmanager-550",
+    },
+    "debian-12-b200": {
+        "facts": ("ubuntu-24.04", DEBIAN_12),
+        "class": "hgx-b200",
+        "pin": ("570-open", ""),
+        # [FM] open modules, [FMA] Fabric Manager, [FMG] the NVLink subnet manager for NVLink 5.
+        "packages": ["nvidia-open-570", "nvidia-driver", "nvidia-fabricmanager-570", "nvlink5-570"],
+        "package": "nvidia-fabricmanager-570",
+    },
+    "rhel-9-b200": {
+        "facts": ("rhel-9", None),
+        "class": "hgx-b200",
+        "pin": ("570-open", ""),
+        "packages": ["@nvidia-driver:570-open/fm", "nvlink5-570"],  # [FMY], [FMG]
+        "package": "nvidia-fabricmanager-570",
+    },
+}
+
+# host -> (recorded facts, node class, branch, what the refusal must say) for NVLink 5 systems no package serves.
+FABRIC_REFUSED: dict[str, tuple[tuple[str, dict | None], str, str, str]] = {
+    "rhel-9-b200-proprietary": (
+        ("rhel-9", None),
+        "hgx-b200",
+        "570",
+        "it runs only the open kernel modules; use 570-open",
+    ),
+    "ubuntu-24.04-b200": (
+        ("ubuntu-24.04", None),
+        "hgx-b200",
+        "570-open",
+        "NVIDIA publishes nvlink5-570 (NVLink subnet manager) in its CUDA repositories",
+    ),
+}
+
+# host -> (recorded facts, (branch, version), packages, headers) with Secure Boot on.
+SECURE_BOOT: dict[str, dict] = {
+    "ubuntu-22.04-secure-boot": {
+        "facts": ("ubuntu-22.04", None),
+        "pin": ("535", ""),
+        # [SIG]: the flavour's signed modules (follows kernel updates) and the running kernel's (5.15.0-119-generic).
+        "packages": [
+            "linux-modules-nvidia-535-server-generic",
+            "linux-modules-nvidia-535-server-5.15.0-119-generic",
+            "nvidia-utils-535-server",
+            "nvidia-compute-utils-535-server",
+        ],
+        "headers": [],  # nothing is built on the node
+    },
+    "ubuntu-24.04-secure-boot-open": {
+        "facts": ("ubuntu-24.04", None),
+        "pin": ("570-open", ""),
+        "packages": [
+            "linux-modules-nvidia-570-server-open-generic",
+            "linux-modules-nvidia-570-server-open-6.8.0-41-generic",
+            "nvidia-utils-570-server",
+            "nvidia-compute-utils-570-server",
+        ],
+        "headers": [],
+    },
+    # RHEL: NVIDIA's DKMS streams stay; the DKMS key must be enrolled as a MOK (the driver role checks it).
+    "rhel-9-secure-boot": {
+        "facts": ("rhel-9", None),
+        "pin": ("550", ""),
+        "packages": ["@nvidia-driver:550-dkms"],  # [DKMS]
+        "headers": ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64", "kernel-headers-5.14.0-427.13.1.el9_4.x86_64"],
+    },
+}

@@ -55,12 +55,14 @@ def _fact_cache(folder: Path, hosts: dict[str, tuple[str, dict[str, str] | None]
 
 def _inventory(folder: Path, hosts: dict[str, dict[str, Any]]) -> Path:
     settings = {
-        "node_classes": {"recorded": {"gpu_count": 0}},
+        "node_classes": {"recorded": {"gpu_count": 0}} | ref.NODE_CLASSES,
         "driver": {"branch": "550"},
         "container_runtime": "containerd",
     }
     common = {
         "ansible_connection": "local",
+        # The inventory's node classes are sorted by name; hosts without their own class are the recorded one.
+        "gpuready_node_class": "recorded",
         "nvidia_driver_plan_only": True,
         "nvidia_driver_wanted": True,
         "gpu_selinux_plan_only": True,
@@ -84,6 +86,25 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
     hosts["debian-11"] = {}
     hosts["ubuntu-24.04-old-branch"] = {"nvidia_driver_branch": "418"}
     records = ref.HOSTS | {"debian-11": ("debian-11", None), "ubuntu-24.04-old-branch": ("ubuntu-24.04", None)}
+    for name, want in ref.FABRIC_MANAGER.items():
+        branch, version = want["pin"]
+        hosts[name] = {
+            "gpuready_node_class": want["class"],
+            "nvidia_driver_branch": branch,
+            "nvidia_driver_version": version,
+        }
+        records[name] = want["facts"]
+    for name, (facts, node_class, branch, _) in ref.FABRIC_REFUSED.items():
+        hosts[name] = {"gpuready_node_class": node_class, "nvidia_driver_branch": branch}
+        records[name] = facts
+    for name, want in ref.SECURE_BOOT.items():
+        branch, version = want["pin"]
+        hosts[name] = {
+            "nvidia_driver_branch": branch,
+            "nvidia_driver_version": version,
+            "nvidia_driver_secure_boot": True,
+        }
+        records[name] = want["facts"]
     cache = _fact_cache(tmp / "facts", records)
     return run_playbook(
         "site.yml",
@@ -188,3 +209,43 @@ def test_a_branch_the_distribution_lacks_fails_only_that_host(planned: Any) -> N
     [(task, message)] = planned.hosts["ubuntu-24.04-old-branch"].failed_tasks
     assert task == "Driver | Refuse a branch the distribution does not have"
     assert "driver branch 418 does not exist for Ubuntu 24" in message
+
+
+def _plan(planned: Any, host: str) -> dict[str, Any]:
+    result = planned.hosts[host]
+    assert result.failures == 0 and not result.unreachable, result.failed_tasks
+    return json.loads(next(c for c in result.checks if c.id == "driver.plan").evidence)
+
+
+@pytest.mark.parametrize("host", sorted(ref.FABRIC_MANAGER))
+def test_nvswitch_systems_get_fabric_manager_of_the_drivers_branch_and_version(planned: Any, host: str) -> None:
+    plan = _plan(planned, host)
+    want = ref.FABRIC_MANAGER[host]
+    assert plan["packages"] == want["packages"]
+    assert plan["fabric_manager"]["package"] == want["package"]
+    assert plan["fabric_manager"]["service"] == "nvidia-fabricmanager"
+    assert plan["fabric_manager"]["nvlink5"] is (want["class"] == "hgx-b200")
+
+
+def test_a_node_class_without_nvswitch_gets_no_fabric_manager(planned: Any) -> None:
+    for host in ref.DRIVER:
+        plan = _plan(planned, host)
+        assert plan["fabric_manager"] == {}
+        assert not [p for p in plan["packages"] if "fabricmanager" in p or p.startswith("nvlink5") or p.endswith("/fm")]
+
+
+@pytest.mark.parametrize("host", sorted(ref.FABRIC_REFUSED))
+def test_an_nvlink5_system_no_package_serves_is_refused_with_the_reason(planned: Any, host: str) -> None:
+    [(task, message)] = planned.hosts[host].failed_tasks
+    assert task == "Driver | Refuse an NVLink 5 system the branch or distribution cannot serve"
+    assert ref.FABRIC_REFUSED[host][3] in message
+
+
+@pytest.mark.parametrize("host", sorted(ref.SECURE_BOOT))
+def test_secure_boot_takes_signed_modules_where_the_distribution_signs_them(planned: Any, host: str) -> None:
+    plan = _plan(planned, host)
+    want = ref.SECURE_BOOT[host]
+    assert plan["secure_boot"] is True
+    assert plan["signed_modules"] is host.startswith("ubuntu")
+    assert plan["packages"] == want["packages"]
+    assert plan["headers"] == want["headers"]

@@ -297,25 +297,17 @@ def test_pytorch_slurm_job_runs_srun_torchrun_across_two_nodes(
     _assert_torch_ran_ddp_on_both_hosts(run, proc)
 
 
+def _pytorch_over_ssh(lab: dict[str, Any], training: list[str], artifacts: Path) -> list[str]:
+    """`validate training` with torchrun over ssh on the lab's two hosts, one CPU worker each."""
+    return [
+        *("validate", "training", "-i", str(lab["inventory"]), "--launcher", "ssh", "--framework", "pytorch"),
+        *("--gpus", "2", "--cpu-threads", "1", *training, "--artifacts", str(artifacts)),
+    ]
+
+
 def test_pytorch_ssh_launcher_runs_torchrun_on_each_host(lab: dict[str, Any], tmp_path: Path, torch: None) -> None:
     artifacts = tmp_path / "runs"
-    proc = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(lab["inventory"]),
-        "--launcher",
-        "ssh",
-        "--framework",
-        "pytorch",
-        "--gpus",
-        "2",
-        "--cpu-threads",
-        "1",
-        *TINY,
-        "--artifacts",
-        str(artifacts),
-    )
+    proc = gpuready(*_pytorch_over_ssh(lab, TINY, artifacts))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     commands = (run / "workers-2.cmd").read_text().splitlines()
@@ -346,3 +338,40 @@ def _squeue(lab: dict[str, Any]) -> str:
         ["squeue", "-h", "-o", "%i %T"], capture_output=True, text=True, env={**os.environ, **_env(lab)}, check=True
     )
     return done.stdout.strip()
+
+
+def _training_processes(steps: str) -> list[str]:
+    """This machine's processes of one training run (the namespace hosts share its process table), found by
+    the run's own --steps value in their command lines: torchrun and its workers on every host."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in args]
+        if "gpuready.workloads.torch_train" in words and steps in words:
+            found.append(f"{entry.name}: {' '.join(words).strip()}")
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_cancel_while_ssh_torchrun_runs_stops_it_on_every_host(
+    lab: dict[str, Any], tmp_path: Path, torch: None, sig: signal.Signals
+) -> None:
+    # A remote process started over ssh without a terminal outlives the killed local ssh: the launcher must end it.
+    steps = str(100000 + os.getpid() % 50000)
+    long_run = [*TINY[:2], "--steps", steps, *TINY[4:]]
+    child = Child(_pytorch_over_ssh(lab, long_run, tmp_path), {})
+    deadline = time.monotonic() + 180
+    # torchrun and one worker on each host
+    while len(running := _training_processes(steps)) < 4 and time.monotonic() < deadline:
+        assert child.proc.poll() is None, child.stderr
+        time.sleep(1)
+    assert len(running) >= 4, f"the workers never started: {running}\n{child.stderr}"
+    child.signal_and_wait(sig, limit=60)
+    assert child.proc.returncode == 128 + sig, child.stderr
+    deadline = time.monotonic() + 15
+    while (left := _training_processes(steps)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, "still running on the hosts after the cancel:\n" + "\n".join(left)

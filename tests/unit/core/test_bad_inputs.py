@@ -27,6 +27,15 @@ def make_inventory(tmp: Path, hosts: object = None, settings: object = None) -> 
     return inv
 
 
+#: The Kubernetes lab's shape: kwok nodes with a local connection, under gpu_nodes' kube_only_nodes.
+KUBE_ONLY = {
+    "gpu_nodes": {
+        "children": {"kube_only_nodes": {"hosts": {n: {"ansible_connection": "local"} for n in ("kwok-0", "kwok-1")}}}
+    }
+}
+MIXED = {"gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}, **KUBE_ONLY["gpu_nodes"]}}
+
+
 def with_settings(**changes: object) -> dict[str, object]:
     data = yaml.safe_load(yaml.safe_dump(GOOD))
     for dotted, value in changes.items():
@@ -304,6 +313,32 @@ CASES: dict[str, tuple[Case, int, str]] = {
         2,
         "--limit 'gpu_nodes[1:x]'",
     ),
+    "gpu-node against nodes reached only through the Kubernetes API": (
+        lambda t: [
+            "validate",
+            "gpu-node",
+            "-i",
+            str(make_inventory(t, hosts=KUBE_ONLY)),
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "(kwok-0, kwok-1) are in group kube_only_nodes, reached only through the Kubernetes API",
+    ),
+    "gpu-node --limit to a node reached only through the Kubernetes API": (
+        lambda t: [
+            "validate",
+            "gpu-node",
+            "-i",
+            str(make_inventory(t, hosts=MIXED)),
+            "--limit",
+            "kwok-1",
+            "--artifacts",
+            str(t / "runs"),
+        ],
+        2,
+        "(kwok-1) are in group kube_only_nodes",
+    ),
     "--host-timeout nan": (
         lambda t: ["validate", "gpu-node", "-i", str(make_inventory(t)), "--host-timeout", "nan"],
         2,
@@ -439,3 +474,20 @@ def test_an_unreachable_host_is_an_error_for_that_host_and_exit_3(tmp_path: Path
 def test_every_shipped_inventory_passes_check(inventory: str, tmp_path: Path) -> None:
     done = gpuready("inventory", "check", "-i", f"inventories/{inventory}", "--artifacts", str(tmp_path))
     assert done.returncode == 0, done.stderr
+
+
+def test_gpu_node_leaves_out_nodes_reached_only_through_the_kubernetes_api(tmp_path: Path) -> None:
+    """Beside a host it can log in to, the kwok nodes' local connection must not run the checks here."""
+    import json
+
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh client")
+    gone = {"gpu01": {"ansible_host": "127.0.0.1", "ansible_port": 1, "ansible_user": "nobody"}}
+    hosts = {"gpu_nodes": {"hosts": gone, **KUBE_ONLY["gpu_nodes"]}}
+    inv = make_inventory(tmp_path, hosts=hosts)
+    done = gpuready("validate", "gpu-node", "-i", str(inv), "--artifacts", str(tmp_path / "runs"))
+    assert "Traceback" not in done.stderr + done.stdout
+    assert "2 host(s) of kube_only_nodes left out (kwok-0, kwok-1)" in done.stderr + done.stdout
+    summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
+    assert {c["host"] for c in summary["checks"]} == {"gpu01"}
+    assert summary["metrics"]["hosts"] == 1

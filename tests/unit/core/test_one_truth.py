@@ -11,45 +11,81 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpuready.core import role_defaults
 
 ROOT = Path(__file__).resolve().parents[3]
 #: Shipped code that must not repeat a role's fact. The lab (core/lab) simulates hosts and is not the product.
 SHIPPED = ("core", "validate", "provision", "workloads", "playbooks")
+ROLE_DEFAULTS = "playbooks/roles/{}/defaults/main.yml"
+COMMON = ROLE_DEFAULTS.format("common")
+#: Each fact's pattern and the one role defaults file that writes it; every other shipped file (another role's
+#: defaults too) reads it from there.
 FACTS = {
-    "device-plugin release": r"v0\.17\.1",
-    "device-plugin pod label": r"nvidia-device-plugin-ds",
-    "GPU node label": r"openshift\.com/gpu-accelerator",
-    "extra GPU node label": r"nvidia\.com/gpu\.present",
-    "SELinux types": r"xserver_misc_device_t|xserver_exec_t|container_file_t",
-    "NVIDIA vendor id": r"0x10de|-d 10de:",
+    "device-plugin release": (r"v0\.17\.1", ROLE_DEFAULTS.format("nvidia_device_plugin")),
+    "device-plugin pod label": (r"nvidia-device-plugin-ds", ROLE_DEFAULTS.format("nvidia_device_plugin")),
+    "GPU node label": (r"openshift\.com/gpu-accelerator", COMMON),
+    "extra GPU node label": (r"nvidia\.com/gpu\.present", ROLE_DEFAULTS.format("gpu_node_labels")),
+    "SELinux types": (r"xserver_misc_device_t|xserver_exec_t|container_file_t", ROLE_DEFAULTS.format("gpu_selinux")),
+    "SELinux device booleans": (r"container_use_\w*devices", ROLE_DEFAULTS.format("gpu_selinux")),
+    "NVIDIA vendor id": (r"0x10de|-d 10de:", ROLE_DEFAULTS.format("preflight")),
     "runtime configuration paths": (
-        r"/etc/containerd/config\.toml|/etc/crio/crio\.conf|/etc/docker/daemon\.json|99-nvidia"
+        r"/etc/containerd/config\.toml|/etc/crio/crio\.conf|/etc/docker/daemon\.json|99-nvidia",
+        ROLE_DEFAULTS.format("nvidia_container_toolkit"),
     ),
+    "kubelet's device-plugins folder": (r"/var/lib/kubelet/device-plugins", COMMON),
+    # The bare name: not part of a longer name (nvidia-device-plugin-ds), a path or a file name.
+    "device plugin's name, service account and OpenShift project": (
+        r"(?<![\w/.-])nvidia-device-plugin(?![\w.-])",
+        COMMON,
+    ),
+    "device plugin's SCC": (r"gpuready-nvidia-device-plugin", ROLE_DEFAULTS.format("openshift_gpu_scc")),
 }
+#: Kubernetes manifests a user applies by hand cannot read the roles' defaults: their copies are checked equal
+#: (test_the_rbac_manifest_names_the_roles_namespaces) instead.
+MANIFESTS = ("core/kube_rbac.yaml",)
 
 
 def shipped_files() -> list[Path]:
     listed = subprocess.run(["git", "ls-files", *SHIPPED], cwd=ROOT, capture_output=True, text=True, check=True)
-    return [
-        ROOT / name
-        for name in listed.stdout.split()
-        if not name.startswith("core/lab/") and not re.fullmatch(r"playbooks/roles/[^/]+/defaults/main\.yml", name)
-    ]
+    return [ROOT / name for name in listed.stdout.split() if not name.startswith("core/lab/") and name not in MANIFESTS]
 
 
 @pytest.mark.parametrize("fact", sorted(FACTS))
-def test_a_roles_fact_is_written_only_in_role_defaults(fact: str) -> None:
-    pattern = re.compile(FACTS[fact], re.IGNORECASE)
+def test_a_roles_fact_is_written_once_in_one_roles_defaults(fact: str) -> None:
+    pattern, owner = FACTS[fact]
+    regex = re.compile(pattern, re.IGNORECASE)
+    assert regex.search((ROOT / owner).read_text()), f"{fact} is not in {owner}"
     copies = [
         f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
         for path in shipped_files()
-        if path.is_file()
+        if path.is_file() and path != ROOT / owner
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
-        if pattern.search(line)
+        if regex.search(line)
     ]
-    assert not copies, f"{fact} is repeated outside the roles' defaults:\n" + "\n".join(copies)
+    assert not copies, f"{fact} is written in {owner} and repeated here:\n" + "\n".join(copies)
+
+
+def test_the_roles_that_use_the_common_facts_depend_on_the_common_role() -> None:
+    """A playbook that uses one of these roles alone still gets the facts (Ansible loads a dependency's defaults)."""
+    users = {
+        path.parent.parent.name
+        for path in (ROOT / "playbooks" / "roles").glob("*/[dt]*/*")
+        if path.is_file() and "common_" in path.read_text() and path.parent.parent.name != "common"
+    }
+    assert users >= {"nvidia_device_plugin", "gpu_selinux", "gpu_node_labels", "openshift_gpu_scc"}
+    for role in users:
+        meta = yaml.safe_load((ROOT / "playbooks" / "roles" / role / "meta" / "main.yml").read_text())
+        assert {"role": "gpuready.gpu.common"} in meta["dependencies"], role
+
+
+def test_the_rbac_manifest_names_the_roles_namespaces() -> None:
+    docs = [d for d in yaml.safe_load_all((ROOT / "core" / "kube_rbac.yaml").read_text()) if d]
+    projects = [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"]
+    assert role_defaults.device_plugin_namespace("openshift") in projects
+    namespaces = {d["metadata"].get("namespace") for d in docs if d["kind"] in ("Role", "RoleBinding")}
+    assert {role_defaults.device_plugin_namespace(f) for f in ("kubernetes", "openshift")} <= namespaces
 
 
 def test_the_fact_is_in_the_role_defaults_and_python_reads_it_from_there() -> None:
@@ -66,6 +102,11 @@ def test_the_fact_is_in_the_role_defaults_and_python_reads_it_from_there() -> No
     assert {p: t for p, t in contexts.items() if "nvidia" in p} == checks.SELINUX_LABELS
     assert all(f"{p} must be {t}" in cluster.SELINUX_REMEDY for p, t in contexts.items())
     assert cluster.PLUGIN_SELECTOR == "name=nvidia-device-plugin-ds"
+    assert all(b in cluster.SELINUX_REMEDY for b in role_defaults.selinux_device_booleans())
+    assert checks.DEVICE_PLUGIN_SOCKET.startswith(role_defaults.kubelet_device_plugins_dir() + "/")
+    assert {c["path"] for c in role_defaults.selinux_file_contexts()} >= {role_defaults.kubelet_device_plugins_dir()}
+    assert Kubernetes(flavour="openshift").device_plugin.namespace == role_defaults.device_plugin_namespace("openshift")
+    assert kubernetes.device_plugin.namespace == role_defaults.device_plugin_namespace("kubernetes")
     # The checks read the file the container-toolkit role writes (NVIDIA's nvidia-ctk drop-in for CRI-O).
     assert checks.RUNTIME_CONFIG["crio"][0] == role_defaults.runtime_configs()["crio"]
 

@@ -10,6 +10,7 @@ import jinja2
 import pytest
 import yaml
 
+from gpuready.core.role_defaults import role_defaults
 from gpuready.core.settings import Kubernetes
 from gpuready.validate.cluster import cuda_vector_add_pod
 from tests.conftest import ROOT, require
@@ -59,7 +60,7 @@ def _render(
         "gpuready_state": "present",
         "hostvars": {n: {} for n in nodes},
     }
-    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
+    defaults = role_defaults(role)  # with its dependencies' (the common role's), as Ansible merges them
     for _ in range(3):  # defaults refer to each other; resolve until stable
         for key, value in defaults.items():
             context[key] = (

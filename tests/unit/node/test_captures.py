@@ -59,14 +59,26 @@ EXPECTED: dict[str, dict[str, str]] = {
     "tesla-t4.xml": {"gpu.persistence": "failed"},
     "v100s-pcie-32gb-x8-460.73.01-v11.xml": {"gpu.persistence": "failed"},  # a Volta VM under load
     # Schema v10 without <driver_version>: the version cannot be told, so it is skipped, not failed.
-    "gtx-1070-ti.xml": {"driver.version": "skipped"},
+    "gtx-1070-ti.xml": {"driver.version": "skipped", "gpu.pcie_replay": "skipped"},
     "quadro-p2000-v12.xml": {},
     "rtx-3060-v12.xml": {},
     "rtx-3080-v12.xml": {},  # persistence N/A (a Windows passthrough guest): not a failure
     "rtx-3090-v12.xml": {},
-    "tesla_p4.xml": {},  # a vGPU guest (GRID P4-1Q): persistence, PCIe, minor number, clock reasons all N/A
+    # A vGPU guest (GRID P4-1Q): persistence, PCIe (replay counter too), minor number, clock reasons all N/A.
+    "tesla_p4.xml": {"gpu.pcie_replay": "skipped"},
     "dual-rtx-2070-590.44.01-v13.xml": {},  # two GPUs at x8 of x16 (a consumer board's slots): reported
     "rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml": {},  # gen5 GPU in a gen4 host: reported, not failed
+    # One GPU of an 8x H100 SXM HGX board (driver 580, schema v13, fabric registered): it recorded 150 PCIe
+    # replays, a rate only with the uptime, which was not recorded; everything else passes.
+    "hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml": {"gpu.pcie_replay": "skipped"},
+    # A T4 on AWS g4dn with driver 595 (schema v13, newer than any other capture): remapped_rows is the text
+    # N/A (Turing has no row remapper), one corrected error in its lifetime (aggregate, not judged), x8 of x16.
+    "qx-t4.xml": {},
+    # An L40S (Ada Lovelace) on AWS g6e with driver 595: row remapper with the newer *_inactive counters,
+    # unrepairable_memory N/A, x8 of x16 (reported, not failed).
+    "qx-l40s.xml": {},
+    # An A100-SXM4-40GB in a rented single-GPU VM with driver 570 (schema v12, gpu_reset_status deprecated text).
+    "qx-a100.xml": {},
 }
 
 
@@ -139,7 +151,7 @@ def test_schemas_and_generations_covered() -> None:
     logs = {n: nvsmi.parse_xml(capture(n)) for n in CAPTURES}
     assert {log.schema for log in logs.values()} >= {"v10", "v11", "v12", "v13"}
     architectures = {g.architecture for log in logs.values() for g in log.gpus}
-    assert {"Pascal", "Turing", "Ampere", "Blackwell"} <= architectures
+    assert {"Pascal", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"} <= architectures
 
 
 # ---------------------------------------------------------------- ECC: every counter of every schema
@@ -150,6 +162,10 @@ def test_schemas_and_generations_covered() -> None:
         ("a100-sxm4-v12.xml", "sram_uncorrectable"),  # v12
         ("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml", "sram_uncorrectable_parity"),  # v13 splits SRAM
         ("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml", "sram_uncorrectable_secded"),
+        ("qx-t4.xml", "sram_uncorrectable"),  # v13 on Turing keeps one SRAM counter
+        ("qx-t4.xml", "dram_uncorrectable"),
+        ("qx-l40s.xml", "sram_uncorrectable_secded"),
+        ("hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml", "dram_uncorrectable"),
     ],
 )
 def test_one_volatile_uncorrectable_counter_fails_ecc(name: str, counter: str) -> None:
@@ -207,6 +223,8 @@ UPTIME_85_MIN = {checks.UPTIME_COMMAND: "5100.00 10000.00\n"}  # 1.42 h: the vol
         "tesla-t4.xml",
         "a100-sxm4-80gb-535.54.03.q.xml",
         "v100s-pcie-32gb-x8-460.73.01-v11.xml",
+        "qx-t4.xml",  # one corrected error in its lifetime (aggregate): not a rate since boot
+        "hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml",
     ],
 )
 def test_healthy_captures_pass_the_corrected_error_rate(name: str) -> None:
@@ -254,9 +272,11 @@ def test_corrected_error_rate_off_and_not_applicable() -> None:
 @pytest.mark.parametrize(
     ("path", "value", "status"),
     [
-        ("retired_pages/double_bit_retirement/retired_count", "59", "passed"),
-        ("retired_pages/double_bit_retirement/retired_count", "60", "failed"),  # NVIDIA's replacement threshold
-        ("retired_pages/multiple_single_bit_retirement/retired_count", "60", "failed"),
+        # NVIDIA DCGM's DCGM_LIMIT_MAX_RETIRED_PAGES: single- plus double-bit >= 63 fails.
+        ("retired_pages/double_bit_retirement/retired_count", "62", "passed"),
+        ("retired_pages/double_bit_retirement/retired_count", "63", "failed"),
+        ("retired_pages/multiple_single_bit_retirement/retired_count", "62", "passed"),
+        ("retired_pages/multiple_single_bit_retirement/retired_count", "63", "failed"),
         ("retired_pages/pending_retirement", "Yes", "failed"),
         ("retired_pages/pending_blacklist", "Yes", "failed"),
     ],
@@ -295,9 +315,76 @@ def test_host_limited_generation() -> None:
     assert verdicts(node_for(xml, pcie_gen=5))["gpu.pcie_link"] == "failed"
 
 
-def test_pcie_replays_over_the_limit() -> None:
-    xml = edit(capture("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml"), "pci/replay_counter", "5000")
-    assert verdicts(node_for(xml))["gpu.pcie_replay"] == "failed"
+@pytest.mark.parametrize(
+    ("value", "status"),
+    [
+        # DCGM's DCGM_LIMIT_MAX_PCIREPLAY_RATE, 8 per minute: over 85 minutes 680 is 8.0/min, 681 is 8.01/min.
+        ("680", "passed"),
+        ("681", "failed"),
+        ("0", "passed"),
+    ],
+)
+def test_pcie_replay_rate_over_the_uptime(value: str, status: str) -> None:
+    xml = edit(capture("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml"), "pci/replay_counter", value)
+    got, message = one(node_for(xml, answers=UPTIME_85_MIN), "gpu.pcie_replay")
+    assert got == status, message
+    if status == "failed":
+        assert message.startswith("GPU 0 (") and "681 PCIe replays in 85 min = 8.01/min > 8/min" in message
+
+
+HGX_H100 = "hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml"
+
+
+def test_recorded_h100_replays_judged_over_the_uptime() -> None:
+    answers = {checks.UPTIME_COMMAND: "5100.00 10000.00\n"}  # 150 replays in 85 minutes
+    got, message = one(node_for(capture(HGX_H100), answers=answers), "gpu.pcie_replay")
+    assert (got, message) == ("passed", "at most 1.76 PCIe replays/min (<= 8/min)")
+
+
+def test_recorded_h100_replays_fail_when_the_link_replayed_them_within_minutes() -> None:
+    answers = {checks.UPTIME_COMMAND: "1080.00 2000.00\n"}  # the same 150 replays within 18 minutes: 8.33/min
+    got, message = one(node_for(capture(HGX_H100), answers=answers), "gpu.pcie_replay")
+    assert got == "failed"
+    assert message == "GPU 0 (00000000:53:00.0): 150 PCIe replays in 18 min = 8.33/min > 8/min"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "service", "status"),
+    [
+        (None, None, "active\n", "passed"),
+        (None, None, "inactive\n", "failed"),
+        ("fabric/state", "In Progress", "active\n", "failed"),
+        ("fabric/status", "Failure", "active\n", "failed"),
+    ],
+)
+def test_fabric_registration_on_the_hgx_h100(path: str | None, value: str | None, service: str, status: str) -> None:
+    xml = capture(HGX_H100) if path is None else edit(capture(HGX_H100), path, value or "")
+    node = node_for(xml, nvswitch=True, answers={checks.FABRIC_MANAGER_COMMAND: service})
+    got, message = one(node, "node.fabric_manager")
+    assert got == status, message
+    if path:
+        assert f"GPU 0: fabric {value}" in message or f"/{value}" in message
+
+
+def test_pcie_replays_just_after_boot_count_over_one_minute() -> None:
+    xml = edit(capture("tesla-t4.xml"), "pci/replay_counter", "8")
+    answers = {checks.UPTIME_COMMAND: "20.00 30.00\n"}  # 8 in 20 s: 8 in the first minute, not 24/min
+    assert one(node_for(xml, answers=answers), "gpu.pcie_replay")[0] == "passed"
+    xml = edit(capture("tesla-t4.xml"), "pci/replay_counter", "9")
+    assert one(node_for(xml, answers=answers), "gpu.pcie_replay")[0] == "failed"
+
+
+def test_pcie_replay_rate_off_and_not_applicable() -> None:
+    xml = edit(capture("tesla-t4.xml"), "pci/replay_counter", "90000")
+    node = node_for(xml, answers=UPTIME_85_MIN)
+    node.settings = node.settings.model_copy(update={"node_checks": NodeChecks(pcie_replays_per_minute=0)})
+    assert one(node, "gpu.pcie_replay")[0] == "skipped"
+    # Replays but no uptime: the rate cannot be told, so it is not judged.
+    status, message = one(node_for(xml), "gpu.pcie_replay")
+    assert status == "skipped" and "uptime cannot be read" in message
+    # A vGPU guest reports replay_counter N/A.
+    status, message = one(node_for(capture("tesla_p4.xml")), "gpu.pcie_replay")
+    assert status == "skipped" and "no GPU reports a PCIe replay counter" in message
 
 
 # ---------------------------------------------------------------- persistence, driver, throttle, MIG

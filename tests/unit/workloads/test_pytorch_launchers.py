@@ -97,3 +97,38 @@ def test_compare_names_the_framework_when_runs_differ_in_it() -> None:
     assert compare.setup_differences([older_tf, torch_run, tf_run]) == [
         "torch: framework 'pytorch' (first: 'tensorflow')"
     ]
+
+
+def test_ssh_launch_marks_its_remote_processes(tmp_path: Path) -> None:
+    hosts = [ssh.Host("gpu1", "10.10.0.11", 4), ssh.Host("gpu2", "10.10.0.12", 4)]
+    mark = ssh.launch_mark()
+    commands = ssh.torchrun_commands(PLAN, 8, hosts, tmp_path / "known_hosts", mark=mark)
+    assert all(c[c.index("env") + 1 : -1] == ["PYTHONUNBUFFERED=1", mark] for c in commands)
+    assert mark.startswith(f"{ssh.LAUNCH_VAR}=") and mark != ssh.launch_mark()
+
+
+def test_the_stop_command_ends_the_launchs_processes_and_no_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run where the processes are (here), as the launcher runs it over ssh on each host."""
+    import os
+    import subprocess
+
+    monkeypatch.setattr(ssh, "STOP_GRACE_S", 1)
+    mark, other = ssh.launch_mark(), ssh.launch_mark()
+    started = []
+    for value, script in [
+        (mark, "sleep 300"),
+        (mark, "trap '' TERM; sleep 300"),  # deaf to SIGTERM: needs the SIGKILL after the grace
+        (other, "sleep 300"),  # another launch's worker
+    ]:
+        name, _, token = value.partition("=")
+        env = {**os.environ, name: token}
+        started.append(subprocess.Popen(["sh", "-c", script], env=env, start_new_session=True))
+    try:
+        done = subprocess.run(["sh", "-c", ssh.stop_command(mark)], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert [p.wait(timeout=5) for p in started[:2]] == [-15, -9]
+        assert started[2].poll() is None
+    finally:
+        for p in started:
+            p.kill()
+            p.wait()

@@ -1,0 +1,127 @@
+"""Preflight reads the PCI bus: NVIDIA GPUs and NVSwitches, from a sysfs tree laid out as the kernel does.
+
+The devices are the PCI ID database's own (pciutils' pci.ids, Debian package pci.ids): vendor 10de's
+A100 SXM4 GPU and A100 NVSwitch entries, with the class codes of the same file's class list (03/02
+3D controller, 06/80 other bridge). An HGX A100 baseboard carries eight GPUs and six NVSwitches (NVIDIA
+DGX A100 user guide, "Hardware overview").
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuready.core.runner import run_playbook
+from tests.conftest import require
+
+PCI_IDS = Path("/usr/share/misc/pci.ids")
+
+
+def _pci_ids() -> tuple[dict[str, str], dict[str, str]]:
+    """Vendor 10de's devices (id -> name) and the class list (cc+subclass -> name) of pci.ids."""
+    require(PCI_IDS.is_file(), "pci.ids is missing: scripts/install-system-deps installs pciutils")
+    devices: dict[str, str] = {}
+    classes: dict[str, str] = {}
+    vendor = klass = None
+    for line in PCI_IDS.read_text(errors="replace").splitlines():
+        if m := re.match(r"^([0-9a-f]{4})\s+(.*)$", line):
+            vendor, klass = m.group(1), None
+        elif m := re.match(r"^C ([0-9a-f]{2})\s+(.*)$", line):
+            vendor, klass = None, m.group(1)
+        elif m := re.match(r"^\t([0-9a-f]{2,4})\s+(.*)$", line):
+            if vendor == "10de":
+                devices[m.group(1)] = m.group(2)
+            elif klass is not None:
+                classes[klass + m.group(1)] = m.group(2)
+    return devices, classes
+
+
+def _bus(folder: Path, gpus: int, nvswitches: int) -> Path:
+    devices, classes = _pci_ids()
+    gpu = next(d for d, name in devices.items() if name.endswith("[A100 SXM4 80GB]"))
+    nvswitch = next(d for d, name in devices.items() if "NVSwitch" in name)
+    assert classes["0302"] == "3D controller" and classes["0680"] == "Bridge"
+    folder.mkdir(parents=True)
+    layout = [(gpu, "0x030200")] * gpus + [(nvswitch, "0x068000")] * nvswitches
+    for n, (device, klass) in enumerate(layout):
+        slot = folder / f"0000:{0x10 + n:02x}:00.0"
+        slot.mkdir()
+        (slot / "vendor").write_text("0x10de\n")
+        (slot / "device").write_text(f"0x{device}\n")
+        (slot / "class").write_text(f"{klass}\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def preflight(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("preflight-pci")
+    hgx = _bus(tmp / "hgx", gpus=8, nvswitches=6)
+    no_switches = _bus(tmp / "pcie", gpus=8, nvswitches=0)
+    hosts = {
+        "hgx-as-hgx": {"gpuready_node_class": "hgx", "preflight_pci_devices": str(hgx)},
+        "hgx-as-pcie": {"gpuready_node_class": "pcie", "preflight_pci_devices": str(hgx)},
+        "pcie-as-hgx": {"gpuready_node_class": "hgx", "preflight_pci_devices": str(no_switches)},
+        "pcie-as-pcie": {"gpuready_node_class": "pcie", "preflight_pci_devices": str(no_switches)},
+    }
+    settings = {
+        "node_classes": {
+            "hgx": {"gpu_count": 8, "gpu_model": "NVIDIA A100-SXM4-80GB", "nvswitch": True},
+            "pcie": {"gpu_count": 8, "gpu_model": "NVIDIA A100-SXM4-80GB"},
+        },
+        "driver": {"branch": "550"},
+        "container_runtime": "none",
+        "preflight": {"min_free_disk_gib": 0, "stop_on_failure": False},
+    }
+    common = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+    inventory = tmp / "inventory"
+    (inventory / "group_vars" / "all").mkdir(parents=True)
+    (inventory / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts, "vars": common}}))
+    (inventory / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": settings}))
+    return run_playbook("site.yml", inventory, tmp / "runs", check=True, tags=["preflight"])
+
+
+def _finding(run: Any, host: str, check: str) -> Any:
+    return next(c for c in run.hosts[host].checks if c.id == check)
+
+
+def test_preflight_counts_gpus_apart_from_nvswitches(preflight: Any) -> None:
+    gpus = _finding(preflight, "hgx-as-hgx", "preflight.gpus")
+    assert gpus.status == "passed" and gpus.message.startswith("8 NVIDIA GPUs")
+
+
+def test_nvswitches_on_the_bus_of_an_nvswitch_class_pass(preflight: Any) -> None:
+    found = _finding(preflight, "hgx-as-hgx", "preflight.nvswitch")
+    assert found.status == "passed"
+    assert found.message == "6 NVSwitches on the PCI bus: the driver role installs Fabric Manager"
+
+
+def test_nvswitches_on_a_class_without_them_fail_saying_what_to_set(preflight: Any) -> None:
+    found = _finding(preflight, "hgx-as-pcie", "preflight.nvswitch")
+    assert found.status == "failed"
+    assert "6 NVSwitches on the PCI bus but node class pcie has nvswitch: false" in found.message
+    assert found.remedy == "set nvswitch: true in gpuready.node_classes.pcie"
+
+
+def test_an_nvswitch_class_without_nvswitches_fails(preflight: Any) -> None:
+    found = _finding(preflight, "pcie-as-hgx", "preflight.nvswitch")
+    assert (found.status, found.message) == ("failed", "node class hgx expects NVSwitches, none on the PCI bus")
+    assert _finding(preflight, "pcie-as-pcie", "preflight.nvswitch").status == "passed"
+
+
+def test_preflight_reports_the_secure_boot_state_as_mokutil_reads_it(preflight: Any) -> None:
+    require(shutil.which("mokutil") is not None, "mokutil is missing: scripts/install-system-deps installs it")
+    asked = subprocess.run(["mokutil", "--sb-state"], capture_output=True, text=True, check=False)
+    said = (asked.stdout + asked.stderr).strip()
+    found = _finding(preflight, "hgx-as-hgx", "preflight.secure_boot")
+    assert found.status == "passed"
+    assert said in found.evidence
+    if "SecureBoot enabled" in said:
+        assert found.message.startswith("Secure Boot is on")
+    else:  # "SecureBoot disabled", or "EFI variables are not supported on this system" (BIOS boot)
+        assert found.message == "Secure Boot is off: unsigned modules load"
