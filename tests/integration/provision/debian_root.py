@@ -40,6 +40,8 @@ ROOT_PACKAGES = [
     "python3-semanage",
     "policycoreutils-python-utils",
     "selinux-utils",
+    # Debian's own network configuration (ifup/ifquery), which the fabric role writes for its ports.
+    "ifupdown",
 ]
 # Where the stand-in repository is placed inside a root, and the URL Ansible is given for it.
 REPO_IN_ROOT = "srv/gpuready-standin"

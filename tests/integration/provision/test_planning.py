@@ -38,7 +38,9 @@ SEED_RULES = [
 
 
 def _facts(record: str, edit: dict[str, str] | None) -> dict[str, Any]:
-    facts = json.loads((FACTS / f"{record}.json").read_text())["ansible_facts"]
+    """A recording's facts by their short names: `setup` output names them `ansible_*`, the older files do not."""
+    recorded = json.loads((FACTS / f"{record}.json").read_text())["ansible_facts"]
+    facts = {k.removeprefix("ansible_"): v for k, v in recorded.items()}
     return facts | (edit or {})
 
 
@@ -209,6 +211,86 @@ def test_a_branch_the_distribution_lacks_fails_only_that_host(planned: Any) -> N
     [(task, message)] = planned.hosts["ubuntu-24.04-old-branch"].failed_tasks
     assert task == "Driver | Refuse a branch the distribution does not have"
     assert "driver branch 418 does not exist for Ubuntu 24" in message
+
+
+# ibdev2netdev's lines as NVIDIA's OFED documentation shows them: "<rdma device> port <n> ==> <netdev> (<state>)".
+IBDEV2NETDEV = ["mlx5_0 port 1 ==> ib0 (Up)", "mlx5_1 port 1 ==> ib1 (Down)"]
+LINK_HOSTS = {
+    "rhel-8": "rhel-8",
+    "rhel-9": "rhel-9",
+    "rocky-9": "rocky-9",
+    "ubuntu-22.04": "ubuntu-22.04",
+    "ubuntu-24.04": "ubuntu-24.04",
+}
+
+
+@pytest.fixture(scope="module")
+def links_planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("links")
+    cache = _fact_cache(tmp / "facts", {host: (record, None) for host, record in LINK_HOSTS.items()})
+    inventory = tmp / "inventory"
+    (inventory / "group_vars" / "all").mkdir(parents=True)
+    fabric = {"type": "infiniband", "ports": ["mlx5_0", "mlx5_1"], "mtu": 4092}
+    common = {"ansible_connection": "local", "fabric_plan_only": True, "fabric_plan_ibdev2netdev": IBDEV2NETDEV}
+    (inventory / "hosts.yml").write_text(
+        yaml.safe_dump({"gpu_nodes": {"hosts": {h: {} for h in LINK_HOSTS}, "vars": common}})
+    )
+    (inventory / "group_vars" / "all" / "gpuready.yml").write_text(
+        yaml.safe_dump(
+            {
+                "gpuready": {
+                    "node_classes": {"ib": {"gpu_count": 0, "fabric": fabric}},
+                    "driver": {"branch": "550"},
+                    "container_runtime": "containerd",
+                }
+            }
+        )
+    )
+    return run_playbook("site.yml", inventory, tmp / "runs", check=True, tags=["fabric"], fact_cache=cache)
+
+
+def _links(planned: Any, host: str) -> dict[str, Any]:
+    result = planned.hosts[host]
+    assert result.failures == 0 and not result.unreachable, result.failed_tasks
+    assert result.changed == 0
+    return json.loads(next(c for c in result.checks if c.id == "fabric.links").evidence)
+
+
+@pytest.mark.parametrize("host", ["rhel-8", "rhel-9", "rocky-9"])
+def test_rhel_family_keeps_fabric_ports_up_with_networkmanager(links_planned: Any, host: str) -> None:
+    """Red Hat, "Configuring InfiniBand and RDMA networks", "Configuring an IPoIB connection by using nmcli":
+    `nmcli connection add type infiniband con-name <c> ifname <ifname> ... mtu <n>`."""
+    plan = _links(links_planned, host)
+    assert plan["config"] == "networkmanager"
+    assert plan["file"] == ""
+    assert [(c["ifname"], c["type"], c["mtu"], c["autoconnect"]) for c in plan["connections"]] == [
+        ("ib0", "infiniband", 4092, True),
+        ("ib1", "infiniband", 4092, True),
+    ]
+    # The fabric carries no addresses of gpuready's: the link only comes up.
+    assert {(c["method4"], c["method6"]) for c in plan["connections"]} == {("disabled", "disabled")}
+
+
+@pytest.mark.parametrize("host", ["ubuntu-22.04", "ubuntu-24.04"])
+def test_ubuntu_keeps_fabric_ports_up_with_netplan(links_planned: Any, host: str) -> None:
+    """Canonical's netplan YAML reference: `network: {version: 2, ethernets: {<name>: {mtu, optional}}}`; files
+    in /etc/netplan/*.yaml; IPoIB interfaces are `ethernets` too (netplan pull request 283, infiniband-mode)."""
+    plan = _links(links_planned, host)
+    assert plan["config"] == "netplan"
+    assert plan["file"].startswith("/etc/netplan/") and plan["file"].endswith(".yaml")
+    assert yaml.safe_load(plan["content"]) == {
+        "network": {
+            "version": 2,
+            "ethernets": {"ib0": {"optional": True, "mtu": 4092}, "ib1": {"optional": True, "mtu": 4092}},
+        }
+    }
+    assert plan["connections"] == []
+
+
+def test_the_link_finding_says_what_keeps_the_ports_up(links_planned: Any) -> None:
+    finding = next(c for c in links_planned.hosts["ubuntu-24.04"].checks if c.id == "fabric.links")
+    assert finding.status == "skipped"
+    assert finding.message == "plan only: ib0, ib1 up at boot, MTU 4092 through /etc/netplan/60-gpuready-fabric.yaml"
 
 
 def _plan(planned: Any, host: str) -> dict[str, Any]:

@@ -79,6 +79,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "qx-l40s.xml": {},
     # An A100-SXM4-40GB in a rented single-GPU VM with driver 570 (schema v12, gpu_reset_status deprecated text).
     "qx-a100.xml": {},
+    # One GPU of an 8x B200 HGX node (driver 580, schema v13, fabric Completed/Success, health summary Healthy);
+    # persistence Disabled as recorded.
+    "hgx-b200-x8-580.105.08-v13.xml": {"gpu.persistence": "failed"},
 }
 
 
@@ -346,6 +349,13 @@ def test_recorded_h100_replays_fail_when_the_link_replayed_them_within_minutes()
     got, message = one(node_for(capture(HGX_H100), answers=answers), "gpu.pcie_replay")
     assert got == "failed"
     assert message == "GPU 0 (00000000:53:00.0): 150 PCIe replays in 18 min = 8.33/min > 8/min"
+
+
+def test_fabric_registration_on_the_hgx_b200() -> None:
+    node = node_for(
+        capture("hgx-b200-x8-580.105.08-v13.xml"), nvswitch=True, answers={checks.FABRIC_MANAGER_COMMAND: "active\n"}
+    )
+    assert one(node, "node.fabric_manager") == ("passed", "nvidia-fabricmanager active, fabric registration complete")
 
 
 @pytest.mark.parametrize(
