@@ -38,8 +38,10 @@ LABELS_COMMAND = (
 LSPCI_COMMAND = f"lspci -n -d {role_defaults.nvidia_vendor_id():04x}:"
 UPTIME_COMMAND = "cat /proc/uptime"
 # Where dmesg is refused (kernel.dmesg_restrict and no become), the journal's kernel log, read in the same
-# batch so the host still costs one connection; it prints nothing where dmesg works.
-JOURNAL_COMMAND = "dmesg >/dev/null 2>&1 || journalctl -k -b --no-pager -q"
+# batch so the host still costs one connection; it prints nothing where dmesg works. short-monotonic stamps
+# each line with the seconds since boot, as dmesg does (CLOCK_MONOTONIC: sd_journal_get_monotonic_usec(3)),
+# so the Xid window applies to it too.
+JOURNAL_COMMAND = "dmesg >/dev/null 2>&1 || journalctl -k -b -o short-monotonic --no-pager -q"
 FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
 DCGM_COMMAND = "if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1 -j; else echo '== no dcgmi'; fi"
 NCCL_COMMAND = (

@@ -184,6 +184,8 @@ def build_repo(dest: Path) -> Path:
             _deb(
                 build, pool, f"cuda-drivers-{branch}", f"{v}-1", depends=f"nvidia-driver (= {v}-1), nvidia-persistenced"
             )
+            # NVIDIA's Fabric Manager package of the branch, versioned as the driver (apt-packaging-fabric-manager).
+            _deb(build, pool, f"nvidia-fabricmanager-{branch}", f"{v}-1")
     _deb(
         build, pool, "nvidia-persistenced", "550.90.07-1", files={"/usr/bin/nvidia-persistenced": "#!/bin/sh\nexit 0\n"}
     )

@@ -46,6 +46,7 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
             "nvidia-driver_535.183.01-1_all.deb",
             "cuda-drivers-535_535.183.01-1_all.deb",
             "nvidia-persistenced_550.90.07-1_all.deb",
+            "nvidia-fabricmanager-535_535.183.01-1_all.deb",
         )
         dr.load_container_selinux_standin(root)
         # An earlier gpuready added the seed's broad kubelet rule: the role must take it away.
@@ -70,7 +71,8 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
         inventory = dr.write_inventory(
             tmp / "inventory",
             {"node1": root},
-            settings={"node_classes": {"standin": {"gpu_count": 0, "fabric": fabric}}},
+            # An NVSwitch (HGX) class: Fabric Manager of the pinned driver's version replaces the old branch's.
+            settings={"node_classes": {"standin": {"gpu_count": 0, "fabric": fabric, "nvswitch": True}}},
             host_vars={
                 "gpu_selinux_status": "enabled",
                 "gpu_selinux_ignore_state": True,
@@ -176,6 +178,20 @@ def test_the_pinned_version_is_installed_and_the_other_branch_replaced(first: An
         check=True,
     )
     assert smi.stdout.strip() == "550.54.15"
+
+
+def test_fabric_manager_is_installed_at_the_pinned_driver_version(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    installed = _dpkg(root)
+    # 550.90.07 is newer in the repository: Fabric Manager must follow the driver's pin, not the newest.
+    assert installed["nvidia-fabricmanager-550"] == "550.54.15-1" == installed["nvidia-driver"]
+    assert "nvidia-fabricmanager-535" not in installed  # the old branch's goes with its driver
+    finding = _checks(first[1])["driver.fabric_manager"]
+    assert finding["status"] == "skipped"
+    assert finding["message"] == (
+        "Fabric Manager 550.54.15 installed, matches the driver; nvidia-fabricmanager not enabled here: "
+        "services are not managed"
+    )
 
 
 def test_nouveau_is_blacklisted_and_the_initramfs_rebuild_requested(first: Any, node: tuple[Path, Path]) -> None:

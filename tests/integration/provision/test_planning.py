@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from gpuready.core.runner import run_playbook
-from tests.conftest import ROOT
+from tests.conftest import ROOT, require
+from tests.integration.provision import netplan
 from tests.integration.provision import nvidia_reference as ref
 
 FACTS = ROOT / "tests" / "fixtures" / "facts"
@@ -146,11 +147,23 @@ def test_driver_plan_names_the_running_kernel_headers(planned: Any, host: str) -
     assert plan["initramfs_command"] == ("dracut --force --regenerate-all" if rpm else "update-initramfs -u -k all")
 
 
-@pytest.mark.parametrize("host", sorted(ref.REFUSED))
-def test_a_flavour_no_vendor_publishes_is_refused_with_the_reason(planned: Any, host: str) -> None:
-    [(task, message)] = planned.hosts[host].failed_tasks
-    assert task == "Driver | Refuse a kernel-module flavour the distribution does not package"
-    assert ref.REFUSED[host][1] in message
+REFUSALS = sorted(
+    [
+        (h, "Driver | Refuse a kernel-module flavour the distribution does not package", why)
+        for h, (_, why) in ref.REFUSED.items()
+    ]
+    + [
+        (h, "Driver | Refuse an NVLink 5 system the branch or distribution cannot serve", r[3])
+        for h, r in ref.FABRIC_REFUSED.items()
+    ]
+)
+
+
+@pytest.mark.parametrize(("host", "task", "why"), REFUSALS)
+def test_what_no_vendor_publishes_is_refused_with_the_reason(planned: Any, host: str, task: str, why: str) -> None:
+    [(failed, message)] = planned.hosts[host].failed_tasks
+    assert failed == task
+    assert why in message
 
 
 @pytest.mark.parametrize("host", sorted(ref.TOOLKIT_REPO))
@@ -316,13 +329,6 @@ def test_a_node_class_without_nvswitch_gets_no_fabric_manager(planned: Any) -> N
         assert not [p for p in plan["packages"] if "fabricmanager" in p or p.startswith("nvlink5") or p.endswith("/fm")]
 
 
-@pytest.mark.parametrize("host", sorted(ref.FABRIC_REFUSED))
-def test_an_nvlink5_system_no_package_serves_is_refused_with_the_reason(planned: Any, host: str) -> None:
-    [(task, message)] = planned.hosts[host].failed_tasks
-    assert task == "Driver | Refuse an NVLink 5 system the branch or distribution cannot serve"
-    assert ref.FABRIC_REFUSED[host][3] in message
-
-
 @pytest.mark.parametrize("host", sorted(ref.SECURE_BOOT))
 def test_secure_boot_takes_signed_modules_where_the_distribution_signs_them(planned: Any, host: str) -> None:
     plan = _plan(planned, host)
@@ -331,3 +337,21 @@ def test_secure_boot_takes_signed_modules_where_the_distribution_signs_them(plan
     assert plan["signed_modules"] is host.startswith("ubuntu")
     assert plan["packages"] == want["packages"]
     assert plan["headers"] == want["headers"]
+
+
+@pytest.mark.parametrize("host", ["ubuntu-22.04", "ubuntu-24.04"])
+def test_canonicals_netplan_generator_reads_the_fabric_file(links_planned: Any, host: str, tmp_path: Path) -> None:
+    """netplan's own generator turns the file into systemd-networkd links with the MTU, boot not waiting."""
+    program, why = netplan.generator()
+    require(program, why)
+    plan = _links(links_planned, host)
+    target = tmp_path / plan["file"].lstrip("/")
+    target.parent.mkdir(parents=True)
+    target.write_text(plan["content"])
+    target.chmod(0o600)
+    rendered = netplan.generate(program, tmp_path)
+    for netdev in ("ib0", "ib1"):
+        network = rendered[f"10-netplan-{netdev}.network"]
+        assert f"Name={netdev}" in network.splitlines()
+        assert "MTUBytes=4092" in network.splitlines()
+        assert "RequiredForOnline=no" in network.splitlines()  # netplan's `optional: true`
