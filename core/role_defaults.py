@@ -135,3 +135,8 @@ def runtime_configs() -> dict[str, str]:
     configs = role_default("nvidia_container_toolkit", "nvidia_container_toolkit_configs")
     dropins = role_default("nvidia_container_toolkit", "nvidia_container_toolkit_dropins")
     return {runtime: dropins.get(runtime) or path for runtime, path in configs.items()}
+
+
+def fabric_mtu() -> int:
+    """The MTU a node class's fabric ports get when the class names none (0: left as the link has it)."""
+    return int(role_default("fabric", "fabric_default_mtu"))

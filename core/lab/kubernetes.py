@@ -83,7 +83,6 @@ SEED_NODES = ["stor1.lab.local", "stor2.lab.local"]
 CPU_NODE = "infra1.lab.local"
 #: GPU profiles of the lab's nodes (model as the GPU feature discovery labels it, count, memory).
 PROFILES = {"t4": {"product": "Tesla-T4", "model": "Tesla T4", "count": 1, "memory_gib": 16}}
-GPU_LABEL = "openshift.com/gpu-accelerator"
 SERVICE_RANGE = "10.96.0.0/16"
 READY_TIMEOUT_S = 60
 #: The longest the API server may take to turn ready while it makes progress (see wait_until_ready).

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from gpuready.core import role_defaults
+
 #: Faults a lab GPU node can carry, and what a real node shows for each (the Dell/Red Hat TFJobs paper).
 FAULTS = {
     "plugin-not-ready": "the device plugin cannot load NVML and crash-loops; no GPUs are advertised",
@@ -32,7 +34,8 @@ FAULTS = {
 GPU = "nvidia.com/gpu"
 #: Nodes kwok manages carry this annotation (kwok's own convention).
 MANAGED = "kwok.x-k8s.io/node=fake"
-PLUGIN_LABEL = {"name": "nvidia-device-plugin-ds"}
+#: The device plugin pods' labels, as the nvidia_device_plugin role's DaemonSet gives them.
+PLUGIN_LABEL = dict(role_defaults.role_default("nvidia_device_plugin", "nvidia_device_plugin_pod_labels"))
 PLUGIN_CONTAINER = "nvidia-device-plugin-ctr"
 VECTOR_ADD_CONTAINER = "cuda-vector-add"
 # The Dell/Red Hat TFJobs paper: what the device plugin logs when it starts, and what cuda-vector-add prints.

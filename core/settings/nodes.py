@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from gpuready.core import role_defaults
 from gpuready.core.settings.base import Section
 
 
@@ -24,6 +25,9 @@ class Fabric(Section):
     rate_gbps: int = Field(default=0, ge=0)
     #: GPUDirect RDMA expected: the nvidia_peermem module must be loaded (NVIDIA GPUDirect RDMA guide).
     gpudirect_rdma: bool = False
+    #: MTU of the ports, kept across reboots (NetworkManager, netplan or ifupdown). 0 leaves each link's MTU
+    #: as the driver sets it (IPoIB datagram mode: 2044 on a 2048-byte link MTU; connected mode: up to 65520).
+    mtu: int = Field(default_factory=role_defaults.fabric_mtu, ge=0, le=65520)
 
 
 class NodeClass(Section):

@@ -38,8 +38,10 @@ LABELS_COMMAND = (
 LSPCI_COMMAND = f"lspci -n -d {role_defaults.nvidia_vendor_id():04x}:"
 UPTIME_COMMAND = "cat /proc/uptime"
 # Where dmesg is refused (kernel.dmesg_restrict and no become), the journal's kernel log, read in the same
-# batch so the host still costs one connection; it prints nothing where dmesg works.
-JOURNAL_COMMAND = "dmesg >/dev/null 2>&1 || journalctl -k -b --no-pager -q"
+# batch so the host still costs one connection; it prints nothing where dmesg works. short-monotonic stamps
+# each line with the seconds since boot, as dmesg does (CLOCK_MONOTONIC: sd_journal_get_monotonic_usec(3)),
+# so the Xid window applies to it too.
+JOURNAL_COMMAND = "dmesg >/dev/null 2>&1 || journalctl -k -b -o short-monotonic --no-pager -q"
 FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
 DCGM_COMMAND = "if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1 -j; else echo '== no dcgmi'; fi"
 NCCL_COMMAND = (
@@ -350,6 +352,17 @@ def ecc_volatile(node: Node) -> Check:
     return _per_gpu(node, "gpu.ecc_volatile", bad, "no volatile uncorrectable ECC errors", note)
 
 
+def _counter_window(node: Node, check_id: str, unit_seconds: float) -> tuple[float, float] | Check:
+    """The seconds a counter that starts at the driver load covers (at most the uptime) and the same in units.
+
+    Under one unit counts as one, so a few events just after boot are not a high rate. No uptime: skipped.
+    """
+    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
+    if uptime is None:
+        return skipped(check_id, node.name, f"the uptime cannot be read ({UPTIME_COMMAND})")
+    return uptime, max(uptime / unit_seconds, 1.0)
+
+
 @check(
     "gpu.ecc_correctable_rate",
     "corrected (single-bit) ECC errors per hour under the limit on every GPU (volatile counters over the uptime)",
@@ -366,12 +379,10 @@ def ecc_correctable_rate(node: Node) -> Check:
         return skipped(
             "gpu.ecc_correctable_rate", node.name, "no GPU reports corrected-error counters (ECC off or not supported)"
         )
-    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
-    if uptime is None:
-        return skipped("gpu.ecc_correctable_rate", node.name, f"the uptime cannot be read ({UPTIME_COMMAND})")
-    # The volatile counters start at the driver load, at most the uptime ago; below an hour, an hour, so a few
-    # errors just after boot are not a high rate.
-    hours = max(uptime / 3600, 1.0)
+    window = _counter_window(node, "gpu.ecc_correctable_rate", 3600)
+    if isinstance(window, Check):
+        return window
+    uptime, hours = window
     rates = {g.index: sum(g.volatile_correctable.values()) / hours for g in gpus}
     evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x ecc_errors/volatile:\n" + "\n".join(
         f"GPU {g.index} {g.bus_id}: {g.volatile_correctable} -> {rates[g.index]:.1f}/h" for g in gpus
@@ -492,13 +503,12 @@ def pcie_replay(node: Node) -> Check:
     replaying = [g for g in counted if g.pcie_replays]
     if not replaying:
         return passed("gpu.pcie_replay", node.name, "no PCIe replays")
-    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
-    if uptime is None:
-        return skipped("gpu.pcie_replay", node.name, f"the uptime cannot be read ({UPTIME_COMMAND})")
-    # One reading of a counter that starts at the driver load (at most the uptime ago) gives an average: one
-    # above the per-minute limit means at least one minute was above it. Shorter bursts need two readings
-    # a minute apart, as DCGM's health watch takes (dcgmi health). Under a minute counts as one minute.
-    minutes = max(uptime / 60, 1.0)
+    # One reading gives an average: one above the per-minute limit means at least one minute was above it.
+    # Shorter bursts need two readings a minute apart, as DCGM's health watch takes (dcgmi health).
+    window = _counter_window(node, "gpu.pcie_replay", 60)
+    if isinstance(window, Check):
+        return window
+    uptime, minutes = window
     rates = {g.index: g.pcie_replays / minutes for g in replaying}
     evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x pci/replay_counter:\n" + "\n".join(
         f"GPU {g.index} {g.bus_id}: {g.pcie_replays} -> {rates[g.index]:.2f}/min" for g in replaying

@@ -40,6 +40,8 @@ ROOT_PACKAGES = [
     "python3-semanage",
     "policycoreutils-python-utils",
     "selinux-utils",
+    # Debian's own network configuration (ifup/ifquery), which the fabric role writes for its ports.
+    "ifupdown",
 ]
 # Where the stand-in repository is placed inside a root, and the URL Ansible is given for it.
 REPO_IN_ROOT = "srv/gpuready-standin"
@@ -182,6 +184,8 @@ def build_repo(dest: Path) -> Path:
             _deb(
                 build, pool, f"cuda-drivers-{branch}", f"{v}-1", depends=f"nvidia-driver (= {v}-1), nvidia-persistenced"
             )
+            # NVIDIA's Fabric Manager package of the branch, versioned as the driver (apt-packaging-fabric-manager).
+            _deb(build, pool, f"nvidia-fabricmanager-{branch}", f"{v}-1")
     _deb(
         build, pool, "nvidia-persistenced", "550.90.07-1", files={"/usr/bin/nvidia-persistenced": "#!/bin/sh\nexit 0\n"}
     )

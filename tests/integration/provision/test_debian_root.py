@@ -46,6 +46,7 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
             "nvidia-driver_535.183.01-1_all.deb",
             "cuda-drivers-535_535.183.01-1_all.deb",
             "nvidia-persistenced_550.90.07-1_all.deb",
+            "nvidia-fabricmanager-535_535.183.01-1_all.deb",
         )
         dr.load_container_selinux_standin(root)
         # An earlier gpuready added the seed's broad kubelet rule: the role must take it away.
@@ -62,6 +63,7 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
             "ats": True,
             "mst_devices": ["/dev/mst/mt4123_pciconf0"],
             "gpudirect_rdma": True,
+            "mtu": 9000,
         }
         # The root's policy is SELinux-enabled while the host kernel runs without it: say so explicitly.
         # Its links are the host's (a chroot shares the network): fabric_manage_links is off; it has no
@@ -69,7 +71,8 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
         inventory = dr.write_inventory(
             tmp / "inventory",
             {"node1": root},
-            settings={"node_classes": {"standin": {"gpu_count": 0, "fabric": fabric}}},
+            # An NVSwitch (HGX) class: Fabric Manager of the pinned driver's version replaces the old branch's.
+            settings={"node_classes": {"standin": {"gpu_count": 0, "fabric": fabric, "nvswitch": True}}},
             host_vars={
                 "gpu_selinux_status": "enabled",
                 "gpu_selinux_ignore_state": True,
@@ -177,6 +180,20 @@ def test_the_pinned_version_is_installed_and_the_other_branch_replaced(first: An
     assert smi.stdout.strip() == "550.54.15"
 
 
+def test_fabric_manager_is_installed_at_the_pinned_driver_version(first: Any, node: tuple[Path, Path]) -> None:
+    root, _ = node
+    installed = _dpkg(root)
+    # 550.90.07 is newer in the repository: Fabric Manager must follow the driver's pin, not the newest.
+    assert installed["nvidia-fabricmanager-550"] == "550.54.15-1" == installed["nvidia-driver"]
+    assert "nvidia-fabricmanager-535" not in installed  # the old branch's goes with its driver
+    finding = _checks(first[1])["driver.fabric_manager"]
+    assert finding["status"] == "skipped"
+    assert finding["message"] == (
+        "Fabric Manager 550.54.15 installed, matches the driver; nvidia-fabricmanager not enabled here: "
+        "services are not managed"
+    )
+
+
 def test_nouveau_is_blacklisted_and_the_initramfs_rebuild_requested(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
     _, summary, _ = first
@@ -276,6 +293,31 @@ def test_fabric_ats_is_enabled_with_a_reboot_required_and_the_port_map_reported(
     assert "mlx5_1 port 1 ==> ens1f1np1 (Down)" in checks["fabric.ports"]["evidence"]
     assert checks["fabric.ports"]["status"] == "skipped"
     assert checks["fabric.ports"]["message"] == "down, not brought up here (fabric_manage_links is false): mlx5_1"
+
+
+def _root_run(root: Path, *args: str) -> str:
+    """A command's output inside the root (ifup --no-act prints its commands on stderr)."""
+    done = subprocess.run(["chroot", str(root), *args], check=True, capture_output=True, text=True)
+    return done.stdout + done.stderr
+
+
+def test_fabric_ports_come_up_at_every_boot_through_debians_ifupdown(first: Any, node: tuple[Path, Path]) -> None:
+    """Debian's own ifupdown, inside the root, reads what the role wrote: interfaces(5) `auto` stanzas are
+    what `ifup -a` brings up at boot; the `manual` method takes the `mtu` option."""
+    root, _ = node
+    _, summary, _ = first
+    assert set(_root_run(root, "ifquery", "--list", "--allow=auto").split()) >= {"ens1f0np0", "ens1f1np1"}
+    for netdev in ("ens1f0np0", "ens1f1np1"):
+        assert "mtu: 9000" in _root_run(root, "ifquery", netdev).splitlines()
+    # What ifup would run at boot (--no-act prints, runs nothing): the MTU, then the link up.
+    would = _root_run(root, "ifup", "--no-act", "--force", "ens1f1np1")
+    assert "ip link set dev ens1f1np1 mtu 9000" in would
+    assert "ip link set dev ens1f1np1 up" in would
+    finding = _checks(summary)["fabric.links"]
+    assert finding["status"] == "passed"
+    assert finding["message"] == (
+        "ens1f0np0, ens1f1np1 up at boot, MTU 9000 through /etc/network/interfaces.d/gpuready-fabric (written)"
+    )
 
 
 def test_nvidia_peermem_loads_at_every_boot_on_a_gpudirect_node(first: Any, node: tuple[Path, Path]) -> None:

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from gpuready.core.runner import run_playbook
-from tests.conftest import ROOT
+from tests.conftest import ROOT, require
+from tests.integration.provision import netplan
 from tests.integration.provision import nvidia_reference as ref
 
 FACTS = ROOT / "tests" / "fixtures" / "facts"
@@ -38,7 +39,9 @@ SEED_RULES = [
 
 
 def _facts(record: str, edit: dict[str, str] | None) -> dict[str, Any]:
-    facts = json.loads((FACTS / f"{record}.json").read_text())["ansible_facts"]
+    """A recording's facts by their short names: `setup` output names them `ansible_*`, the older files do not."""
+    recorded = json.loads((FACTS / f"{record}.json").read_text())["ansible_facts"]
+    facts = {k.removeprefix("ansible_"): v for k, v in recorded.items()}
     return facts | (edit or {})
 
 
@@ -144,11 +147,23 @@ def test_driver_plan_names_the_running_kernel_headers(planned: Any, host: str) -
     assert plan["initramfs_command"] == ("dracut --force --regenerate-all" if rpm else "update-initramfs -u -k all")
 
 
-@pytest.mark.parametrize("host", sorted(ref.REFUSED))
-def test_a_flavour_no_vendor_publishes_is_refused_with_the_reason(planned: Any, host: str) -> None:
-    [(task, message)] = planned.hosts[host].failed_tasks
-    assert task == "Driver | Refuse a kernel-module flavour the distribution does not package"
-    assert ref.REFUSED[host][1] in message
+REFUSALS = sorted(
+    [
+        (h, "Driver | Refuse a kernel-module flavour the distribution does not package", why)
+        for h, (_, why) in ref.REFUSED.items()
+    ]
+    + [
+        (h, "Driver | Refuse an NVLink 5 system the branch or distribution cannot serve", r[3])
+        for h, r in ref.FABRIC_REFUSED.items()
+    ]
+)
+
+
+@pytest.mark.parametrize(("host", "task", "why"), REFUSALS)
+def test_what_no_vendor_publishes_is_refused_with_the_reason(planned: Any, host: str, task: str, why: str) -> None:
+    [(failed, message)] = planned.hosts[host].failed_tasks
+    assert failed == task
+    assert why in message
 
 
 @pytest.mark.parametrize("host", sorted(ref.TOOLKIT_REPO))
@@ -211,6 +226,86 @@ def test_a_branch_the_distribution_lacks_fails_only_that_host(planned: Any) -> N
     assert "driver branch 418 does not exist for Ubuntu 24" in message
 
 
+# ibdev2netdev's lines as NVIDIA's OFED documentation shows them: "<rdma device> port <n> ==> <netdev> (<state>)".
+IBDEV2NETDEV = ["mlx5_0 port 1 ==> ib0 (Up)", "mlx5_1 port 1 ==> ib1 (Down)"]
+LINK_HOSTS = {
+    "rhel-8": "rhel-8",
+    "rhel-9": "rhel-9",
+    "rocky-9": "rocky-9",
+    "ubuntu-22.04": "ubuntu-22.04",
+    "ubuntu-24.04": "ubuntu-24.04",
+}
+
+
+@pytest.fixture(scope="module")
+def links_planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("links")
+    cache = _fact_cache(tmp / "facts", {host: (record, None) for host, record in LINK_HOSTS.items()})
+    inventory = tmp / "inventory"
+    (inventory / "group_vars" / "all").mkdir(parents=True)
+    fabric = {"type": "infiniband", "ports": ["mlx5_0", "mlx5_1"], "mtu": 4092}
+    common = {"ansible_connection": "local", "fabric_plan_only": True, "fabric_plan_ibdev2netdev": IBDEV2NETDEV}
+    (inventory / "hosts.yml").write_text(
+        yaml.safe_dump({"gpu_nodes": {"hosts": {h: {} for h in LINK_HOSTS}, "vars": common}})
+    )
+    (inventory / "group_vars" / "all" / "gpuready.yml").write_text(
+        yaml.safe_dump(
+            {
+                "gpuready": {
+                    "node_classes": {"ib": {"gpu_count": 0, "fabric": fabric}},
+                    "driver": {"branch": "550"},
+                    "container_runtime": "containerd",
+                }
+            }
+        )
+    )
+    return run_playbook("site.yml", inventory, tmp / "runs", check=True, tags=["fabric"], fact_cache=cache)
+
+
+def _links(planned: Any, host: str) -> dict[str, Any]:
+    result = planned.hosts[host]
+    assert result.failures == 0 and not result.unreachable, result.failed_tasks
+    assert result.changed == 0
+    return json.loads(next(c for c in result.checks if c.id == "fabric.links").evidence)
+
+
+@pytest.mark.parametrize("host", ["rhel-8", "rhel-9", "rocky-9"])
+def test_rhel_family_keeps_fabric_ports_up_with_networkmanager(links_planned: Any, host: str) -> None:
+    """Red Hat, "Configuring InfiniBand and RDMA networks", "Configuring an IPoIB connection by using nmcli":
+    `nmcli connection add type infiniband con-name <c> ifname <ifname> ... mtu <n>`."""
+    plan = _links(links_planned, host)
+    assert plan["config"] == "networkmanager"
+    assert plan["file"] == ""
+    assert [(c["ifname"], c["type"], c["mtu"], c["autoconnect"]) for c in plan["connections"]] == [
+        ("ib0", "infiniband", 4092, True),
+        ("ib1", "infiniband", 4092, True),
+    ]
+    # The fabric carries no addresses of gpuready's: the link only comes up.
+    assert {(c["method4"], c["method6"]) for c in plan["connections"]} == {("disabled", "disabled")}
+
+
+@pytest.mark.parametrize("host", ["ubuntu-22.04", "ubuntu-24.04"])
+def test_ubuntu_keeps_fabric_ports_up_with_netplan(links_planned: Any, host: str) -> None:
+    """Canonical's netplan YAML reference: `network: {version: 2, ethernets: {<name>: {mtu, optional}}}`; files
+    in /etc/netplan/*.yaml; IPoIB interfaces are `ethernets` too (netplan pull request 283, infiniband-mode)."""
+    plan = _links(links_planned, host)
+    assert plan["config"] == "netplan"
+    assert plan["file"].startswith("/etc/netplan/") and plan["file"].endswith(".yaml")
+    assert yaml.safe_load(plan["content"]) == {
+        "network": {
+            "version": 2,
+            "ethernets": {"ib0": {"optional": True, "mtu": 4092}, "ib1": {"optional": True, "mtu": 4092}},
+        }
+    }
+    assert plan["connections"] == []
+
+
+def test_the_link_finding_says_what_keeps_the_ports_up(links_planned: Any) -> None:
+    finding = next(c for c in links_planned.hosts["ubuntu-24.04"].checks if c.id == "fabric.links")
+    assert finding.status == "skipped"
+    assert finding.message == "plan only: ib0, ib1 up at boot, MTU 4092 through /etc/netplan/60-gpuready-fabric.yaml"
+
+
 def _plan(planned: Any, host: str) -> dict[str, Any]:
     result = planned.hosts[host]
     assert result.failures == 0 and not result.unreachable, result.failed_tasks
@@ -234,13 +329,6 @@ def test_a_node_class_without_nvswitch_gets_no_fabric_manager(planned: Any) -> N
         assert not [p for p in plan["packages"] if "fabricmanager" in p or p.startswith("nvlink5") or p.endswith("/fm")]
 
 
-@pytest.mark.parametrize("host", sorted(ref.FABRIC_REFUSED))
-def test_an_nvlink5_system_no_package_serves_is_refused_with_the_reason(planned: Any, host: str) -> None:
-    [(task, message)] = planned.hosts[host].failed_tasks
-    assert task == "Driver | Refuse an NVLink 5 system the branch or distribution cannot serve"
-    assert ref.FABRIC_REFUSED[host][3] in message
-
-
 @pytest.mark.parametrize("host", sorted(ref.SECURE_BOOT))
 def test_secure_boot_takes_signed_modules_where_the_distribution_signs_them(planned: Any, host: str) -> None:
     plan = _plan(planned, host)
@@ -249,3 +337,21 @@ def test_secure_boot_takes_signed_modules_where_the_distribution_signs_them(plan
     assert plan["signed_modules"] is host.startswith("ubuntu")
     assert plan["packages"] == want["packages"]
     assert plan["headers"] == want["headers"]
+
+
+@pytest.mark.parametrize("host", ["ubuntu-22.04", "ubuntu-24.04"])
+def test_canonicals_netplan_generator_reads_the_fabric_file(links_planned: Any, host: str, tmp_path: Path) -> None:
+    """netplan's own generator turns the file into systemd-networkd links with the MTU, boot not waiting."""
+    program, why = netplan.generator()
+    require(program, why)
+    plan = _links(links_planned, host)
+    target = tmp_path / plan["file"].lstrip("/")
+    target.parent.mkdir(parents=True)
+    target.write_text(plan["content"])
+    target.chmod(0o600)
+    rendered = netplan.generate(program, tmp_path)
+    for netdev in ("ib0", "ib1"):
+        network = rendered[f"10-netplan-{netdev}.network"]
+        assert f"Name={netdev}" in network.splitlines()
+        assert "MTUBytes=4092" in network.splitlines()
+        assert "RequiredForOnline=no" in network.splitlines()  # netplan's `optional: true`

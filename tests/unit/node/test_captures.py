@@ -71,6 +71,17 @@ EXPECTED: dict[str, dict[str, str]] = {
     # One GPU of an 8x H100 SXM HGX board (driver 580, schema v13, fabric registered): it recorded 150 PCIe
     # replays, a rate only with the uptime, which was not recorded; everything else passes.
     "hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml": {"gpu.pcie_replay": "skipped"},
+    # A T4 on AWS g4dn with driver 595 (schema v13, newer than any other capture): remapped_rows is the text
+    # N/A (Turing has no row remapper), one corrected error in its lifetime (aggregate, not judged), x8 of x16.
+    "qx-t4.xml": {},
+    # An L40S (Ada Lovelace) on AWS g6e with driver 595: row remapper with the newer *_inactive counters,
+    # unrepairable_memory N/A, x8 of x16 (reported, not failed).
+    "qx-l40s.xml": {},
+    # An A100-SXM4-40GB in a rented single-GPU VM with driver 570 (schema v12, gpu_reset_status deprecated text).
+    "qx-a100.xml": {},
+    # One GPU of an 8x B200 HGX node (driver 580, schema v13, fabric Completed/Success, health summary Healthy);
+    # persistence Disabled as recorded.
+    "hgx-b200-x8-580.105.08-v13.xml": {"gpu.persistence": "failed"},
 }
 
 
@@ -143,7 +154,7 @@ def test_schemas_and_generations_covered() -> None:
     logs = {n: nvsmi.parse_xml(capture(n)) for n in CAPTURES}
     assert {log.schema for log in logs.values()} >= {"v10", "v11", "v12", "v13"}
     architectures = {g.architecture for log in logs.values() for g in log.gpus}
-    assert {"Pascal", "Turing", "Ampere", "Hopper", "Blackwell"} <= architectures
+    assert {"Pascal", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"} <= architectures
 
 
 # ---------------------------------------------------------------- ECC: every counter of every schema
@@ -154,6 +165,10 @@ def test_schemas_and_generations_covered() -> None:
         ("a100-sxm4-v12.xml", "sram_uncorrectable"),  # v12
         ("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml", "sram_uncorrectable_parity"),  # v13 splits SRAM
         ("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml", "sram_uncorrectable_secded"),
+        ("qx-t4.xml", "sram_uncorrectable"),  # v13 on Turing keeps one SRAM counter
+        ("qx-t4.xml", "dram_uncorrectable"),
+        ("qx-l40s.xml", "sram_uncorrectable_secded"),
+        ("hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml", "dram_uncorrectable"),
     ],
 )
 def test_one_volatile_uncorrectable_counter_fails_ecc(name: str, counter: str) -> None:
@@ -211,6 +226,8 @@ UPTIME_85_MIN = {checks.UPTIME_COMMAND: "5100.00 10000.00\n"}  # 1.42 h: the vol
         "tesla-t4.xml",
         "a100-sxm4-80gb-535.54.03.q.xml",
         "v100s-pcie-32gb-x8-460.73.01-v11.xml",
+        "qx-t4.xml",  # one corrected error in its lifetime (aggregate): not a rate since boot
+        "hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml",
     ],
 )
 def test_healthy_captures_pass_the_corrected_error_rate(name: str) -> None:
@@ -332,6 +349,13 @@ def test_recorded_h100_replays_fail_when_the_link_replayed_them_within_minutes()
     got, message = one(node_for(capture(HGX_H100), answers=answers), "gpu.pcie_replay")
     assert got == "failed"
     assert message == "GPU 0 (00000000:53:00.0): 150 PCIe replays in 18 min = 8.33/min > 8/min"
+
+
+def test_fabric_registration_on_the_hgx_b200() -> None:
+    node = node_for(
+        capture("hgx-b200-x8-580.105.08-v13.xml"), nvswitch=True, answers={checks.FABRIC_MANAGER_COMMAND: "active\n"}
+    )
+    assert one(node, "node.fabric_manager") == ("passed", "nvidia-fabricmanager active, fabric registration complete")
 
 
 @pytest.mark.parametrize(
