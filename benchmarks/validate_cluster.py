@@ -6,6 +6,8 @@ For each size: `gpuready lab up --components kubernetes --set kubernetes.nodes=N
 DaemonSet applied with kubectl (the manifest the provisioning role renders) and the GPU label put on
 every GPU node, then, once every node advertises its GPU:
 - the floor: `kubectl get nodes -o json` on the same cluster (one list of all nodes, wall time);
+- the pods floor: the same cuda-vector-add pods created by 16 kubectl processes, timed until all Succeeded
+  (the scheduler and kwok alone, no gpuready code), split by the pods' own timestamps;
 - `gpuready validate cluster`: wall time, peak memory (max RSS of the process), and the API requests
   it made per node, counted by the API server itself (its audit log records gpuready's user only),
   with the LIST calls apart: they must not grow with the node count.
@@ -22,11 +24,13 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gpuready.validate.cluster import cuda_vector_add_pod  # noqa: E402
 from tests.unit.kubernetes.test_manifests import _render  # noqa: E402
 
 LABEL = "openshift.com/gpu-accelerator"
@@ -112,6 +116,59 @@ def prepare(state: dict, size: int) -> None:
     raise SystemExit(f"only {ready}/{size} nodes advertise a GPU after 20 minutes")
 
 
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def pod_floor(state: dict, size: int, parallel: int = 16) -> dict:
+    """The cluster's own floor: the scheduler and kwok placing and completing the same cuda-vector-add pods,
+    created by `parallel` kubectl processes at once (no gpuready code), timed until every pod Succeeded.
+    The pods' own timestamps split it (second resolution): created, scheduled, finished."""
+    namespace = "gpuready-floor"
+    kubectl(state, "create", "namespace", namespace)
+    nodes = [f"gpu-{i:04d}.lab.local" for i in range(1, size + 1)]  # the lab's names with nodes=N
+    pods = [cuda_vector_add_pod(node, "registry.k8s.io/cuda-vector-add:v0.1", "floor") for node in nodes]
+    started = time.monotonic()
+    base = [state["kubectl"], "--kubeconfig", state["admin_kubeconfig"], "create", "-n", namespace, "-f", "-"]
+    creators = [
+        subprocess.Popen(base, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True) for _ in range(parallel)
+    ]
+    for i, creator in enumerate(creators):
+        creator.communicate(json.dumps({"apiVersion": "v1", "kind": "List", "items": pods[i::parallel]}))
+    created = time.monotonic() - started
+    while True:
+        items = json.loads(kubectl(state, "get", "pods", "-n", namespace, "-o", "json"))["items"]
+        if sum(p["status"].get("phase") == "Succeeded" for p in items) == size:
+            break
+        if time.monotonic() - started > 600:
+            raise SystemExit("the floor's pods did not all Succeed within 10 minutes")
+        time.sleep(0.5)
+    wall = time.monotonic() - started
+    first = min(_seconds(p["metadata"]["creationTimestamp"]) for p in items)
+
+    def last(times: list[float]) -> float:
+        return max(times) - first
+
+    scheduled = [
+        _seconds(c["lastTransitionTime"])
+        for p in items
+        for c in p["status"]["conditions"]
+        if c["type"] == "PodScheduled" and c["status"] == "True"
+    ]
+    finished = [
+        _seconds(c["state"]["terminated"]["finishedAt"]) for p in items for c in p["status"]["containerStatuses"]
+    ]
+    kubectl(state, "delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force")
+    kubectl(state, "delete", "namespace", namespace, "--timeout=300s")
+    return {
+        "floor_pods_s": wall,
+        "floor_create_s": created,
+        "floor_last_created_s": last([_seconds(p["metadata"]["creationTimestamp"]) for p in items]),
+        "floor_last_scheduled_s": last(scheduled),
+        "floor_last_finished_s": last(finished),
+    }
+
+
 def measure(size: int, root: Path) -> dict:
     lab_dir = root / f"lab-{size}"
     started = time.monotonic()
@@ -146,7 +203,9 @@ def measure(size: int, root: Path) -> dict:
         time.sleep(1)  # the audit backend writes in batches
         verbs = audit_requests(audit, mark)
         total = sum(verbs.values())
+        floor_pods = pod_floor(state, size)  # after gpuready's run, so its pods do not load that run
         return {
+            **floor_pods,
             "size": size,
             "rc": done.returncode,
             "lab_up_s": lab_up,
@@ -177,13 +236,14 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(
-        "\n| GPU nodes | floor wall (CPU) | validate cluster wall | CPU | peak RSS | API requests "
+        "\n| GPU nodes | floor wall (CPU) | pods floor | validate cluster wall | CPU | peak RSS | API requests "
         "per node | LIST calls | load | exit |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['size']} | {r['floor_s']:.2f} s ({r['floor_cpu_s']:.2f} s) | {r['wall_s']:.1f} s | "
+            f"| {r['size']} | {r['floor_s']:.2f} s ({r['floor_cpu_s']:.2f} s) | {r['floor_pods_s']:.1f} s | "
+            f"{r['wall_s']:.1f} s | "
             f"{r['cpu_s']:.1f} s | {r['rss_mib']:.0f} MiB | {r['per_node']:.1f} | {r['lists']} | "
             f"{r['load_1min']:.0f} | {r['rc']} |"
         )

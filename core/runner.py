@@ -38,14 +38,20 @@ ANSIBLE_SETTINGS: dict[str, dict[str, str]] = {
         "host_key_checking": "True",
         "retry_files_enabled": "False",
         "interpreter_python": "auto_silent",
-        # Facts are gathered per play with the subsets each play needs; keep them for the whole run.
+        # Facts are gathered once per host and run (the first play that wants them, with the subsets
+        # site.yml names) and kept for the later plays.
         "gathering": "smart",
         "fact_caching": "memory",
         "timeout": "20",
         "nocolor": "True",
         "force_color": "False",
     },
-    "ssh_connection": {"pipelining": "True"},
+    # Pipelining feeds each module to the node's Python on stdin: one process per task instead of
+    # making a temporary folder, copying the module, running it and removing the folder. Ansible reads
+    # it for every connection (ssh, chroot, local; the ssh section alone reaches only ssh). With sudo,
+    # sudoers must not set requiretty (Ansible's documentation of the setting).
+    # https://docs.ansible.com/ansible/latest/reference_appendices/config.html#ansible-pipelining
+    "connection": {"pipelining": "True"},
 }
 
 

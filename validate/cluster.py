@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,8 @@ from gpuready.core.errors import GpureadyError
 from gpuready.core.results import RunResult, errored, failed, passed, skipped
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpuready.core.kube import Kube
     from gpuready.core.settings import Kubernetes
 
@@ -29,6 +32,12 @@ GPU = "nvidia.com/gpu"
 PLUGIN_SELECTOR = role_defaults.device_plugin_pod_selector()
 TEST_LABEL = "gpuready.io/test"
 REGISTERED = "Registered device plugin"
+#: Wait at least this many times as long as the last LIST of the test pods took before the next one.
+LIST_PACE = 3
+#: Seconds the API server may take to delete all of a run's test pods in one request.
+DELETE_COLLECTION_TIMEOUT_S = 180
+#: A failed test pod read alone lists its own events; more in one round read the namespace's pod events in one LIST.
+EVENTS_ONE_BY_ONE = 1
 # The Dell/Red Hat TFJobs paper: "permission denied" means wrong SELinux labels; these are the labels it
 # requires (the gpu_selinux role's rules), and container-selinux's boolean that lets containers open the GPU devices.
 SELINUX_REMEDY = (
@@ -71,17 +80,21 @@ def _run_checks(
         f"validate cluster: {client.server} ({settings.flavour}), {len(gpu_nodes)} GPU node(s)"
         f" — artifacts in {ctx.run_dir}"
     )
-    nodes = {n.metadata.name: n for n in client.call(lambda: client.core.list_node().items, "list nodes")}
-    plugin_pods = client.call(
-        lambda: client.core.list_namespaced_pod(settings.device_plugin.namespace, label_selector=PLUGIN_SELECTOR).items,
+    nodes = {n.metadata.name: n for n in client.items(client.core.list_node, "list nodes")}
+    plugin_pods = client.items(
+        partial(client.core.list_namespaced_pod, settings.device_plugin.namespace, label_selector=PLUGIN_SELECTOR),
         "list the device-plugin pods",
     )
     by_node: dict[str, Any] = {}
     for pod in plugin_pods:
         by_node.setdefault(pod.spec.node_name, pod)
+    # A test pod can run where the node advertises its GPUs: known from the node list alone, so the pods are
+    # created first and the cluster schedules and runs them while the plugin logs are read.
+    advertised = {host: _advertised(host, nodes[host], expected[host]) for host in gpu_nodes if host in nodes}
+    runnable = [host for host, checks in advertised.items() if all(c.status == "passed" for c in checks)]
 
-    def node_checks(host: str) -> tuple[list[Any], bool]:
-        """The host's checks, and whether its GPUs are advertised (so a test pod can run there)."""
+    def node_checks(host: str) -> list[Any]:
+        """What the node list and the plugin pod's status show (requests only for a plugin pod that failed)."""
         node = nodes.get(host)
         if node is None:
             return [
@@ -92,31 +105,29 @@ def _run_checks(
                     evidence=f"nodes: {', '.join(sorted(nodes))}",
                     remedy="the inventory host name of a GPU node must be its Kubernetes node name",
                 )
-            ], False
-        pod = by_node.get(host)
-        advertised = _advertised(host, node, expected[host])
-        checks = [_plugin_pod(client, settings, host, pod), _plugin_log(client, settings, host, pod), *advertised]
-        if all(c.status == "passed" for c in advertised):
-            return checks, True
-        return [
-            *checks,
-            skipped("cluster.cuda_vector_add", host, f"not run: the node advertises no allocatable {GPU}"),
-        ], False
+            ]
+        checks = [_plugin_pod(client, settings, host, by_node.get(host)), *advertised[host]]
+        if host in runnable:
+            return checks
+        return [*checks, skipped("cluster.cuda_vector_add", host, f"not run: the node advertises no allocatable {GPU}")]
 
-    runnable: list[str] = []
-    # One log read per node: in parallel, so 1000 nodes are not 1000 round trips one after another.
-    for host, (checks, ok) in zip(gpu_nodes, client.each(node_checks, gpu_nodes), strict=True):
+    # Written before the test pods exist, so a Ctrl-C while they run still reports them.
+    for checks in client.each(node_checks, gpu_nodes):
         result.add(*checks)
-        if ok:
-            runnable.append(host)
     if not ctx.options["limit"]:
         for name, node in sorted(nodes.items()):
             if name not in expected:
                 result.add(_no_gpus(name, node))
-    if settings.flavour == "openshift":
-        result.add(_scc(client, settings))
+
+    def while_pods_run() -> None:
+        # One log read per node: in parallel, so 1000 nodes are not 1000 round trips one after another.
+        logged = [host for host in gpu_nodes if host in nodes]
+        result.add(*client.each(lambda host: _plugin_log(client, settings, host, by_node.get(host)), logged))
+        if settings.flavour == "openshift":
+            result.add(_scc(client, settings))
+
     try:
-        result.add(*_vector_add(ctx, client, settings, runnable))
+        result.add(*_vector_add(ctx, client, settings, runnable, while_pods_run))
     except KeyboardInterrupt:
         from gpuready.core import cancel
 
@@ -264,9 +275,13 @@ def _scc(client: Kube, settings: Kubernetes) -> Any:
     )
 
 
-def _vector_add(ctx: Context, client: Kube, settings: Kubernetes, hosts: list[str]) -> list[Any]:
-    """Run one cuda-vector-add pod per node at once, wait for all, and always delete them."""
+def _vector_add(
+    ctx: Context, client: Kube, settings: Kubernetes, hosts: list[str], meanwhile: Callable[[], None]
+) -> list[Any]:
+    """Create one cuda-vector-add pod per node at once, run ``meanwhile`` while the cluster runs them, wait for
+    all, and always delete them."""
     if not hosts:
+        meanwhile()
         return []
     from gpuready.core import kube
 
@@ -285,16 +300,15 @@ def _vector_add(ctx: Context, client: Kube, settings: Kubernetes, hosts: list[st
     pods: dict[str, str] = {}
 
     def create(host: str) -> None:
-        from kubernetes.client import V1Pod
-
-        body = V1Pod.from_dict(cuda_vector_add_pod(host, settings.cuda_vector_add_image, run))
-        created = client.call(
-            lambda: client.core.create_namespaced_pod(namespace, body), f"create a cuda-vector-add pod in {namespace}"
+        body = cuda_vector_add_pod(host, settings.cuda_vector_add_image, run)
+        created = client.read(
+            partial(client.core.create_namespaced_pod, namespace, body), f"create a cuda-vector-add pod in {namespace}"
         )
         pods[host] = created.metadata.name
 
     try:
         client.each(create, hosts)
+        meanwhile()
         return _wait_for(client, settings, namespace, run, {host: pods[host] for host in hosts})
     finally:
         _remove_test_pods(client, namespace, run, set(pods.values()))
@@ -305,11 +319,19 @@ def _remove_test_pods(client: Kube, namespace: str, run: str, known: set[str]) -
     where the user may not delete collections (an older grant of kube_rbac.yaml), one by one."""
     import logging
 
+    from gpuready.core import kube
+
     selector = f"gpuready.io/run={run}"
     with contextlib.suppress(Exception):  # then pod by pod, which logs what it cannot delete
-        client.call(
-            lambda: client.core.delete_collection_namespaced_pod(
-                namespace, label_selector=selector, grace_period_seconds=0
+        # The answer lists every deleted pod: read as JSON, not into 1000 models. Deleting 1000 pods takes a
+        # loaded API server longer than one ordinary request may: it gets longer, not a fallback of 1000 DELETEs.
+        client.read(
+            partial(
+                client.core.delete_collection_namespaced_pod,
+                namespace,
+                label_selector=selector,
+                grace_period_seconds=0,
+                _request_timeout=(kube.REQUEST_TIMEOUT[0], DELETE_COLLECTION_TIMEOUT_S),
             ),
             f"delete the test pods in {namespace}",
         )
@@ -318,15 +340,15 @@ def _remove_test_pods(client: Kube, namespace: str, run: str, known: set[str]) -
     with contextlib.suppress(Exception):
         names |= {
             p.metadata.name
-            for p in client.call(
-                lambda: client.core.list_namespaced_pod(namespace, label_selector=selector).items, "list test pods"
+            for p in client.items(
+                partial(client.core.list_namespaced_pod, namespace, label_selector=selector), "list test pods"
             )
         }
 
     def delete(name: str) -> None:
         try:
-            client.call(
-                lambda: client.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0),
+            client.read(
+                partial(client.core.delete_namespaced_pod, name, namespace, grace_period_seconds=0),
                 f"delete test pod {name}",
             )
         except Exception:  # cleanup must not hide the result; a leftover pod is logged
@@ -363,35 +385,45 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
     deadline = time.monotonic() + settings.pod_timeout_s
     pending = dict(pods)
     while pending:
+        round_started = time.monotonic()
         listed = {
             p.metadata.name: p
-            for p in client.call(
-                lambda: client.core.list_namespaced_pod(namespace, label_selector=f"gpuready.io/run={run}").items,
+            for p in client.items(
+                partial(client.core.list_namespaced_pod, namespace, label_selector=f"gpuready.io/run={run}"),
                 f"list the test pods in {namespace}",
             )
         }
+        list_s = time.monotonic() - round_started
         ended = []
         for host, name in list(pending.items()):
             pod = listed.get(name)
             if pod is None:  # deleted by someone else: read it to report the 404 the usual way
-                pod = client.call(lambda n=name: client.core.read_namespaced_pod(n, namespace), f"read pod {name}")
+                pod = client.read(partial(client.core.read_namespaced_pod, name, namespace), f"read pod {name}")
             if pod.status.phase in ("Succeeded", "Failed") or time.monotonic() > deadline:
                 ended.append((host, pod))
                 del pending[host]
+        # Pods that did not pass are reported with their events: for many at once, one LIST of the namespace's
+        # pod events instead of one per pod (each of which scans the namespace's events on the server).
+        failing = [pod for _, pod in ended if pod.status.phase != "Succeeded"]
+        events = _events_by_pod(client, namespace) if len(failing) > EVENTS_ONE_BY_ONE else None
         # Each verdict reads the pod's log: in parallel, as the node checks do.
-        results += client.each(lambda item: _verdict(client, settings, *item), ended)
+        results += client.each(lambda item, events=events: _verdict(client, settings, *item, events=events), ended)
         if pending:
-            time.sleep(settings.poll_interval_s)
+            # A LIST of 1000 pods costs the API server and gpuready a few tenths of a second each: poll no
+            # more often than that pace allows, so polling stays a small share of the machine.
+            time.sleep(max(settings.poll_interval_s, LIST_PACE * list_s))
     return sorted(results, key=lambda c: c.host)
 
 
-def _verdict(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
+def _verdict(
+    client: Kube, settings: Kubernetes, host: str, pod: Any, events: dict[str, list[Any]] | None = None
+) -> Any:
     log = _log(client, pod) if pod.status.phase in ("Succeeded", "Failed", "Running") else ""
     if pod.status.phase == "Succeeded" and "Test PASSED" in log:
         return passed(
             "cluster.cuda_vector_add", host, f"{pod.metadata.name} Succeeded: Test PASSED", evidence=log.strip()
         )
-    evidence = _pod_evidence(client, pod, log)
+    evidence = _pod_evidence(client, pod, log, events)
     if pod.status.phase in ("Succeeded", "Failed"):
         message = f"{pod.metadata.name} {pod.status.phase}: {_container_states(pod)}"
         if pod.status.phase == "Succeeded":
@@ -413,26 +445,36 @@ def _log(client: Kube, pod: Any) -> str:
     from gpuready.core import kube
 
     try:
-        return (
-            client.call(
-                lambda: client.core.read_namespaced_pod_log(pod.metadata.name, pod.metadata.namespace),
-                f"read the log of {pod.metadata.name}",
-            )
-            or ""
+        return client.text(
+            partial(client.core.read_namespaced_pod_log, pod.metadata.name, pod.metadata.namespace),
+            f"read the log of {pod.metadata.name}",
         )
     except (kube.NotFound, kube.BadRequest):  # a pod that never started has no log (400); its status says why
         return ""
 
 
-def _events(client: Kube, pod: Any) -> list[str]:
-    items = client.call(
-        lambda: (
-            client.core.list_namespaced_event(
-                pod.metadata.namespace, field_selector=f"involvedObject.name={pod.metadata.name}"
-            ).items
-        ),
-        f"list events of {pod.metadata.name}",
-    )
+def _events_by_pod(client: Kube, namespace: str) -> dict[str, list[Any]]:
+    by_pod: dict[str, list[Any]] = {}
+    for e in client.items(
+        partial(client.core.list_namespaced_event, namespace, field_selector="involvedObject.kind=Pod"),
+        f"list the pod events in {namespace}",
+    ):
+        by_pod.setdefault(e.involved_object.name, []).append(e)
+    return by_pod
+
+
+def _events(client: Kube, pod: Any, events: dict[str, list[Any]] | None = None) -> list[str]:
+    if events is not None:
+        items = list(events.get(pod.metadata.name, []))
+    else:
+        items = client.items(
+            partial(
+                client.core.list_namespaced_event,
+                pod.metadata.namespace,
+                field_selector=f"involvedObject.name={pod.metadata.name}",
+            ),
+            f"list events of {pod.metadata.name}",
+        )
     # resourceVersion is opaque, but etcd-backed servers give numbers: it breaks ties within a second.
     items.sort(
         key=lambda e: (
@@ -465,17 +507,17 @@ def _why_pending(pod: Any) -> str:
     return "no container status yet"
 
 
-def _pod_evidence(client: Kube, pod: Any, log: str | None = None) -> str:
+def _pod_evidence(client: Kube, pod: Any, log: str | None = None, events: dict[str, list[Any]] | None = None) -> str:
     if log is None:
         log = _log(client, pod)
-    events = _events(client, pod)
+    lines = _events(client, pod, events)
     return "\n".join(
         [
             f"pod {pod.metadata.namespace}/{pod.metadata.name} on {pod.spec.node_name or '(unscheduled)'}: "
             f"{pod.status.phase}",
             f"containers: {_container_states(pod)}",
             "events:",
-            *(f"  {e}" for e in events[-10:]),
+            *(f"  {e}" for e in lines[-10:]),
             "log:",
             log[-2000:] or "  (empty)",
         ]

@@ -24,7 +24,9 @@ import socket
 import ssl
 import sys
 import time
+import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +85,14 @@ CPU_NODE = "infra1.lab.local"
 PROFILES = {"t4": {"product": "Tesla-T4", "model": "Tesla T4", "count": 1, "memory_gib": 16}}
 SERVICE_RANGE = "10.96.0.0/16"
 READY_TIMEOUT_S = 60
+#: The longest the API server may take to turn ready while it makes progress (see wait_until_ready).
+READY_MAX_S = 300
+READY_POLL_S = 0.2
 #: More time for the nodes to turn Ready per node: kwok marks 1000 nodes in minutes on a busy 2-core machine.
 READY_S_PER_NODE = 0.5
+#: kwokctl's --disable-qps-limits values (sigs.k8s.io/kwok pkg/consts DefaultUnlimitedQPS/Burst).
+UNLIMITED_QPS = 5000
+UNLIMITED_BURST = 10000
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -363,7 +371,21 @@ def _start(
         )
     )
     pids.append(
-        _spawn(lab, folder, "kube-scheduler", _controller_argv(binaries / "kube-scheduler", configs["kube-scheduler"]))
+        _spawn(
+            lab,
+            folder,
+            "kube-scheduler",
+            _controller_argv(
+                binaries / "kube-scheduler",
+                configs["kube-scheduler"],
+                # The default client limit (50 QPS, burst 100) paces the binding of 1000 test pods at 20 s
+                # or more; kwok's own kwokctl lifts it (--disable-qps-limits) for clusters of this size.
+                "--kube-api-qps",
+                str(UNLIMITED_QPS),
+                "--kube-api-burst",
+                str(UNLIMITED_BURST),
+            ),
+        )
     )
 
     kubectl = [str(binaries / "kubectl"), "--kubeconfig", str(configs["admin"])]
@@ -555,19 +577,51 @@ def _last_line(lab: Lab, what: str) -> str:
 def _wait_ready(url: str, ca: Path, cert: Path, key: Path, pid: int, lab: Lab) -> None:
     context = ssl.create_default_context(cafile=str(ca))
     context.load_cert_chain(str(cert), str(key))
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    last = ""
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            raise Unreachable(f"lab kubernetes: kube-apiserver exited: {_last_line(lab, 'kube-apiserver')}")
+
+    def probe() -> tuple[bool, str]:
         try:
-            with urllib.request.urlopen(f"{url}/readyz", context=context, timeout=2) as answer:
-                if answer.status == 200:
-                    return
+            with urllib.request.urlopen(f"{url}/readyz?verbose", context=context, timeout=5) as answer:
+                return answer.status == 200, ""
+        except urllib.error.HTTPError as e:
+            return False, f"HTTP {e.code}: {_failing_checks(e.read().decode(errors='replace')) or e.reason}"
         except OSError as e:
-            last = str(e)
-        time.sleep(0.2)
-    raise Unreachable(f"lab kubernetes: kube-apiserver at {url} not ready within {READY_TIMEOUT_S}s ({last})")
+            return False, str(e)
+
+    wait_until_ready(probe, lambda: pid_alive(pid), lambda: _last_line(lab, "kube-apiserver"), url)
+
+
+def _failing_checks(verbose: str) -> str:
+    """The checks /readyz?verbose lists as failed ("[-]etcd failed: reason withheld", kubernetes.io's
+    "Kubernetes API health endpoints"), by name."""
+    failed = [line[3:].split(" failed")[0] for line in verbose.splitlines() if line.startswith("[-]")]
+    return "failing " + ", ".join(failed) if failed else ""
+
+
+def wait_until_ready(
+    probe: Callable[[], tuple[bool, str]], alive: Callable[[], bool], log_tail: Callable[[], str], url: str
+) -> None:
+    """Wait for the API server's /readyz. On a loaded machine its start-up hooks can take longer than
+    READY_TIMEOUT_S, so each time the answer changes (another check passed, or it began to answer) the
+    wait goes on for READY_TIMEOUT_S more, up to READY_MAX_S in all; an API server that exits, or stays
+    on the same answer for READY_TIMEOUT_S, is one line with its answer and its log's last line."""
+    started = time.monotonic()
+    quiet_until = started + READY_TIMEOUT_S
+    seen = None
+    while True:
+        if not alive():
+            raise Unreachable(f"lab kubernetes: kube-apiserver exited: {log_tail()}")
+        ready, answer = probe()
+        if ready:
+            return
+        now = time.monotonic()
+        if answer != seen:
+            seen, quiet_until = answer, now + READY_TIMEOUT_S
+        if now >= min(quiet_until, started + READY_MAX_S):
+            raise Unreachable(
+                f"lab kubernetes: kube-apiserver at {url} not ready after {now - started:.0f}s ({answer}); "
+                f"its log ends: {log_tail()}"
+            )
+        time.sleep(READY_POLL_S)
 
 
 def _hosts(plan: dict[str, Any]) -> dict[str, Any]:

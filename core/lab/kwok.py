@@ -266,10 +266,16 @@ def configuration(nodes: list[dict[str, Any]], logs: dict[str, Path], kwok_home:
             ]
         },
     }
-    # kwok's default renews 4 node leases at a time, too few to keep 1000 leases fresh on a busy machine.
+    # kwok's defaults renew 4 node leases and play 4 node or pod stages at a time: too few to keep 1000
+    # leases fresh on a busy machine, and a queue when 1000 test pods start and complete at once.
+    parallel = max(4, len(nodes) // 25)
     options = {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokConfiguration",
-        "options": {"nodeLeaseParallelism": max(4, len(nodes) // 25)},
+        "options": {
+            "nodeLeaseParallelism": parallel,
+            "nodePlayStageParallelism": parallel,
+            "podPlayStageParallelism": parallel,
+        },
     }
     return [options, *upstream, *gpu_stages(nodes), cluster_logs]

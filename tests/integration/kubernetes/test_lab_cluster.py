@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -212,6 +213,54 @@ def test_kubectl_reads_what_gpuready_reports(lab: LabCluster, provisioned: dict,
     finally:
         lab.kubectl.run("delete", "pod", "kubectl-vector-add", "--wait=false")
     assert log.strip() == checks[("cluster.cuda_vector_add", "stor1.lab.local")]["evidence"].strip()
+
+
+def _fields(pod: object) -> dict:
+    """The fields of a pod that validate cluster reads, by the client models' attribute names."""
+    p: Any = pod
+    return {
+        "name": p.metadata.name,
+        "namespace": p.metadata.namespace,
+        "node": p.spec.node_name,
+        "phase": p.status.phase,
+        "conditions": [(c.type, c.status, c.reason) for c in p.status.conditions or []],
+        "containers": [
+            (
+                c.name,
+                c.restart_count,
+                bool(c.state.running),
+                c.state.waiting and (c.state.waiting.reason, c.state.waiting.message),
+                c.state.terminated and (c.state.terminated.reason, c.state.terminated.exit_code),
+            )
+            for c in p.status.container_statuses or []
+        ],
+    }
+
+
+def test_plain_json_reads_match_the_client_models(lab: LabCluster, provisioned: dict) -> None:
+    """validate cluster reads pods, nodes and logs as JSON (Kube.read), not through the kubernetes client's
+    models; the models, read from the same real API server, are the oracle for every field it uses."""
+    from functools import partial
+
+    from gpuready.core import kube
+    from gpuready.core.settings import Kubernetes
+
+    client = kube.connect(Kubernetes(kubeconfig=lab.state["kubeconfig"], context="gpuready-lab"))
+    listing = partial(client.core.list_namespaced_pod, "kube-system", label_selector="name=nvidia-device-plugin-ds")
+    models = {p.metadata.name: p for p in client.call(listing, "list plugin pods").items}
+    plain = {p.metadata.name: p for p in client.items(listing, "list plugin pods")}
+    assert sorted(plain) == sorted(models) and len(plain) == len(GPU_NODES)
+    for name, pod in plain.items():
+        assert _fields(pod) == _fields(models[name])
+        log = partial(client.core.read_namespaced_pod_log, name, "kube-system")
+        assert client.text(log, "read a log") == client.call(log, "read a log")
+    node_models = {n.metadata.name: n.status for n in client.call(client.core.list_node, "list nodes").items}
+    for node in client.items(client.core.list_node, "list nodes"):
+        model = node_models[node.metadata.name]
+        assert node.status.capacity.get("nvidia.com/gpu") == model.capacity.get("nvidia.com/gpu")
+        assert node.status.allocatable.get("nvidia.com/gpu") == model.allocatable.get("nvidia.com/gpu")
+    with pytest.raises(kube.NotFound):
+        client.read(partial(client.core.read_namespaced_pod, "no-such-pod", "kube-system"), "read a pod")
 
 
 def test_missing_permission_is_exit_3_naming_verb_and_resource(

@@ -72,6 +72,10 @@ def test_validate_fails_the_right_check_on_the_faulty_node(validated: dict, faul
         assert "events:" in found["evidence"] and "log:" in found["evidence"]
     if fault == "permission-denied":
         assert "xserver_misc_device_t" in found["remedy"]
+        # the event kwok recorded for this pod, not another pod's: events are matched to their pod
+        assert "Warning Failed: Error: failed to create containerd task" in found["evidence"]
+        other = validated["checks"][("cluster.cuda_vector_add", NODE["vector-add-fails"])]["evidence"]
+        assert "failed to create containerd task" not in other
     assert validated["checks"][("cluster.cuda_vector_add", HEALTHY)]["status"] == "passed"
     assert validated["pods"] == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -88,22 +89,28 @@ class _Answers(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_5xx_is_retried_with_backoff_then_given_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Only the retry loop is under test here; real API answers are tested against the lab's control plane."""
+@pytest.fixture
+def flaky(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[kube.Kube]:
+    """A client of the _Answers endpoint, with 3 attempts and a short backoff."""
     monkeypatch.setattr(kube, "BACKOFF_FIRST_S", 0.01)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        client = kube.connect(Kubernetes(kubeconfig=str(_kubeconfig(tmp_path / "kc", url, "t0ken-abc")), api_retries=3))
-        _Answers.unavailable, _Answers.requests = 2, []
-        assert client.call(lambda: client.core.list_node().items, "list nodes") == []  # third attempt answers
-        assert _Answers.requests == [503, 503, 200]
-        _Answers.unavailable = 3
-        with pytest.raises(Unreachable, match="kept answering 503"):
-            client.call(lambda: client.core.list_node(), "list nodes")
+        yield kube.connect(Kubernetes(kubeconfig=str(_kubeconfig(tmp_path / "kc", url, "t0ken-abc")), api_retries=3))
     finally:
         server.shutdown()
+
+
+def test_5xx_is_retried_with_backoff_then_given_up(flaky: kube.Kube) -> None:
+    """Only the retry loop is under test here; real API answers are tested against the lab's control plane."""
+    client = flaky
+    _Answers.unavailable, _Answers.requests = 2, []
+    assert client.call(lambda: client.core.list_node().items, "list nodes") == []  # third attempt answers
+    assert _Answers.requests == [503, 503, 200]
+    _Answers.unavailable = 3
+    with pytest.raises(Unreachable, match="kept answering 503"):
+        client.call(lambda: client.core.list_node(), "list nodes")
 
 
 def test_an_api_server_that_stops_answering_is_one_unreachable_line(
@@ -126,3 +133,30 @@ def test_an_api_server_that_stops_answering_is_one_unreachable_line(
         assert time.monotonic() - started < 10
     finally:
         silent.close()
+
+
+def test_plain_json_is_read_with_the_models_attribute_names() -> None:
+    pod = kube.Obj(
+        {
+            "metadata": {"name": "p", "labels": {"app": "x"}},
+            "spec": {"nodeName": "n1"},
+            "status": {
+                "containerStatuses": [{"restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]
+            },
+        }
+    )
+    assert pod.spec.node_name == "n1" and pod.metadata.labels.get("app") == "x"
+    (container,) = pod.status.container_statuses
+    assert container.restart_count == 2 and container.state.waiting.reason == "CrashLoopBackOff"
+    assert container.state.terminated is None and pod.status.conditions is None  # absent, as in the models
+    assert not hasattr(pod, "__deepcopy__")
+
+
+def test_plain_reads_go_through_the_same_retries(flaky: kube.Kube) -> None:
+    client = flaky
+    _Answers.unavailable, _Answers.requests = 1, []
+    assert client.items(client.core.list_node, "list nodes") == []
+    assert _Answers.requests == [503, 200]
+    _Answers.unavailable = 3
+    with pytest.raises(Unreachable, match="kept answering 503 to list nodes"):
+        client.read(client.core.list_node, "list nodes")

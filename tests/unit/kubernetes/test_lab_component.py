@@ -28,3 +28,81 @@ def test_bad_lab_switch_is_exit_2_one_line(tmp_path: Path, setting: str, words: 
     assert len(errors) == 1 and words in errors[0]
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "kubernetes" / "logs").exists()  # nothing was started
+
+
+# kube-apiserver's /readyz?verbose while its start-up hooks run (the format of kubernetes.io's "Kubernetes API
+# health endpoints": one [+]/[-] line per check, then the verdict).
+STARTING = (
+    "[+]ping ok\n[+]log ok\n[+]etcd ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n"
+    "[-]poststarthook/crd-informer-synced failed: reason withheld\nreadyz check failed\n"
+)
+
+
+def test_readyz_names_the_failing_checks() -> None:
+    from gpuready.lab.kubernetes import _failing_checks
+
+    assert _failing_checks(STARTING) == "failing poststarthook/rbac/bootstrap-roles, poststarthook/crd-informer-synced"
+    assert _failing_checks("[+]ping ok\nok\n") == ""
+
+
+def _answers(*answers: tuple[bool, str]) -> object:
+    queue = list(answers)
+    return lambda: queue.pop(0) if len(queue) > 1 else queue[0]
+
+
+@pytest.fixture
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuready.lab import kubernetes
+
+    monkeypatch.setattr(kubernetes, "READY_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(kubernetes, "READY_MAX_S", 1.0)
+    monkeypatch.setattr(kubernetes, "READY_POLL_S", 0.1)
+
+
+def test_a_slow_api_server_that_makes_progress_is_waited_for(fast: None) -> None:
+    from gpuready.lab.kubernetes import wait_until_ready
+
+    # Each answer lasts 2 polls (0.2 s), so no answer outlasts the 0.3 s quiet limit, but the whole start takes
+    # 0.6 s: longer than READY_TIMEOUT_S, which a fixed deadline would have failed.
+    steps = [(False, "connection refused")] * 2 + [(False, "HTTP 500: failing a, b")] * 2
+    steps += [(False, "HTTP 500: failing b")] * 2 + [(True, "")]
+    probe = _answers(*steps)
+    wait_until_ready(probe, lambda: True, lambda: "log", "https://127.0.0.1:1")
+
+
+def test_an_api_server_stuck_on_one_answer_is_one_line_with_its_log(fast: None) -> None:
+    import time
+
+    from gpuready.core.errors import Unreachable
+    from gpuready.lab.kubernetes import wait_until_ready
+
+    probe = _answers((False, "HTTP 500: failing etcd"))
+    started = time.monotonic()
+    with pytest.raises(Unreachable) as e:
+        wait_until_ready(probe, lambda: True, lambda: "E1123 etcd unreachable (see kube-apiserver.log)", "https://x")
+    assert time.monotonic() - started < 0.8  # READY_TIMEOUT_S of the same answer, not READY_MAX_S
+    message = str(e.value)
+    assert "not ready after" in message
+    assert "failing etcd" in message and "etcd unreachable" in message and "\n" not in message
+
+
+def test_progress_does_not_wait_past_the_limit(fast: None) -> None:
+    import itertools
+    import time
+
+    from gpuready.core.errors import Unreachable
+    from gpuready.lab.kubernetes import wait_until_ready
+
+    counter = itertools.count()
+    started = time.monotonic()
+    with pytest.raises(Unreachable, match="not ready after"):
+        wait_until_ready(lambda: (False, f"HTTP 500: step {next(counter)}"), lambda: True, lambda: "log", "https://x")
+    assert 0.9 < time.monotonic() - started < 2  # went on past READY_TIMEOUT_S, stopped at READY_MAX_S
+
+
+def test_an_api_server_that_exits_is_reported_at_once(fast: None) -> None:
+    from gpuready.core.errors import Unreachable
+    from gpuready.lab.kubernetes import wait_until_ready
+
+    with pytest.raises(Unreachable, match="kube-apiserver exited: F1123 bad flag"):
+        wait_until_ready(_answers((False, "refused")), lambda: False, lambda: "F1123 bad flag", "https://x")

@@ -1,0 +1,99 @@
+"""The apt_unmet filter judges package requests as ansible.builtin.apt (state=present) does.
+
+The oracle is the apt module itself: each case is also run through ansible.builtin.apt in check
+mode against this machine's real dpkg database, and the filter must agree on whether apt would
+install something.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, require
+
+BIN = Path(sys.executable).parent
+spec = importlib.util.spec_from_file_location("apt_unmet", ROOT / "playbooks" / "plugins" / "filter" / "apt_unmet.py")
+apt_unmet_module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(apt_unmet_module)
+apt_unmet = apt_unmet_module.apt_unmet
+
+
+def _installed(name: str) -> str:
+    return subprocess.run(
+        ["dpkg-query", "-W", "-f", "${Version}", name], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_plain_names_and_exact_versions_are_decided_from_the_installed_packages() -> None:
+    packages = {"nvidia-driver": [{"name": "nvidia-driver", "version": "550.54.15-1", "source": "apt"}]}
+    assert apt_unmet(["nvidia-driver"], packages) == []
+    assert apt_unmet(["nvidia-driver=550.54.15-1"], packages) == []
+    assert apt_unmet(["nvidia-driver=550.90.07-1"], packages) == ["nvidia-driver=550.90.07-1"]
+    assert apt_unmet(["cuda-drivers-550", "nvidia-driver"], packages) == ["cuda-drivers-550"]
+    # apt also upgrades to a newer candidate matching a version wildcard: only apt's cache can tell.
+    undecidable = ["nvidia-driver=550.54.15-*", "nvidia-driver>=550", "nvidia-*", "nvidia-driver:amd64"]
+    assert apt_unmet(undecidable, packages) == undecidable
+
+
+def test_agrees_with_the_apt_module_in_check_mode(tmp_path: Path) -> None:
+    require(shutil.which("dpkg-query") and _python_apt(), "needs dpkg and python3-apt (Debian)")
+    from gpuready.core.runner import ansible_environment
+
+    version = _installed("dpkg")
+    requests = ["dpkg", f"dpkg={version}", "dpkg=0.0.0-not-this", "gpuready-no-such-package"]
+    play = [
+        {
+            "name": "What apt would do",
+            "hosts": "all",
+            "gather_facts": False,
+            "vars": {"ansible_python_interpreter": "/usr/bin/python3"},
+            "tasks": [
+                {"name": "Packages", "ansible.builtin.package_facts": {"manager": "apt"}},
+                {
+                    "name": "Apt",
+                    "ansible.builtin.apt": {"name": "{{ item }}", "state": "present"},
+                    "loop": requests,
+                    "check_mode": True,
+                    "register": "apt",
+                    "ignore_errors": True,
+                },
+                {
+                    "name": "Save",
+                    "ansible.builtin.copy": {
+                        "content": "{{ {'results': apt.results, 'packages': ansible_facts['packages']} | to_json }}",
+                        "dest": str(tmp_path / "out.json"),
+                        "mode": "0644",
+                    },
+                },
+            ],
+        }
+    ]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    done = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "play.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**ansible_environment(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = json.loads((tmp_path / "out.json").read_text())
+    # apt acts when it would install, or fails because it cannot: either way the task must run.
+    apt_acts = {r["item"]: bool(r.get("changed") or r.get("failed")) for r in out["results"]}
+    assert apt_acts == {
+        "dpkg": False,
+        f"dpkg={version}": False,
+        "dpkg=0.0.0-not-this": True,
+        "gpuready-no-such-package": True,
+    }
+    assert {r: bool(apt_unmet([r], out["packages"])) for r in requests} == apt_acts
+
+
+def _python_apt() -> bool:
+    return subprocess.run(["/usr/bin/python3", "-c", "import apt"], capture_output=True).returncode == 0
