@@ -26,11 +26,13 @@ $(STAMP)-train: $(STAMP)-base
 	touch $@
 
 # The torch extra for the PyTorch path's tests. PyPI's Linux builds bring CUDA's libraries (about
-# 2.9 GB of wheels; docs/pytorch.md has the measured cost); where PyTorch's own index is reachable,
+# 2.9 GB of wheels; docs/pytorch.md has the measured cost), installed one at a time without pip's
+# cache to keep the peak disk low; where PyTorch's own index is reachable,
 # `make TORCH_INDEX=https://download.pytorch.org/whl/cpu` installs the CPU build (about 200 MB) instead.
 TORCH_INDEX ?=
 $(STAMP)-torch: $(STAMP)-base
-	$(BIN)/pip install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 'torch>=2.2' 'torchvision>=0.17'
+	PIP_INDEX_OPTIONS='$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))' \
+		scripts/install-torch $(VENV) 'torch>=2.2' 'torchvision>=0.17'
 	touch $@
 
 system-deps:

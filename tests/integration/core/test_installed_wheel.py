@@ -165,8 +165,10 @@ def test_lab_vsphere_provisioned_and_validated_then_lab_nodes_validated(installe
     finally:
         down = installed.gpuready("lab", "down", "--lab-dir", str(lab))
     assert down.returncode == 0, down.stderr
-    cache = Path(installed.env()["XDG_CACHE_HOME"]) / "gpuready" / "vcsim"
-    assert list(cache.glob("gpuready-vcsim-*")), "vcsim was not built into the user's cache dir"
+    # The lab's Go builds live in <cache>/gpuready/<module>-<version>-<digest>/bin, complete when marked so.
+    cache = Path(installed.env()["XDG_CACHE_HOME"]) / "gpuready"
+    built = [b for b in cache.glob("govmomi-v*/bin/vcsim") if (b.parent.parent / ".complete").is_file()]
+    assert built, f"vcsim was not built into the user's cache dir {cache}"
 
     require(os.geteuid() == 0 and shutil.which("ip"), "the nodes lab needs root and `ip netns`")
     prefix = f"gw{os.getpid() % 100000}"
