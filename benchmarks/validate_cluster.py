@@ -10,7 +10,9 @@ every GPU node, then, once every node advertises its GPU:
   (the scheduler and kwok alone, no gpuready code), split by the pods' own timestamps;
 - `gpuready validate cluster`: wall time, peak memory (max RSS of the process), and the API requests
   it made per node, counted by the API server itself (its audit log records gpuready's user only),
-  with the LIST calls apart: they must not grow with the node count.
+  with the LIST calls apart: they must not grow with the node count. gpuready runs with the product's
+default pod timeout, not the lab's shorter one (which keeps the test suite quick): a pod that kwok has
+not finished within the lab's timeout would count as a failure of the cluster, not time of the run.
 Prints one line per size and a Markdown table for BENCHMARKS.md.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +29,8 @@ import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -169,6 +174,16 @@ def pod_floor(state: dict, size: int, parallel: int = 16) -> dict:
     }
 
 
+def with_product_timeouts(inventory: Path, target: Path) -> Path:
+    """A copy of the lab's inventory without its short pod timeout, so the product's default applies."""
+    shutil.copytree(inventory, target)
+    settings = target / "group_vars" / "all" / "gpuready.yml"
+    values = yaml.safe_load(settings.read_text())
+    values["gpuready"]["kubernetes"].pop("pod_timeout_s")
+    settings.write_text(yaml.safe_dump(values, sort_keys=False))
+    return target
+
+
 def measure(size: int, root: Path) -> dict:
     lab_dir = root / f"lab-{size}"
     started = time.monotonic()
@@ -194,7 +209,7 @@ def measure(size: int, root: Path) -> dict:
                 "validate",
                 "cluster",
                 "-i",
-                up.stdout.strip().splitlines()[-1],
+                str(with_product_timeouts(Path(up.stdout.strip().splitlines()[-1]), lab_dir / "inventory")),
                 "--artifacts",
                 str(root / "runs"),
             ],
