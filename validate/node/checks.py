@@ -297,6 +297,7 @@ def _facts(g: nvsmi.Gpu) -> str:
         f"aggregate_uncorrectable={g.aggregate_uncorrectable or 'none'} "
         f"retired sbe/dbe={g.retired_sbe}/{g.retired_dbe} retired_pending={g.retired_pending} "
         f"remapped pending/failure={g.remapped_pending}/{g.remapped_failure} "
+        f"repair_pending={','.join(g.repair_pending) or 'none'} unrepairable_memory={g.unrepairable_memory} "
         f"slowdowns={','.join(g.slowdowns) or 'none'} benign={','.join(g.benign_reasons) or 'none'} "
         f"pcie gen cur/max/gpu/host={g.pcie_gen}/{g.pcie_max_gen}/{g.pcie_device_max_gen}/{g.pcie_host_max_gen} "
         f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width} replays={g.pcie_replays} "
@@ -403,9 +404,10 @@ def ecc_correctable_rate(node: Node) -> Check:
 
 @check(
     "gpu.retired_pages",
-    "retired pages under NVIDIA's replacement threshold, nothing pending; row remapping neither pending nor failed",
-    "Pending retirement/remapping/repair: reset the GPU or reboot. Threshold reached or remapping failed: "
-    "drain, run the field diagnostics, RMA.",
+    "retired pages under NVIDIA's replacement threshold, nothing pending; row remapping neither pending nor "
+    "failed; no memory flagged unrepairable",
+    "Pending retirement/remapping/repair: reset the GPU or reboot. Threshold reached, remapping failed or memory "
+    "unrepairable: drain, run the field diagnostics, RMA.",
     depends=GPU_VIEW,
 )
 def retired_pages(node: Node) -> Check:
@@ -423,6 +425,8 @@ def retired_pages(node: Node) -> Check:
         if g.remapped_pending:
             problems.append("row remapping pending")
         problems += [f"{what.replace('_', ' ')}" for what in g.repair_pending]
+        if g.unrepairable_memory:  # NVML's unrepairable-memory flag: no reset brings the memory back
+            problems.append("memory flagged unrepairable (ecc_errors/unrepairable_memory Yes)")
         return ", ".join(problems)
 
     def note(g: nvsmi.Gpu) -> str:
@@ -984,6 +988,10 @@ def dcgm_diag(node: Node) -> Check:
     except nvsmi.ParseError as e:
         return failed(
             "diag.dcgm", node.name, f"dcgmi diag did not answer in JSON (exit {answer.rc}): {e}", answer.evidence(1500)
+        )
+    if not results:
+        return failed(
+            "diag.dcgm", node.name, f"dcgmi diag answered no test result (exit {answer.rc})", answer.evidence(1500)
         )
     failing = [f"{name}: {status}" for name, status in results if status.lower() in ("fail", "failed")]
     if failing:

@@ -48,6 +48,10 @@ class Gpu:
     remapped_failure: bool = False
     #: Blackwell: an HBM channel or TPC repair waits for a reset.
     repair_pending: list[str] = field(default_factory=list)
+    #: Schema v13 ``ecc_errors/unrepairable_memory`` Yes: NVML's unrepairable-memory flag
+    #: (nvmlDeviceGetUnrepairableMemoryFlag_v1, NVML API reference R590): a memory fault the GPU's
+    #: repair (row remapping, channel repair) cannot fix. No and N/A (not reported) are not set.
+    unrepairable_memory: bool = False
     slowdowns: list[str] = field(default_factory=list)
     benign_reasons: list[str] = field(default_factory=list)
     pcie_gen: int | None = None
@@ -104,7 +108,9 @@ def parse_xml(text: str) -> SmiLog:
         raise ParseError(f"nvidia-smi -q -x: root element is {root.tag!r}, not nvidia_smi_log")
     gpus = [_gpu(i, g) for i, g in enumerate(root.findall("gpu"))]
     return SmiLog(
-        driver_version=driver_version(_text(root, "driver_version")),
+        # Driver 615 marks <driver_version> deprecated ("use kmd_version instead", removed with CUDA 14.0);
+        # both name the same kernel-mode driver while both are printed.
+        driver_version=driver_version(_text(root, "kmd_version") or _text(root, "driver_version")),
         gpus=gpus,
         schema=schema.group(1) if schema else "",
     )
@@ -138,6 +144,7 @@ def _gpu(index: int, g: ET.Element) -> Gpu:
         repair_pending=[
             t for t in ("channel_repair_pending", "tpc_repair_pending") if _text(g, f"ecc_errors/{t}") == "Yes"
         ],
+        unrepairable_memory=_text(g, "ecc_errors/unrepairable_memory") == "Yes",
         slowdowns=[r for r in SLOWDOWN_REASONS if _text(reasons, prefix + r) == "Active"],
         benign_reasons=[r for r in BENIGN_REASONS if _text(reasons, prefix + r) == "Active"],
         pcie_gen=_int(_text(link, "pcie_gen/current_link_gen")),
@@ -304,7 +311,11 @@ def link_down_events(kernel_log: str, ports: list[str]) -> list[str]:
 
 
 def parse_dcgm_diag(text: str) -> list[tuple[str, str]]:
-    """``dcgmi diag -r N -j``: (test name, status) for every result in the JSON, whatever the DCGM version nests."""
+    """``dcgmi diag -r N -j``: (test name, status) for every result in the JSON, whatever the DCGM version nests.
+
+    A ``runtime_error`` (the diagnostic could not run; DCGM's JSON then may hold no test at all: NVIDIA/DCGM
+    ``nvvs/include/JsonResult.hpp``) is a FAIL of its own, so a run that tested nothing never reads as a pass.
+    """
     import json
 
     try:
@@ -318,6 +329,9 @@ def parse_dcgm_diag(text: str) -> list[tuple[str, str]]:
     def walk(value: object, name: str) -> None:
         if isinstance(value, dict):
             label = str(value.get("name") or value.get("test_name") or name)
+            runtime_error = value.get("runtime_error")
+            if isinstance(runtime_error, str) and runtime_error.strip():
+                found.append((f"runtime_error ({runtime_error.strip()})", "FAIL"))
             status = value.get("status")
             if isinstance(status, str):
                 found.append((label, status))

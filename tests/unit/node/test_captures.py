@@ -82,6 +82,14 @@ EXPECTED: dict[str, dict[str, str]] = {
     # One GPU of an 8x B200 HGX node (driver 580, schema v13, fabric Completed/Success, health summary Healthy);
     # persistence Disabled as recorded.
     "hgx-b200-x8-580.105.08-v13.xml": {"gpu.persistence": "failed"},
+    # One GPU of a 4x GB200 arm64 Grace host in a fabric cluster (driver 580.173.02, C2C, fabric Completed/Success
+    # with a clique): healthy as recorded, unrepairable_memory No.
+    "gb200-x4-arm64-580.173.02-v13.xml": {},
+    # One GPU of a 4x GB300 (driver 580.173.02, virtualization None, PCIe gen6 x16): healthy, unrepairable_memory No.
+    "gb300-x4-580.173.02-v13.xml": {},
+    # One GPU of a pre-release 4x Rubin node (driver 615.23, "NVIDIA Graphics Device"): it recorded
+    # ecc_errors/unrepairable_memory Yes, NVML's flag for memory its repair cannot fix; x2 of x16 is reported.
+    "rubin-vr-nvl72-x4-615.23-v13.xml": {"gpu.retired_pages": "failed"},
 }
 
 
@@ -154,7 +162,7 @@ def test_schemas_and_generations_covered() -> None:
     logs = {n: nvsmi.parse_xml(capture(n)) for n in CAPTURES}
     assert {log.schema for log in logs.values()} >= {"v10", "v11", "v12", "v13"}
     architectures = {g.architecture for log in logs.values() for g in log.gpus}
-    assert {"Pascal", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"} <= architectures
+    assert {"Pascal", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell", "Rubin"} <= architectures
 
 
 # ---------------------------------------------------------------- ECC: every counter of every schema
@@ -299,6 +307,40 @@ def test_row_remapping_pending_or_failed(field: str) -> None:
 def test_blackwell_channel_repair_pending() -> None:
     xml = edit(capture("rtx-pro-6000-blackwell-maxq-590.44.01-v13.xml"), "ecc_errors/channel_repair_pending", "Yes")
     assert verdicts(node_for(xml))["gpu.retired_pages"] == "failed"
+
+
+RUBIN = "rubin-vr-nvl72-x4-615.23-v13.xml"
+
+
+def test_recorded_unrepairable_memory_fails_with_evidence_and_remedy() -> None:
+    [check] = [c for c in run_catalogue(node_for(capture(RUBIN))) if c.id == "gpu.retired_pages"]
+    assert (check.status, check.message) == (
+        "failed",
+        "GPU 0 (00000002:81:00.0): memory flagged unrepairable (ecc_errors/unrepairable_memory Yes)",
+    )
+    assert "unrepairable_memory=True" in check.evidence
+    assert "memory unrepairable: drain, run the field diagnostics, RMA" in check.remedy
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "status"),
+    [
+        ("gb200-x4-arm64-580.173.02-v13.xml", "Yes", "failed"),  # recorded No
+        ("gb300-x4-580.173.02-v13.xml", "Yes", "failed"),
+        ("qx-l40s.xml", "Yes", "failed"),  # recorded N/A
+        (RUBIN, "No", "passed"),  # recorded Yes
+        (RUBIN, "N/A", "passed"),
+    ],
+)
+def test_unrepairable_memory_flag(name: str, value: str, status: str) -> None:
+    xml = edit(capture(name), "ecc_errors/unrepairable_memory", value)
+    assert verdicts(node_for(xml))["gpu.retired_pages"] == status
+
+
+def test_kmd_version_names_the_driver_where_driver_version_is_deprecated() -> None:
+    # Driver 615 prints both and marks <driver_version> deprecated in favour of <kmd_version>.
+    xml = capture(RUBIN).replace("<driver_version>615.23</driver_version>", "")
+    assert nvsmi.parse_xml(xml).driver_version == "615.23"
 
 
 # ---------------------------------------------------------------- PCIe
@@ -562,6 +604,56 @@ def test_nvlink_error_counters_fail_over_the_limit() -> None:
         node_for(xml, answers={"nvidia-smi nvlink -e": text}, nvlink_links_per_gpu=4), "topology.nvlink_errors"
     )
     assert status == "failed" and "GPU 0 link 0: CRC Errors=4096" in message
+
+
+DCGM_DIAG = FIXTURES / "dcgm" / "dcgmi-diag-r1-json-3.1.0-x8-jsonresulttests.txt"
+
+
+def test_real_dcgm_diag_json_passes_as_it_says() -> None:
+    # DCGM 3.1.0 on 8 GPUs, every result PASS, after a line of text and with null entries between tests.
+    text = DCGM_DIAG.read_text()
+    results = nvsmi.parse_dcgm_diag(text)
+    assert len(results) == 17 and {status for _, status in results} == {"PASS"}
+    assert ("Page Retirement/Row Remap", "PASS") in results
+    xml = capture("hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml")
+    assert one(node_for(xml, answers={checks.DCGM_COMMAND: text}), "diag.dcgm") == (
+        "passed",
+        "dcgmi diag -r 1: 17 result(s), none failed",
+    )
+
+
+def dcgm_edit(path: list[str | int], value: object) -> str:
+    """One named field edit of the real dcgmi diag JSON (the text before its first brace kept)."""
+    import json
+
+    text = DCGM_DIAG.read_text()
+    head, data = text[: text.index("{")], json.loads(text[text.index("{") :])
+    parent = data
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = value
+    return head + json.dumps(data, indent=1)
+
+
+def test_real_dcgm_diag_json_with_one_failing_result() -> None:
+    tests = ["DCGM GPU Diagnostic", "test_categories", 0, "tests"]
+    text = dcgm_edit([*tests, 12, "results", 0, "status"], "FAIL")  # Page Retirement/Row Remap
+    xml = capture("hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml")
+    assert one(node_for(xml, answers={checks.DCGM_COMMAND: text}), "diag.dcgm") == (
+        "failed",
+        "dcgmi diag -r 1 failed: Page Retirement/Row Remap: FAIL",
+    )
+
+
+def test_dcgm_runtime_error_is_not_a_pass() -> None:
+    # DCGM's JSON carries runtime_error when the diagnostic could not run (NVIDIA/DCGM JsonResult.hpp).
+    text = dcgm_edit(["DCGM GPU Diagnostic", "runtime_error"], "Couldn't find the GPU in the system")
+    xml = capture("hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml")
+    status, message = one(node_for(xml, answers={checks.DCGM_COMMAND: text}), "diag.dcgm")
+    assert status == "failed" and "runtime_error (Couldn't find the GPU in the system): FAIL" in message
+    nothing = '{"DCGM GPU Diagnostic": {"version": "3.1.0"}}'
+    status, message = one(node_for(xml, answers={checks.DCGM_COMMAND: nothing}), "diag.dcgm")
+    assert (status, message) == ("failed", "dcgmi diag answered no test result (exit 0)")
 
 
 def test_dcgm_and_bandwidth_when_the_tools_are_there() -> None:
