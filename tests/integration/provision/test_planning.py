@@ -64,6 +64,8 @@ def _inventory(folder: Path, hosts: dict[str, dict[str, Any]]) -> Path:
     }
     common = {
         "ansible_connection": "local",
+        # The check of the node's Python runs for real, here: the Python gpuready runs in, as inventories/local.
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
         # The inventory's node classes are sorted by name; hosts without their own class are the recorded one.
         "gpuready_node_class": "recorded",
         "nvidia_driver_plan_only": True,
@@ -244,7 +246,12 @@ def links_planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
     inventory = tmp / "inventory"
     (inventory / "group_vars" / "all").mkdir(parents=True)
     fabric = {"type": "infiniband", "ports": ["mlx5_0", "mlx5_1"], "mtu": 4092}
-    common = {"ansible_connection": "local", "fabric_plan_only": True, "fabric_plan_ibdev2netdev": IBDEV2NETDEV}
+    common = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "fabric_plan_only": True,
+        "fabric_plan_ibdev2netdev": IBDEV2NETDEV,
+    }
     (inventory / "hosts.yml").write_text(
         yaml.safe_dump({"gpu_nodes": {"hosts": {h: {} for h in LINK_HOSTS}, "vars": common}})
     )
