@@ -133,6 +133,7 @@ def pod_floor(state: dict, size: int, parallel: int = 16) -> dict:
     kubectl(state, "create", "namespace", namespace)
     nodes = [f"gpu-{i:04d}.lab.local" for i in range(1, size + 1)]  # the lab's names with nodes=N
     pods = [cuda_vector_add_pod(node, "registry.k8s.io/cuda-vector-add:v0.1", "floor") for node in nodes]
+    parallel = min(parallel, size)  # an empty List makes kubectl fail with "no objects passed to create"
     started = time.monotonic()
     base = [state["kubectl"], "--kubeconfig", state["admin_kubeconfig"], "create", "-n", namespace, "-f", "-"]
     creators = [
