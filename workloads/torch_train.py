@@ -16,33 +16,18 @@ import socket
 import time
 from typing import Any
 
-from gpuready.workloads.train import PROCESS_START_UNIX, auroc, emit
+from gpuready.workloads.train import PROCESS_START_UNIX, auroc, common_arguments, emit
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="torchrun ... -m gpuready.workloads.torch_train",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--model", default="densenet121", choices=("densenet121", "resnet50"))
-    p.add_argument("--batch-size", type=int, default=32, help="images per worker and step")
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--steps", type=int, default=50, help="timed steps, after the warm-up")
-    p.add_argument("--warmup-steps", type=int, default=10, help="steps run first and not timed")
-    p.add_argument("--data", default="synthetic", help="'synthetic' or a folder of TFRecords made by the converter")
-    p.add_argument("--pipeline", default="new", choices=("new", "old"))
-    p.add_argument("--learning-rate", type=float, default=1e-3, help="for one worker; scaled by the worker count")
+    p = common_arguments("torchrun ... -m gpuready.workloads.torch_train", __doc__)
     p.add_argument("--mixed-precision", action="store_true", help="bf16 autocast (weights stay float32)")
-    p.add_argument("--eval-batches", type=int, default=0, help="held-out batches for AUROC (real data only)")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads per worker (0: cores / local workers)")
     p.add_argument(
         "--loader-workers",
         type=int,
         default=-1,
         help="DataLoader processes per worker (-1: spare cores; real data only)",
     )
-    p.add_argument("--out", default="", help="also write rank-N.json here")
     return p.parse_args(argv)
 
 

@@ -23,26 +23,29 @@ PROCESS_START_UNIX = time.time()
 DISTRIBUTIONS = ("horovod", "mwms")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m gpuready.workloads.train",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def common_arguments(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """The options both frameworks' smoke trainings take, with the same names and defaults, so a launcher
+    passes one set of options whichever framework runs."""
+    p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="densenet121", choices=("densenet121", "resnet50"))
     p.add_argument("--batch-size", type=int, default=32, help="images per worker and step")
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--steps", type=int, default=50, help="timed steps, after the warm-up")
-    p.add_argument("--warmup-steps", type=int, default=10, help="steps run first and not timed (graph build, autotune)")
+    p.add_argument("--warmup-steps", type=int, default=10, help="steps run first and not timed")
     p.add_argument("--data", default="synthetic", help="'synthetic' or a folder of TFRecords made by the converter")
     p.add_argument("--pipeline", default="new", choices=("new", "old"))
-    p.add_argument("--distribution", default="horovod", choices=DISTRIBUTIONS)
     p.add_argument("--learning-rate", type=float, default=1e-3, help="for one worker; scaled by the worker count")
-    p.add_argument("--mixed-precision", action="store_true")
-    p.add_argument("--xla", action="store_true")
     p.add_argument("--eval-batches", type=int, default=0, help="held-out batches for AUROC (real data only)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads per worker (0: cores / local workers)")
     p.add_argument("--out", default="", help="also write rank-N.json here")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = common_arguments("python -m gpuready.workloads.train", __doc__)
+    p.add_argument("--distribution", default="horovod", choices=DISTRIBUTIONS)
+    p.add_argument("--mixed-precision", action="store_true")
+    p.add_argument("--xla", action="store_true")
     return p.parse_args(argv)
 
 
