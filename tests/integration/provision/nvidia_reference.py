@@ -48,6 +48,9 @@ CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
 CTK = "https://nvidia.github.io/libnvidia-container/stable"
 KEYS = {"apt": "3bf863cc.pub", "yum": "D42D0685.pub"}  # [CUDA]
 
+#: The one field edit that makes the Ubuntu 24.04 recording (an arm64 guest) an x86_64 server, as HGX boards are.
+X86_64 = {"architecture": "x86_64"}
+
 # host name in the test inventory -> (recorded facts, one named field edit or None)
 HOSTS: dict[str, tuple[str, dict[str, str] | None]] = {
     "rhel-7": ("rhel-7", None),
@@ -58,10 +61,10 @@ HOSTS: dict[str, tuple[str, dict[str, str] | None]] = {
     "rocky-9-open": ("rocky-9", None),
     "ubuntu-22.04": ("ubuntu-22.04", None),
     "ubuntu-22.04-server-open": ("ubuntu-22.04", None),
-    "ubuntu-24.04": ("ubuntu-24.04", None),
-    "ubuntu-24.04-open": ("ubuntu-24.04", None),
-    # The same Ubuntu 24.04 recording on an arm64 server: one field, architecture, edited.
-    "ubuntu-24.04-arm64": ("ubuntu-24.04", {"architecture": "aarch64"}),
+    # The Ubuntu 24.04 recording is of an arm64 guest; as an x86_64 server, one field, architecture, edited.
+    "ubuntu-24.04": ("ubuntu-24.04", X86_64),
+    "ubuntu-24.04-open": ("ubuntu-24.04", X86_64),
+    "ubuntu-24.04-arm64": ("ubuntu-24.04", None),
 }
 
 # host -> (branch, version) pinned, then what the vendors say the node gets.
@@ -231,7 +234,7 @@ FABRIC_MANAGER: dict[str, dict] = {
         "package": "nvidia-fabricmanager-535",
     },
     "ubuntu-24.04-hgx-pinned": {
-        "facts": ("ubuntu-24.04", None),
+        "facts": ("ubuntu-24.04", X86_64),
         "class": "hgx-h100",
         "pin": ("550-server", "550.90.07"),
         "packages": [
@@ -242,7 +245,7 @@ FABRIC_MANAGER: dict[str, dict] = {
         "package": "nvidia-fabricmanager-550",
     },
     "debian-12-b200": {
-        "facts": ("ubuntu-24.04", DEBIAN_12),
+        "facts": ("ubuntu-24.04", DEBIAN_12 | X86_64),
         "class": "hgx-b200",
         "pin": ("570-open", ""),
         # [FM] open modules, [FMA] Fabric Manager, [FMG] the NVLink subnet manager for NVLink 5.
@@ -267,7 +270,7 @@ FABRIC_REFUSED: dict[str, tuple[tuple[str, dict | None], str, str, str]] = {
         "it runs only the open kernel modules; use 570-open",
     ),
     "ubuntu-24.04-b200": (
-        ("ubuntu-24.04", None),
+        ("ubuntu-24.04", X86_64),
         "hgx-b200",
         "570-open",
         "NVIDIA publishes nvlink5-570 (NVLink subnet manager) in its CUDA repositories",
@@ -289,11 +292,11 @@ SECURE_BOOT: dict[str, dict] = {
         "headers": [],  # nothing is built on the node
     },
     "ubuntu-24.04-secure-boot-open": {
-        "facts": ("ubuntu-24.04", None),
+        "facts": ("ubuntu-24.04", X86_64),
         "pin": ("570-open", ""),
         "packages": [
             "linux-modules-nvidia-570-server-open-generic",
-            "linux-modules-nvidia-570-server-open-6.8.0-41-generic",
+            "linux-modules-nvidia-570-server-open-6.8.0-55-generic",  # the recording's running kernel
             "nvidia-utils-570-server",
             "nvidia-compute-utils-570-server",
         ],
