@@ -63,7 +63,7 @@ def test_run_playbook_streams_events_and_returns_per_host_results(tmp_path: Path
     assert host.failures == 0 and not host.unreachable
     assert {c.id for c in host.checks} >= {"preflight.os", "preflight.gpus", "preflight.selinux", "preflight.disk"}
     tasks = [e.task for e in events if e.host == "localhost"]
-    assert "Preflight | Find NVIDIA GPUs on the PCI bus" in tasks
+    assert "Preflight | Find NVIDIA GPUs on the PCI bus, Secure Boot, the kernel headers and nouveau" in tasks
     assert all(e.status in {"ok", "changed", "skipped", "failed", "unreachable"} for e in events)
 
 

@@ -8,6 +8,7 @@ DGX A100 user guide, "Hardware overview").
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -125,3 +126,33 @@ def test_preflight_reports_the_secure_boot_state_as_mokutil_reads_it(preflight: 
         assert found.message.startswith("Secure Boot is on")
     else:  # "SecureBoot disabled", or "EFI variables are not supported on this system" (BIOS boot)
         assert found.message == "Secure Boot is off: unsigned modules load"
+
+
+def test_preflight_reports_the_running_kernels_headers_and_nouveau_as_the_node_has_them(preflight: Any) -> None:
+    """Read here without Ansible: the headers' build link of the running kernel, else what apt offers; nouveau."""
+    kernel = os.uname().release
+    build = Path("/lib/modules") / kernel / "build"
+    found = _finding(preflight, "hgx-as-hgx", "preflight.kernel_headers")
+    if build.exists() or build.is_symlink():
+        assert (found.status, found.message) == ("passed", f"headers for kernel {kernel} are installed")
+        assert found.evidence == f"{build} exists"
+    else:
+        require(shutil.which("apt-cache") is not None, "this check of the headers needs apt (Debian, Ubuntu)")
+        policy = subprocess.run(
+            ["apt-cache", "policy", f"linux-headers-{kernel}"], capture_output=True, text=True, check=False
+        ).stdout
+        offered = "Candidate:" in policy and "Candidate: (none)" not in policy
+        assert found.evidence.startswith(f"{build} missing")
+        if offered:
+            assert (found.status, found.message) == (
+                "passed",
+                f"headers for kernel {kernel} are available from the package manager",
+            )
+        else:
+            assert found.status == "failed"
+            assert found.message == f"no headers for the running kernel {kernel}, installed or available"
+    nouveau = _finding(preflight, "hgx-as-hgx", "preflight.nouveau")
+    if Path("/sys/module/nouveau").exists():
+        assert nouveau.message == "nouveau is loaded; the driver role blacklists it and the node needs a reboot"
+    else:
+        assert nouveau.message == "nouveau is not loaded"
