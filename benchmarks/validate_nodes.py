@@ -14,6 +14,11 @@ parent (Ansible's), which ``RUSAGE_CHILDREN`` would miss. The simulated hosts' s
 replayed tools also run on this machine, but were started before, outside that cgroup, so they are not in it.
 Without a writable cgroup it falls back to ``RUSAGE_CHILDREN`` and says so.
 
+Hosts CPU is what the simulated hosts spent during the same command (their sshds are started in a cgroup of
+their own; sessions and replayed tools follow): on a real cluster that work runs on the nodes, here it shares
+this machine's cores with the client, so it bounds the wall time a tool can reach against the floor, which asks
+each host for one command where gpuready's catalogue asks for about 25.
+
 ``--kex`` runs every size once per key exchange: ``default`` leaves ssh's own choice (OpenSSH 9.x prefers a
 post-quantum hybrid, sntrup761x25519 or mlkem768x25519, which costs the client far more CPU than the rest of a
 session); any other value is passed to all three tools as ``-o KexAlgorithms=<value>`` the way a site would set
@@ -35,6 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +55,11 @@ PROFILES = ["v100-x4", "a100-x4", "h100-x8", "throttle"]
 class ClientCpu:
     """CPU seconds of a command and everything it starts, from a cpuacct cgroup it is started in."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "client") -> None:
         self.group: Path | None = None
         for base, usage in ((Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"), (Path("/sys/fs/cgroup"), "cpu.stat")):
             if (base / usage).exists() or (base / "cgroup.procs").exists():
-                group = base / f"gpuready-bench-{os.getpid()}"
+                group = base / f"gpuready-bench-{name}-{os.getpid()}"
                 try:
                     group.mkdir(exist_ok=True)
                 except OSError:
@@ -101,64 +107,73 @@ def accepted(log: Path) -> int:
     return log.read_text(errors="replace").count("Accepted publickey")
 
 
-def timed(cpu: ClientCpu, log: Path, argv: list[str], **kwargs: object) -> tuple[float, float, int, Any]:
-    before, connections, started = cpu.seconds(), accepted(log), time.monotonic()
-    done = subprocess.run(argv, preexec_fn=cpu.enter(), check=False, **kwargs)
-    wall = time.monotonic() - started
-    time.sleep(0.2)  # let the sshds write their last lines
-    return wall, cpu.seconds() - before, accepted(log) - connections, done
+@dataclass
+class Meters:
+    """What one command costs: wall time, client CPU, the simulated hosts' CPU (their sshds, sessions and
+    replayed tools, which run on this machine too) and the connections the hosts accepted."""
+
+    client: ClientCpu
+    hosts: ClientCpu
+    log: Path
+
+    def run(self, argv: list[str], **kwargs: Any) -> tuple[dict[str, float], Any]:
+        before, on_hosts, connections = self.client.seconds(), self.hosts.seconds(), accepted(self.log)
+        started = time.monotonic()
+        done = subprocess.run(argv, preexec_fn=self.client.enter(), check=False, **kwargs)
+        wall = time.monotonic() - started
+        time.sleep(0.2)  # let the sshds write their last lines
+        return {
+            "wall": wall,
+            "cpu": self.client.seconds() - before,
+            "hosts_cpu": self.hosts.seconds() - on_hosts,
+            "connections": accepted(self.log) - connections,
+        }, done
 
 
-def measure(inventory: Path, runs: int, workers: int, cpu: ClientCpu, log: Path) -> dict[str, float]:
-    walls, fanouts, used, conns = [], [], [], []
+def medians(samples: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(s[key] for s in samples) for key in samples[0]}
+
+
+def measure(inventory: Path, runs: int, workers: int, meters: Meters) -> dict[str, float]:
+    samples = []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as artifacts:
             argv = [sys.executable, "-m", "gpuready.core.cli", "validate", "gpu-node", "-i", str(inventory)]
             argv += ["--artifacts", artifacts, "--workers", str(workers)]
-            wall, seconds, connections, done = timed(
-                cpu, log, argv, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "200"}
+            sample, done = meters.run(
+                argv, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COLUMNS": "200"}
             )
             if done.returncode not in (0, 1):
                 raise SystemExit(f"validate gpu-node exited {done.returncode}: {done.stderr[-2000:]}")
             summary = json.loads(next(Path(artifacts).glob("*/summary.json")).read_text())
-            walls.append(wall)
-            used.append(seconds)
-            conns.append(connections)
-            fanouts.append(summary["metrics"]["wall_seconds"])
-    return {
-        "wall": statistics.median(walls),
-        "fanout": statistics.median(fanouts),
-        "cpu": statistics.median(used),
-        "connections": statistics.median(conns),
-    }
+            samples.append(sample | {"fanout": summary["metrics"]["wall_seconds"]})
+    return medians(samples)
 
 
-def floor(state: dict, runs: int, kex: list[str], cpu: ClientCpu, log: Path) -> dict[str, float]:
+def floor(state: dict, runs: int, kex: list[str], meters: Meters) -> dict[str, float]:
     """One `nvidia-smi -q -x` per host over plain ssh, all hosts at once (the least any tool can do)."""
     ssh = ["ssh", "-i", state["key"], "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"]
     ssh += ["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", *kex]
     script = " & ".join(
         " ".join([*ssh, f"root@{h['address']}", "'nvidia-smi -q -x' >/dev/null"]) for h in state["hosts"]
     )
-    walls, used, conns = [], [], []
+    samples = []
     for _ in range(runs):
-        wall, seconds, connections, _ = timed(cpu, log, ["sh", "-c", script + " & wait"])
-        if connections != len(state["hosts"]):
-            raise SystemExit(f"floor: {connections} of {len(state['hosts'])} ssh connections accepted")
-        walls.append(wall)
-        used.append(seconds)
-        conns.append(connections)
-    return {"wall": statistics.median(walls), "cpu": statistics.median(used), "connections": statistics.median(conns)}
+        sample, _ = meters.run(["sh", "-c", script + " & wait"])
+        if sample["connections"] != len(state["hosts"]):
+            raise SystemExit(f"floor: {sample['connections']} of {len(state['hosts'])} ssh connections accepted")
+        samples.append(sample)
+    return medians(samples)
 
 
-def peer(inventory: Path, runs: int, forks: int, cpu: ClientCpu, log: Path) -> dict[str, float]:
+def peer(inventory: Path, runs: int, forks: int, meters: Meters) -> dict[str, float]:
     """Ansible ad-hoc `command: nvidia-smi -q -x` on every host (the peer a user would reach for).
 
     Its ssh ControlPersist masters live in a folder of this inventory's own, so the first run opens every
     connection and later runs may reuse them, as they would for a user running it twice within a minute.
     """
     ansible = Path(sys.executable).with_name("ansible")
-    walls, used, conns = [], [], []
+    samples = []
     for _ in range(runs):
         argv = [str(ansible), "-i", str(inventory), "gpu_nodes", "-m", "ansible.builtin.command"]
         argv += ["-a", "nvidia-smi -q -x", "-f", str(forks)]
@@ -169,13 +184,11 @@ def peer(inventory: Path, runs: int, forks: int, cpu: ClientCpu, log: Path) -> d
             "ANSIBLE_DEPRECATION_WARNINGS": "False",
             "ANSIBLE_SSH_CONTROL_PATH_DIR": str(inventory / "cp"),
         }
-        wall, seconds, connections, done = timed(cpu, log, argv, capture_output=True, text=True, env=env)
+        sample, done = meters.run(argv, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise SystemExit(f"peer: ansible exited {done.returncode}: {done.stdout[-1500:]}{done.stderr[-1500:]}")
-        walls.append(wall)
-        used.append(seconds)
-        conns.append(connections)
-    return {"wall": statistics.median(walls), "cpu": statistics.median(used), "connections": statistics.median(conns)}
+        samples.append(sample)
+    return medians(samples)
 
 
 def write_inventory(folder: Path, state: dict, kex: list[str]) -> Path:
@@ -190,6 +203,19 @@ def write_inventory(folder: Path, state: dict, kex: list[str]) -> Path:
     return inventory
 
 
+def line(size: int, r: dict[str, float], f: dict[str, float], p: dict[str, float], setup: float) -> str:
+    def cost(m: dict[str, float], conns: bool = True) -> str:
+        per_host = f"{m['cpu'] / size:5.3f}/host" + (f", {m['connections'] / size:g} conn/host" if conns else "")
+        return f"client CPU {m['cpu']:5.2f}s ({per_host}) hosts CPU {m['hosts_cpu']:5.2f}s"
+
+    return (
+        f"gpuready wall {r['wall']:6.2f}s (fan-out {r['fanout']:5.2f}s) {cost(r)} | "
+        f"floor wall {f['wall']:5.2f}s {cost(f, conns=False)} | ansible wall {p['wall']:6.2f}s {cost(p)} | "
+        f"gpuready/floor {r['wall'] / f['wall']:4.2f}x, ansible/gpuready {p['wall'] / r['wall']:4.2f}x "
+        f"(lab set-up {setup:5.1f}s, not counted)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1,8,64")
@@ -199,7 +225,7 @@ def main() -> None:
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("benchmarks/validate_nodes.py needs root (network namespaces)")
-    cpu = ClientCpu()
+    cpu, hosts = ClientCpu(), ClientCpu("hosts")
     print(f"client CPU from {cpu.source}; load average {os.getloadavg()[0]:.1f}", flush=True)
     try:
         for size in (int(s) for s in args.sizes.split(",")):
@@ -212,32 +238,29 @@ def main() -> None:
                     root,
                     [PROFILES[i % len(PROFILES)] for i in range(size)],
                     f"g{size}x{os.getpid() % 10000}",
-                    lambda argv, log=log: subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True).pid,
+                    lambda argv, log=log: (
+                        subprocess.Popen(
+                            argv, stdout=log, stderr=log, start_new_session=True, preexec_fn=hosts.enter()
+                        ).pid
+                    ),
                 )
+                meters = Meters(cpu, hosts, log_path)
                 setup = time.monotonic() - started
                 try:
                     for kex_name in args.kex.split(","):
                         kex = [] if kex_name == "default" else ["-o", f"KexAlgorithms={kex_name}"]
                         inventory = write_inventory(root / f"inventory-{kex_name}", state, kex)
                         load = os.getloadavg()[0]
-                        r = measure(inventory, args.runs, args.workers, cpu, log_path)
-                        f = floor(state, args.runs, kex, cpu, log_path)
-                        p = peer(inventory, args.runs, args.workers, cpu, log_path)
-                        print(
-                            f"{size:3d} hosts, kex {kex_name}, load {load:4.1f}-{os.getloadavg()[0]:4.1f}: "
-                            f"gpuready wall {r['wall']:6.2f}s (fan-out {r['fanout']:5.2f}s) "
-                            f"client CPU {r['cpu']:5.2f}s "
-                            f"({r['cpu'] / size:5.3f}/host, {r['connections'] / size:g} conn/host) | floor wall "
-                            f"{f['wall']:5.2f}s CPU {f['cpu']:5.2f}s ({f['cpu'] / size:5.3f}/host) | ansible wall "
-                            f"{p['wall']:6.2f}s CPU {p['cpu']:6.2f}s ({p['cpu'] / size:5.3f}/host, "
-                            f"{p['connections'] / size:g} conn/host) | gpuready/floor {r['wall'] / f['wall']:4.2f}x, "
-                            f"ansible/gpuready {p['wall'] / r['wall']:4.2f}x (lab set-up {setup:5.1f}s, not counted)",
-                            flush=True,
-                        )
+                        r = measure(inventory, args.runs, args.workers, meters)
+                        f = floor(state, args.runs, kex, meters)
+                        p = peer(inventory, args.runs, args.workers, meters)
+                        span = f"{load:4.1f}-{os.getloadavg()[0]:4.1f}"
+                        print(f"{size:3d} hosts, kex {kex_name}, load {span}: {line(size, r, f, p, setup)}", flush=True)
                 finally:
                     nodes.down_hosts(state)
     finally:
         cpu.close()
+        hosts.close()
 
 
 if __name__ == "__main__":
