@@ -8,6 +8,7 @@ DGX A100 user guide, "Hardware overview").
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -156,3 +157,50 @@ def test_preflight_reports_the_running_kernels_headers_and_nouveau_as_the_node_h
         assert nouveau.message == "nouveau is loaded; the driver role blacklists it and the node needs a reboot"
     else:
         assert nouveau.message == "nouveau is not loaded"
+
+
+FACTS = Path(__file__).resolve().parents[2] / "fixtures" / "facts"
+
+
+def test_preflight_asks_dnf_for_the_running_kernels_devel_package_on_el(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the headers missing, an EL 8 node is asked `dnf -q list --available kernel-devel-<kernel>` (NVIDIA's
+    driver installation guide: the kernel-devel of the running kernel). The node is this machine with the
+    recorded RHEL 8 facts; dnf is a script that logs its arguments and answers as dnf lists a package."""
+    from ansible.plugins.loader import cache_loader
+
+    recorded = json.loads((FACTS / "rhel-8.json").read_text())["ansible_facts"]
+    kernel = recorded["ansible_kernel"]
+    require(not (Path("/lib/modules") / kernel / "build").exists(), f"this machine has /lib/modules/{kernel}")
+    cache = cache_loader.get("jsonfile", _uri=str(tmp_path / "facts"), _timeout=0)
+    cache.set("el8", recorded | {"ansible_mounts": [], "_ansible_facts_gathered": True})
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    asked = tmp_path / "dnf-args"
+    dnf = bin_dir / "dnf"
+    listed = f"kernel-devel.x86_64    {kernel.removesuffix('.x86_64')}    rhel-8-for-x86_64-baseos-rpms"
+    dnf.write_text(f'#!/bin/sh\necho "$@" > {asked}\necho "Available Packages"\necho "{listed}"\n')
+    dnf.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    settings = {
+        "node_classes": {"pcie": {"gpu_count": 1, "gpu_model": "NVIDIA A100-SXM4-80GB"}},
+        "driver": {"branch": "550"},
+        "container_runtime": "none",
+        "preflight": {"stop_on_failure": False},  # no GPU on this bus: preflight.gpus fails, the rest goes on
+    }
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars" / "all").mkdir(parents=True)
+    host = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+    (inventory / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"el8": host}}}))
+    (inventory / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": settings}))
+    run = run_playbook(
+        "site.yml", inventory, tmp_path / "runs", check=True, tags=["preflight"], fact_cache=tmp_path / "facts"
+    )
+    assert asked.read_text().split() == ["-q", "list", "--available", f"kernel-devel-{kernel}"]
+    found = _finding(run, "el8", "preflight.kernel_headers")
+    assert (found.status, found.message) == (
+        "passed",
+        f"headers for kernel {kernel} are available from the package manager",
+    )
+    assert found.evidence == f"/lib/modules/{kernel}/build missing; Available Packages\n{listed}"
