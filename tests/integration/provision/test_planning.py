@@ -16,11 +16,10 @@ import pytest
 import yaml
 
 from gpuready.core.runner import run_playbook
-from tests.conftest import ROOT, require
-from tests.integration.provision import netplan
+from tests.conftest import require
+from tests.integration.provision import netplan, recorded_facts
 from tests.integration.provision import nvidia_reference as ref
 
-FACTS = ROOT / "tests" / "fixtures" / "facts"
 HANDLERS = [
     "Driver | Rebuild the initramfs",
     "Driver | Restart nvidia-persistenced",
@@ -36,24 +35,6 @@ SEED_RULES = [
         "setype": "container_file_t",
     },
 ]
-
-
-def _facts(record: str, edit: dict[str, str] | None) -> dict[str, Any]:
-    """A recording's facts by their short names: `setup` output names them `ansible_*`, the older files do not."""
-    recorded = json.loads((FACTS / f"{record}.json").read_text())["ansible_facts"]
-    facts = {k.removeprefix("ansible_"): v for k, v in recorded.items()}
-    return facts | (edit or {})
-
-
-def _fact_cache(folder: Path, hosts: dict[str, tuple[str, dict[str, str] | None]]) -> Path:
-    """Ansible's own jsonfile cache, written through its plugin so the format is the installed Ansible's."""
-    from ansible.plugins.loader import cache_loader
-
-    cache = cache_loader.get("jsonfile", _uri=str(folder), _timeout=0)
-    for host, (record, edit) in hosts.items():
-        facts = _facts(record, edit)
-        cache.set(host, {f"ansible_{k}": v for k, v in facts.items()} | {"_ansible_facts_gathered": True})
-    return folder
 
 
 def _inventory(folder: Path, hosts: dict[str, dict[str, Any]]) -> Path:
@@ -110,7 +91,7 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
             "nvidia_driver_secure_boot": True,
         }
         records[name] = want["facts"]
-    cache = _fact_cache(tmp / "facts", records)
+    cache = recorded_facts.fact_cache(tmp / "facts", records)
     return run_playbook(
         "site.yml",
         _inventory(tmp / "inventory", hosts),
@@ -142,10 +123,12 @@ def test_driver_plan_matches_the_vendors_packaging(planned: Any, host: str) -> N
 @pytest.mark.parametrize("host", sorted(ref.DRIVER))
 def test_driver_plan_names_the_running_kernel_headers(planned: Any, host: str) -> None:
     record, edit = ref.HOSTS[host]
-    facts = _facts(record, edit)
+    recorded = recorded_facts.facts(record, edit)
     plan = json.loads(next(c for c in planned.hosts[host].checks if c.id == "driver.plan").evidence)
-    rpm = facts["os_family"] == "RedHat"
-    assert plan["headers"][0] == (f"kernel-devel-{facts['kernel']}" if rpm else f"linux-headers-{facts['kernel']}")
+    rpm = recorded["os_family"] == "RedHat"
+    assert plan["headers"][0] == (
+        f"kernel-devel-{recorded['kernel']}" if rpm else f"linux-headers-{recorded['kernel']}"
+    )
     assert plan["initramfs_command"] == ("dracut --force --regenerate-all" if rpm else "update-initramfs -u -k all")
 
 
@@ -179,17 +162,14 @@ def test_container_toolkit_repository_uses_the_vendors_architecture_names(planne
 
 def test_cuda_repository_of_an_arm64_server_is_sbsa(tmp_path: Path) -> None:
     """Debian is the distribution whose driver comes from NVIDIA's CUDA repository on apt; arm64 is "sbsa" there."""
-    facts = _facts("ubuntu-24.04", None) | {
+    edit = {
         "distribution": "Debian",
         "distribution_version": "12.7",
         "distribution_major_version": "12",
         "distribution_release": "bookworm",
         "architecture": "aarch64",
     }
-    from ansible.plugins.loader import cache_loader
-
-    cache = cache_loader.get("jsonfile", _uri=str(tmp_path / "facts"), _timeout=0)
-    cache.set("debian-arm64", {f"ansible_{k}": v for k, v in facts.items()} | {"_ansible_facts_gathered": True})
+    recorded_facts.fact_cache(tmp_path / "facts", {"debian-arm64": ("ubuntu-24.04", edit)})
     run = run_playbook(
         "site.yml",
         _inventory(tmp_path / "inventory", {"debian-arm64": {"nvidia_driver_branch": "550-open"}}),
@@ -242,7 +222,7 @@ LINK_HOSTS = {
 @pytest.fixture(scope="module")
 def links_planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp = tmp_path_factory.mktemp("links")
-    cache = _fact_cache(tmp / "facts", {host: (record, None) for host, record in LINK_HOSTS.items()})
+    cache = recorded_facts.fact_cache(tmp / "facts", {host: (record, None) for host, record in LINK_HOSTS.items()})
     inventory = tmp / "inventory"
     (inventory / "group_vars" / "all").mkdir(parents=True)
     fabric = {"type": "infiniband", "ports": ["mlx5_0", "mlx5_1"], "mtu": 4092}

@@ -8,7 +8,6 @@ DGX A100 user guide, "Hardware overview").
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -21,6 +20,7 @@ import yaml
 
 from gpuready.core.runner import run_playbook
 from tests.conftest import require
+from tests.integration.provision import recorded_facts
 
 PCI_IDS = Path("/usr/share/misc/pci.ids")
 
@@ -80,12 +80,18 @@ def preflight(tmp_path_factory: pytest.TempPathFactory) -> Any:
         "container_runtime": "none",
         "preflight": {"min_free_disk_gib": 0, "stop_on_failure": False},
     }
-    common = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
-    inventory = tmp / "inventory"
-    (inventory / "group_vars" / "all").mkdir(parents=True)
-    (inventory / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts, "vars": common}}))
-    (inventory / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": settings}))
-    return run_playbook("site.yml", inventory, tmp / "runs", check=True, tags=["preflight"])
+    return run_playbook(
+        "site.yml", _local_inventory(tmp / "inventory", hosts, settings), tmp / "runs", check=True, tags=["preflight"]
+    )
+
+
+def _local_inventory(folder: Path, hosts: dict[str, dict[str, Any]], settings: dict[str, Any]) -> Path:
+    """GPU nodes that are all this machine (a local connection, Ansible's own Python)."""
+    local = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
+    (folder / "group_vars" / "all").mkdir(parents=True)
+    (folder / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts, "vars": local}}))
+    (folder / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": settings}))
+    return folder
 
 
 def _finding(run: Any, host: str, check: str) -> Any:
@@ -159,22 +165,16 @@ def test_preflight_reports_the_running_kernels_headers_and_nouveau_as_the_node_h
         assert nouveau.message == "nouveau is not loaded"
 
 
-FACTS = Path(__file__).resolve().parents[2] / "fixtures" / "facts"
-
-
 def test_preflight_asks_dnf_for_the_running_kernels_devel_package_on_el(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the headers missing, an EL 8 node is asked `dnf -q list --available kernel-devel-<kernel>` (NVIDIA's
     driver installation guide: the kernel-devel of the running kernel). The node is this machine with the
     recorded RHEL 8 facts; dnf is a script that logs its arguments and answers as dnf lists a package."""
-    from ansible.plugins.loader import cache_loader
-
-    recorded = json.loads((FACTS / "rhel-8.json").read_text())["ansible_facts"]
-    kernel = recorded["ansible_kernel"]
+    kernel = recorded_facts.facts("rhel-8", None)["kernel"]
     require(not (Path("/lib/modules") / kernel / "build").exists(), f"this machine has /lib/modules/{kernel}")
-    cache = cache_loader.get("jsonfile", _uri=str(tmp_path / "facts"), _timeout=0)
-    cache.set("el8", recorded | {"ansible_mounts": [], "_ansible_facts_gathered": True})
+    # The recording's mounts were cut; preflight's disk finding reads them.
+    recorded_facts.fact_cache(tmp_path / "facts", {"el8": ("rhel-8", {"mounts": []})})
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     asked = tmp_path / "dnf-args"
@@ -189,11 +189,7 @@ def test_preflight_asks_dnf_for_the_running_kernels_devel_package_on_el(
         "container_runtime": "none",
         "preflight": {"stop_on_failure": False},  # no GPU on this bus: preflight.gpus fails, the rest goes on
     }
-    inventory = tmp_path / "inventory"
-    (inventory / "group_vars" / "all").mkdir(parents=True)
-    host = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
-    (inventory / "hosts.yml").write_text(yaml.safe_dump({"gpu_nodes": {"hosts": {"el8": host}}}))
-    (inventory / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": settings}))
+    inventory = _local_inventory(tmp_path / "inventory", {"el8": {}}, settings)
     run = run_playbook(
         "site.yml", inventory, tmp_path / "runs", check=True, tags=["preflight"], fact_cache=tmp_path / "facts"
     )
