@@ -6,7 +6,8 @@ roles' variables, so a role that builds a name the vendor does not publish fails
 Sources (read for each row):
 - [DIG] NVIDIA Driver Installation Guide (docs.nvidia.com/datacenter/tesla/driver-installation-guide),
   "Kernel Modules", table "Open GPU kernel module installation": RHEL/Rocky 8/9
-  `dnf module enable nvidia-driver:<branch>-open`; proprietary streams `<branch>-dkms`; pre-installation:
+  `dnf module enable nvidia-driver:<branch>-open`, the same row for "Red Hat Enterprise Linux 8/9, AlmaLinux 8/9,
+  Oracle Linux 8/9, Amazon Linux 2023, Rocky Linux 8/9"; proprietary streams `<branch>-dkms`; pre-installation:
   EL8/9 enable CodeReady Builder (RHEL: codeready-builder-for-rhel-<major>-<arch>-rpms through
   subscription-manager; Rocky: powertools on 8, crb on 9) and EPEL for dkms; Debian: enable contrib.
 - [DKMS] github.com/NVIDIA/yum-packaging-dkms-nvidia README: streams `latest-dkms`, `<branch>-dkms`;
@@ -59,6 +60,7 @@ HOSTS: dict[str, tuple[str, dict[str, str] | None]] = {
     "rhel-9": ("rhel-9", None),
     "rhel-9-open": ("rhel-9", None),
     "rocky-9-open": ("rocky-9", None),
+    "alma-9-open": ("almalinux-9", None),
     "ubuntu-22.04": ("ubuntu-22.04", None),
     "ubuntu-22.04-server-open": ("ubuntu-22.04", None),
     # The Ubuntu 24.04 recording is of an arm64 guest; as an x86_64 server, one field, architecture, edited.
@@ -121,6 +123,14 @@ DRIVER: dict[str, dict] = {
         "crb": "crb",  # [DIG]: Rocky 9 `dnf config-manager --set-enabled crb`
         "epel": True,
     },
+    "alma-9-open": {  # [DIG]: AlmaLinux 9 shares RHEL 9's row and repository; its CRB is crb, as Rocky's
+        "pin": ("570-open", ""),
+        "repo": f"{CUDA}/rhel9/x86_64/",
+        "stream": "nvidia-driver:570-open",
+        "packages": ["@nvidia-driver:570-open"],
+        "crb": "crb",
+        "epel": True,
+    },
     "ubuntu-22.04": {
         "pin": ("535", ""),
         "repo": "",  # the Ubuntu archive [UBU]
@@ -177,6 +187,7 @@ TOOLKIT_REPO: dict[str, str] = {
     "rhel-8": f"{CTK}/rpm/x86_64/",
     "rhel-9": f"{CTK}/rpm/x86_64/",
     "rocky-9-open": f"{CTK}/rpm/x86_64/",
+    "alma-9-open": f"{CTK}/rpm/x86_64/",
     "ubuntu-22.04": f"{CTK}/deb/amd64/",
     "ubuntu-24.04": f"{CTK}/deb/amd64/",
     "ubuntu-24.04-arm64": f"{CTK}/deb/arm64/",

@@ -214,6 +214,7 @@ LINK_HOSTS = {
     "rhel-8": "rhel-8",
     "rhel-9": "rhel-9",
     "rocky-9": "rocky-9",
+    "alma-9": "almalinux-9",
     "ubuntu-22.04": "ubuntu-22.04",
     "ubuntu-24.04": "ubuntu-24.04",
 }
@@ -256,7 +257,7 @@ def _links(planned: Any, host: str) -> dict[str, Any]:
     return json.loads(next(c for c in result.checks if c.id == "fabric.links").evidence)
 
 
-@pytest.mark.parametrize("host", ["rhel-8", "rhel-9", "rocky-9"])
+@pytest.mark.parametrize("host", ["rhel-8", "rhel-9", "rocky-9", "alma-9"])
 def test_rhel_family_keeps_fabric_ports_up_with_networkmanager(links_planned: Any, host: str) -> None:
     """Red Hat, "Configuring InfiniBand and RDMA networks", "Configuring an IPoIB connection by using nmcli":
     `nmcli connection add type infiniband con-name <c> ifname <ifname> ... mtu <n>`."""
