@@ -21,6 +21,11 @@ BENIGN_REASONS = ("gpu_idle", "applications_clocks_setting", "sw_power_cap", "sy
 #: Values nvidia-smi prints where a field does not apply or is not read on this GPU/driver.
 NOT_AVAILABLE = ("", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error")
 VERSION = re.compile(r"\d{3,}\.\d+(?:\.\d+)?")
+# Compiled once: the parsers below run over every host's output, tens of thousands of lines at 64 hosts.
+_LEADING_INT = re.compile(r"\s*(\d+)")
+_GPU_HEADER = re.compile(r"GPU (\d+):")
+_LINK_LINE = re.compile(r"\s+Link (\d+):\s*(.*)")
+_COUNTER = re.compile(r"([^:]+):\s*(\d+)\s*")
 
 
 class ParseError(ValueError):
@@ -86,7 +91,7 @@ def _text(node: ET.Element | None, path: str, default: str = "") -> str:
 
 
 def _int(value: str) -> int | None:
-    match = re.match(r"^\s*(\d+)", value)
+    match = _LEADING_INT.match(value)
     return int(match.group(1)) if match else None
 
 
@@ -235,12 +240,12 @@ def _link_lines(text: str) -> Iterator[tuple[int, int, str]]:
     """``nvidia-smi nvlink`` listings: (GPU index, link, the rest of the line) under each ``GPU n:`` header."""
     current = None
     for line in text.splitlines():
-        gpu = re.match(r"^GPU (\d+):", line)
+        gpu = _GPU_HEADER.match(line) if line.startswith("GPU ") else None
         if gpu:
             current = int(gpu.group(1))
             yield current, -1, ""
             continue
-        link = re.match(r"^\s+Link (\d+):\s*(.*)$", line)
+        link = _LINK_LINE.fullmatch(line)
         if link and current is not None:
             yield current, int(link.group(1)), link.group(2)
 
@@ -281,8 +286,8 @@ def parse_nvlink_errors(text: str) -> dict[tuple[int, int, str], int]:
     """``nvidia-smi nvlink -e``: {(gpu, link, counter name): value} from lines ``Link n: Replay Errors: 0``."""
     counters: dict[tuple[int, int, str], int] = {}
     for gpu, link, rest in _link_lines(text):
-        match = re.fullmatch(r"([^:]+):\s*(\d+)\s*", rest)
-        if link >= 0 and match:
+        match = _COUNTER.fullmatch(rest) if link >= 0 else None
+        if match:
             counters[(gpu, link, match.group(1).strip())] = int(match.group(2))
     return counters
 
