@@ -87,11 +87,13 @@ class Node:
             return
         parts = ["T=$(mktemp -d)"]
         for i, command in enumerate(todo):
-            # A subshell (a fork, no exec): a command's exit or variables stay its own.
-            parts.append(f"( {command}\n) >$T/{i}.o 2>$T/{i}.e </dev/null; echo $? >$T/{i}.r")
-        for i in range(len(todo)):
-            for kind in "oer":
-                parts.append(f"printf '\\n{MARK}{i} {kind}\\n'; cat $T/{i}.{kind}")
+            # A subshell (a fork, no exec): a command's exit or variables stay its own. Its output goes
+            # straight back after its mark; its errors wait in a file that is read only when it is not empty
+            # (a `cat` is a process on the node: one per command and stream was three per command).
+            parts.append(
+                f"printf '\\n{MARK}{i} o\\n'; ( {command}\n) 2>$T/e </dev/null; r=$?; "
+                f"printf '\\n{MARK}{i} e\\n'; [ -s $T/e ] && cat $T/e; printf '\\n{MARK}{i} r\\n%s\\n' $r"
+            )
         parts.append('rm -rf "$T"')
         script = shlex.quote("\n".join(parts))
         # A hung tool (an nvidia-smi waiting on a GPU that fell off the bus) must not hold the host forever:

@@ -133,7 +133,7 @@ def test_batched_answers_equal_one_by_one() -> None:
     from gpuready.core.settings import NodeClass
     from gpuready.validate.node.node import Node
 
-    commands = ["printf 'a\\nb'", "echo out; echo err >&2; exit 3", "true", "printf ''"]
+    commands = ["printf 'a\\nb'", "echo out; echo err >&2; exit 3", "true", "printf ''", "cat", "printf 'e' >&2"]
     batched = Node("localhost", testinfra.get_host("local://"), NodeClass(gpu_count=0), None)  # type: ignore[arg-type]
     batched.prefetch(commands)
     for command in commands:
