@@ -40,6 +40,13 @@ mkdir /dev/pts && mount --rbind "$H/realdev/pts" /dev/pts && ln -s pts/ptmx /dev
 # POSIX semaphores and shared memory (Python's multiprocessing, horovodrun) live in /dev/shm
 mkdir /dev/shm && mount -t tmpfs -o mode=1777 shm /dev/shm
 umount -l "$H/realdev"
+# The login shell starts as on a freshly installed Debian node: root's startup files are Debian's own
+# (base-files), not this machine's, whose additions (a pyenv set-up, say) would run at every SSH session
+# and weigh on every tool measured against these hosts.
+for f in bashrc profile; do
+  D=/usr/share/base-files/dot.$f
+  if [ -f "$D" ] && [ -f /root/.$f ]; then mount --bind "$D" /root/.$f; fi
+done
 sh "$H/devices.sh"
 exec /usr/sbin/sshd -D -e -f "$H/sshd_config"
 """
