@@ -220,9 +220,11 @@ def leave(code: int) -> NoReturn:
     exit handlers (logging, Ansible's temporary folder) still run, and the results are already on disk.
     """
     import atexit
+    import contextlib
 
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):  # a reader that went away (`| head`): nothing more can reach it
+            stream.flush()
     atexit._run_exitfuncs()
     os._exit(code)
 
