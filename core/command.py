@@ -210,23 +210,7 @@ def execute(ctx: Context, body: Callable[[Context], RunResult]) -> NoReturn:
     _finish(ctx, result)
     if result.aborted:
         fail(result.aborted, result.exit_code())
-    leave(result.exit_code())
-
-
-def leave(code: int) -> NoReturn:
-    """Exit once the results are written, without the interpreter tearing down every module it loaded.
-
-    With Ansible's inventory and pydantic loaded, that teardown costs about 0.1 CPU-s on every command; the
-    exit handlers (logging, Ansible's temporary folder) still run, and the results are already on disk.
-    """
-    import atexit
-    import contextlib
-
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError):  # a reader that went away (`| head`): nothing more can reach it
-            stream.flush()
-    atexit._run_exitfuncs()
-    os._exit(code)
+    sys.exit(result.exit_code())
 
 
 def _cancelled(ctx: Context, partial: object) -> NoReturn:

@@ -12,7 +12,7 @@ import atexit, sys
 from pathlib import Path
 atexit.register(lambda: Path(sys.argv[1]).write_text("exit handler ran"))
 sys.stdout.write("written before leaving, not flushed")
-from gpuready.core.command import leave
+from gpuready.core.cli import leave
 leave(int(sys.argv[2]))
 """
 
