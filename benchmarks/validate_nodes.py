@@ -156,18 +156,8 @@ def catalogue_batch() -> str:
     from gpuready.validate.node import checks
     from gpuready.validate.node.node import Node
 
-    class Capture:
-        command = ""
-
-        def run(self, command: str) -> Any:
-            self.command = command
-            raise RuntimeError("captured, not run")
-
-    host = Capture()
-    node = Node("floor", host, NodeClass(gpu_count=0), None)  # type: ignore[arg-type]
-    with contextlib.suppress(ConnectionError):
-        node.prefetch(checks.prefetch_commands(node))
-    return host.command
+    node = Node("floor", None, NodeClass(gpu_count=0), None)  # type: ignore[arg-type]
+    return node.batch(list(dict.fromkeys(checks.prefetch_commands(node))))
 
 
 def floor(
@@ -177,19 +167,19 @@ def floor(
     read a node), or gpuready's own batch (the same work on the nodes, without gpuready on this side)."""
     ssh = ["ssh", "-i", state["key"], "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no"]
     ssh += ["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", *kex]
-    # The command travels in a file: 64 copies of a batch in one `sh -c` argument would pass the kernel's limit.
-    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as batch:
-        batch.write(command)
-    script = f"B=$(cat {batch.name}); " + " & ".join(
-        " ".join([*ssh, f"root@{h['address']}", '"$B" >/dev/null']) for h in state["hosts"]
-    )
     samples = []
-    for _ in range(runs):
-        sample, _ = meters.run(["sh", "-c", script + " & wait"])
-        if sample["connections"] != len(state["hosts"]):
-            raise SystemExit(f"floor: {sample['connections']} of {len(state['hosts'])} ssh connections accepted")
-        samples.append(sample)
-    os.unlink(batch.name)
+    # The command travels in a file: 64 copies of a batch in one `sh -c` argument would pass the kernel's limit.
+    with tempfile.NamedTemporaryFile("w", suffix=".sh") as batch:
+        batch.write(command)
+        batch.flush()
+        script = f"B=$(cat {batch.name}); " + " & ".join(
+            " ".join([*ssh, f"root@{h['address']}", '"$B" >/dev/null']) for h in state["hosts"]
+        )
+        for _ in range(runs):
+            sample, _ = meters.run(["sh", "-c", script + " & wait"])
+            if sample["connections"] != len(state["hosts"]):
+                raise SystemExit(f"floor: {sample['connections']} of {len(state['hosts'])} ssh connections accepted")
+            samples.append(sample)
     return medians(samples)
 
 

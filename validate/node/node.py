@@ -85,25 +85,8 @@ class Node:
         todo = [c for c in dict.fromkeys(commands) if c not in self._answers]
         if not todo:
             return
-        parts = ["T=$(mktemp -d)"]
-        for i, command in enumerate(todo):
-            # A subshell (a fork, no exec): a command's exit or variables stay its own. Its output goes
-            # straight back after its mark; its errors wait in a file that is read only when it is not empty
-            # (a `cat` is a process on the node: one per command and stream was three per command).
-            parts.append(
-                f"printf '\\n{MARK}{i} o\\n'; ( {command}\n) 2>$T/e </dev/null; r=$?; "
-                f"printf '\\n{MARK}{i} e\\n'; [ -s $T/e ] && cat $T/e; printf '\\n{MARK}{i} r\\n%s\\n' $r"
-            )
-        parts.append('rm -rf "$T"')
-        script = shlex.quote("\n".join(parts))
-        # A hung tool (an nvidia-smi waiting on a GPU that fell off the bus) must not hold the host forever:
-        # the batch runs under timeout(1) where the host has it.
-        wrapper = (
-            f"if command -v timeout >/dev/null 2>&1; then timeout -k 5 {self.command_timeout} sh -c {script}; "
-            f"else sh -c {script}; fi"
-        )
         try:
-            result = self.host.run(self.wrap(wrapper))
+            result = self.host.run(self.wrap(self.batch(todo)))
         except RuntimeError as e:  # testinfra's SSH backend raises on exit 255: ssh itself failed
             failure = e.args[0] if e.args else None
             raise ConnectionError(str(getattr(failure, "stderr", e)).strip()[:300]) from e
@@ -124,6 +107,26 @@ class Node:
             self._answers[command] = Answer(
                 command, int(rc) if rc.isdigit() else 255, found.get((i, "o"), ""), found.get((i, "e"), "")
             )
+
+    def batch(self, commands: list[str]) -> str:
+        """The one command that runs ``commands`` on the node, each answer behind its mark (what prefetch sends)."""
+        parts = ["T=$(mktemp -d)"]
+        for i, command in enumerate(commands):
+            # A subshell (a fork, no exec): a command's exit or variables stay its own. Its output goes
+            # straight back after its mark; its errors wait in a file that is read only when it is not empty
+            # (a `cat` is a process on the node: one per command and stream was three per command).
+            parts.append(
+                f"printf '\\n{MARK}{i} o\\n'; ( {command}\n) 2>$T/e </dev/null; r=$?; "
+                f"printf '\\n{MARK}{i} e\\n'; [ -s $T/e ] && cat $T/e; printf '\\n{MARK}{i} r\\n%s\\n' $r"
+            )
+        parts.append('rm -rf "$T"')
+        script = shlex.quote("\n".join(parts))
+        # A hung tool (an nvidia-smi waiting on a GPU that fell off the bus) must not hold the host forever:
+        # the batch runs under timeout(1) where the host has it.
+        return (
+            f"if command -v timeout >/dev/null 2>&1; then timeout -k 5 {self.command_timeout} sh -c {script}; "
+            f"else sh -c {script}; fi"
+        )
 
     # What nvidia-smi says, parsed once.
     @cached_property

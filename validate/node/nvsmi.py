@@ -240,7 +240,7 @@ def _link_lines(text: str) -> Iterator[tuple[int, int, str]]:
     """``nvidia-smi nvlink`` listings: (GPU index, link, the rest of the line) under each ``GPU n:`` header."""
     current = None
     for line in text.splitlines():
-        gpu = _GPU_HEADER.match(line) if line.startswith("GPU ") else None
+        gpu = _GPU_HEADER.match(line)
         if gpu:
             current = int(gpu.group(1))
             yield current, -1, ""
