@@ -134,7 +134,22 @@ def second(first: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPat
 
 
 @pytest.fixture(scope="module")
-def removed(second: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict]:
+def drifted(second: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    """A no-change run's files edited behind gpuready's back: one mode, one content, one file gone."""
+    root, inventory = node
+    sources = root / "etc/apt/sources.list.d/gpuready-cuda.sources"
+    blacklist = root / "etc/modprobe.d/blacklist-nouveau.conf"
+    toolkit = root / "etc/apt/sources.list.d/gpuready-nvidia-container-toolkit.sources"
+    wanted = {path: (path.read_bytes(), path.stat().st_mode & 0o7777) for path in (sources, blacklist, toolkit)}
+    sources.chmod(0o600)
+    blacklist.write_text(blacklist.read_text().replace("modeset=0", "modeset=1"))
+    toolkit.unlink()
+    done, summary = _provision(inventory, tmp_path_factory.mktemp("drifted"))
+    return done, summary, wanted
+
+
+@pytest.fixture(scope="module")
+def removed(drifted: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict]:
     _, inventory = node
     return _provision(inventory, tmp_path_factory.mktemp("removed"), "--remove")
 
@@ -339,6 +354,19 @@ def test_the_second_run_changes_nothing(second: Any) -> None:
     assert summary["metrics"]["changed"] == 0, summary["metrics"]["playbooks"]
     assert after == before
     assert _checks(summary)["fabric.ats"]["message"] == "ATS already enabled on /dev/mst/mt4123_pciconf0"
+
+
+def test_files_changed_behind_gpuready_are_put_back(drifted: Any) -> None:
+    done, summary, wanted = drifted
+    assert done.returncode == 0, done.stdout + done.stderr
+    for path, (content, mode) in wanted.items():
+        assert (path.read_bytes(), path.stat().st_mode & 0o7777) == (content, mode), path
+    changed = set(summary["metrics"]["playbooks"][0]["changed_tasks"]["node1"])
+    assert {
+        "Driver | Configure the CUDA repository",
+        "Driver | Blacklist nouveau",
+        "Container runtime | Configure the toolkit repository",
+    } <= changed, changed
 
 
 def test_remove_restores_the_backup_and_drops_the_rules_but_keeps_the_driver(

@@ -59,13 +59,17 @@ def _play(root: Path, runtime: str, tasks_from: str, *, default: bool) -> dict[s
                 "nvidia_container_toolkit_enable_cdi": False,
                 "nvidia_container_toolkit_manage_services": False,
                 "nvidia_container_toolkit_findings": [],
+                "nvidia_container_toolkit_runtime_binaries": {runtime: "sh"},
                 "gpuready": {"node_classes": {"gpu": {"gpu_count": 1}}},
             },
+            # configure.yml works from what runtime.yml read (the runtime's binary and configuration files),
+            # as in the role; this machine need not have the runtime installed, so its shell stands in.
             "tasks": [
                 {
-                    "name": "Run the role's tasks",
-                    "ansible.builtin.include_role": {"name": "nvidia_container_toolkit", "tasks_from": tasks_from},
+                    "name": f"Run the role's {name}",
+                    "ansible.builtin.include_role": {"name": "nvidia_container_toolkit", "tasks_from": name},
                 }
+                for name in (["runtime.yml"] if tasks_from == "configure.yml" else []) + [tasks_from]
             ],
         }
     ]

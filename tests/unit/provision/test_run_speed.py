@@ -96,3 +96,27 @@ def test_every_fact_the_roles_read_is_in_the_one_gathering(tmp_path: Path) -> No
     assert {"distribution", "os_family", "kernel", "mounts"} <= wanted  # the scan finds the roles' reads
     assert wanted - set(gathered) == set()
     assert "interfaces" not in gathered  # the network subset, which no role reads, is not gathered
+
+
+def test_facts_are_only_under_ansible_facts(tmp_path: Path) -> None:
+    play = [
+        {
+            "name": "Facts as the roles see them",
+            "hosts": "all",
+            "gather_facts": True,
+            "gather_subset": ["min"],
+            "vars": {"ansible_python_interpreter": sys.executable},
+            "tasks": [
+                {
+                    "name": "Show",
+                    "ansible.builtin.debug": {
+                        "msg": "namespaced={{ ansible_facts['os_family'] is defined }}"
+                        " injected={{ ansible_os_family is defined }}"
+                    },
+                }
+            ],
+        }
+    ]
+    done = _play(tmp_path, play)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "namespaced=True injected=False" in done.stdout, done.stdout

@@ -1,0 +1,157 @@
+"""The file_holds filter says a file already holds exactly when the modules it lets a role skip would change nothing.
+
+The oracle is Ansible's own modules: copy (content, mode, owner, group) and file (a directory's
+mode) run in check mode on this machine against the same files that ansible.builtin.find read; the
+filter must say "holds" exactly where they report no change.
+"""
+
+from __future__ import annotations
+
+import grp
+import importlib.util
+import json
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+BIN = Path(sys.executable).parent
+spec = importlib.util.spec_from_file_location("file_holds", ROOT / "playbooks" / "plugins" / "filter" / "file_holds.py")
+file_holds_module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(file_holds_module)
+file_holds = file_holds_module.file_holds
+
+WANTED = "# Written by gpuready.\nTypes: deb\nURIs: https://example.invalid/repo\n"
+
+
+def _files(tmp: Path) -> None:
+    def write(name: str, content: str, mode: int) -> None:
+        (tmp / name).write_text(content)
+        (tmp / name).chmod(mode)
+
+    write("same.sources", WANTED, 0o644)
+    write("other-content.sources", WANTED + "Suites: /\n", 0o644)
+    write("other-mode.sources", WANTED, 0o600)
+    (tmp / "link.sources").symlink_to(tmp / "same.sources")
+    for name, mode in (("keyrings", 0o755), ("keyrings-mode", 0o700)):
+        (tmp / name).mkdir()
+        (tmp / name).chmod(mode)
+    (tmp / "not-a-dir").write_text("")
+
+
+COPIED = ["same.sources", "other-content.sources", "other-mode.sources", "missing.sources", "keyrings"]
+DIRECTORIES = ["keyrings", "keyrings-mode", "missing-dir", "not-a-dir"]
+
+
+@pytest.fixture(scope="module")
+def oracle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    from gpuready.core.runner import ansible_environment
+
+    tmp = tmp_path_factory.mktemp("holds")
+    files = tmp / "files"
+    files.mkdir()
+    _files(files)
+    owner, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
+    check = {"check_mode": True}
+    play = [
+        {
+            "name": "What the modules would change",
+            "hosts": "all",
+            "gather_facts": False,
+            "vars": {"ansible_python_interpreter": sys.executable, "d": str(files)},
+            "tasks": [
+                {
+                    "name": "Find",
+                    "ansible.builtin.find": {"paths": [str(files)], "file_type": "any", "get_checksum": True},
+                    "register": "found",
+                },
+                {
+                    "name": "Copy",
+                    "ansible.builtin.copy": {
+                        "dest": "{{ d }}/{{ item }}",
+                        "content": WANTED,
+                        "mode": "0644",
+                        "owner": owner,
+                        "group": group,
+                    },
+                    "loop": [*COPIED, "link.sources"],
+                    "ignore_errors": True,
+                    **check,
+                    "register": "copied",
+                },
+                {
+                    "name": "Directory",
+                    "ansible.builtin.file": {"path": "{{ d }}/{{ item }}", "state": "directory", "mode": "0755"},
+                    "loop": DIRECTORIES,
+                    "ignore_errors": True,
+                    **check,
+                    "register": "made",
+                },
+                {
+                    "name": "Save",
+                    "ansible.builtin.copy": {
+                        "content": "{{ {'files': found.files, 'copied': copied.results,"
+                        " 'made': made.results} | to_json }}",
+                        "dest": str(tmp / "out.json"),
+                        "mode": "0644",
+                    },
+                },
+            ],
+        }
+    ]
+    (tmp / "play.yml").write_text(json.dumps(play))
+    done = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "play.yml"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        env={**ansible_environment(tmp), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp)},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = json.loads((tmp / "out.json").read_text())
+    out["owner"], out["group"] = owner, group
+    return files, out
+
+
+def _changes(results: list[dict]) -> dict[str, bool]:
+    """A module that would change the file, or fails on it: either way its task must run."""
+    return {r["item"]: bool(r.get("changed") or r.get("failed")) for r in results}
+
+
+def test_holds_exactly_where_copy_would_change_nothing(oracle: tuple[Path, dict]) -> None:
+    files, out = oracle
+    holds = {
+        name: file_holds(
+            out["files"], str(files / name), content=WANTED, mode="0644", owner=out["owner"], group=out["group"]
+        )
+        for name in COPIED
+    }
+    assert holds == {name: not changed for name, changed in _changes(out["copied"]).items() if name in COPIED}
+    assert holds["same.sources"] and not holds["other-content.sources"] and not holds["other-mode.sources"]
+
+
+def test_a_link_never_holds_so_copy_decides(oracle: tuple[Path, dict]) -> None:
+    files, out = oracle
+    assert not file_holds(out["files"], str(files / "link.sources"), content=WANTED, mode="0644")
+
+
+def test_a_directory_holds_exactly_where_file_would_change_nothing(oracle: tuple[Path, dict]) -> None:
+    files, out = oracle
+    holds = {name: file_holds(out["files"], str(files / name), mode="0755", directory=True) for name in DIRECTORIES}
+    assert holds == {name: not changed for name, changed in _changes(out["made"]).items()}
+    assert holds["keyrings"] and not holds["keyrings-mode"]
+
+
+def test_bad_arguments_are_one_clear_error() -> None:
+    from ansible.errors import AnsibleFilterError
+
+    with pytest.raises(AnsibleFilterError, match="files list"):
+        file_holds({"files": []}, "/etc/x")
+    with pytest.raises(AnsibleFilterError, match="octal"):
+        file_holds([], "/etc/x", mode="rw-r--r--")
