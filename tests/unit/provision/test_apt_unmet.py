@@ -13,12 +13,11 @@ import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.conftest import ROOT, require
+from tests.unit.provision.local_play import run_local_play
 
-BIN = Path(sys.executable).parent
 READ_APT_STATE = ROOT / "playbooks" / "roles" / "nvidia_driver" / "files" / "read-apt-state.sh"
 
 
@@ -72,8 +71,6 @@ def test_a_version_wildcard_is_met_only_when_apts_pinned_candidate_is_the_instal
 
 def test_agrees_with_the_apt_module_in_check_mode(tmp_path: Path) -> None:
     require(shutil.which("dpkg-query") and _python_apt(), "needs dpkg and python3-apt (Debian)")
-    from gpuready.core.runner import ansible_environment
-
     version = _installed("dpkg")
     upstream = version.rsplit("-", 1)[0]
     wildcards = ["dpkg=*", f"dpkg={upstream}*", "dpkg=0.0.0-*", "gpuready-no-such-package=1.*"]
@@ -105,15 +102,7 @@ def test_agrees_with_the_apt_module_in_check_mode(tmp_path: Path) -> None:
             ],
         }
     ]
-    (tmp_path / "play.yml").write_text(json.dumps(play))
-    done = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "play.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={**ansible_environment(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)},
-        timeout=300,
-    )
+    done = run_local_play(tmp_path, play)
     assert done.returncode == 0, done.stdout + done.stderr
     out = json.loads((tmp_path / "out.json").read_text())
     # apt acts when it would install, or fails because it cannot: either way the task must run.

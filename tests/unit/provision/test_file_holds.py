@@ -12,15 +12,14 @@ import importlib.util
 import json
 import os
 import pwd
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
+from tests.unit.provision.local_play import run_local_play
 
-BIN = Path(sys.executable).parent
 spec = importlib.util.spec_from_file_location("file_holds", ROOT / "playbooks" / "plugins" / "filter" / "file_holds.py")
 file_holds_module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(file_holds_module)
@@ -50,8 +49,6 @@ DIRECTORIES = ["keyrings", "keyrings-mode", "missing-dir", "not-a-dir"]
 
 @pytest.fixture(scope="module")
 def oracle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    from gpuready.core.runner import ansible_environment
-
     tmp = tmp_path_factory.mktemp("holds")
     files = tmp / "files"
     files.mkdir()
@@ -104,15 +101,7 @@ def oracle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
             ],
         }
     ]
-    (tmp / "play.yml").write_text(json.dumps(play))
-    done = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", "play.yml"],
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        env={**ansible_environment(tmp), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp)},
-        timeout=300,
-    )
+    done = run_local_play(tmp, play)
     assert done.returncode == 0, done.stdout + done.stderr
     out = json.loads((tmp / "out.json").read_text())
     out["owner"], out["group"] = owner, group

@@ -15,25 +15,15 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import ROOT
+from tests.unit.provision.local_play import run_local_play
 
 PLAYBOOKS = ROOT / "playbooks"
-BIN = Path(sys.executable).parent
 # Facts the roles read that no fact gathering provides: set by their own modules (package_facts, getent).
 FACTS_FROM_MODULES = {"packages", "getent_passwd"}
 
 
 def _play(tmp_path: Path, play: list[dict], *args: str) -> subprocess.CompletedProcess[str]:
-    from gpuready.core.runner import ansible_environment
-
-    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
-    return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", *args, "play.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={**ansible_environment(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)},
-        timeout=300,
-    )
+    return run_local_play(tmp_path, play, *args)
 
 
 def test_modules_are_pipelined_without_a_temporary_folder_on_the_node(tmp_path: Path) -> None:

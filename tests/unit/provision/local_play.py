@@ -1,0 +1,24 @@
+"""Run a play on this machine through Ansible's local connection, with gpuready's Ansible configuration."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def run_local_play(tmp_path: Path, play: list[dict], *args: str) -> subprocess.CompletedProcess[str]:
+    from gpuready.core.runner import ansible_environment
+
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    return subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", *args, "play.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**ansible_environment(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        timeout=300,
+    )
