@@ -41,9 +41,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         findings = checked(self._task.args.get("findings"))
-        # Facts live under ansible_facts; gpuready runs Ansible with inject_facts_as_vars off, so the
-        # top-level name is there only where a user's own configuration still injects facts.
-        task_vars = task_vars or {}
-        earlier = (task_vars.get("ansible_facts") or {}).get(FACT) or task_vars.get(FACT) or []
+        # Facts live under ansible_facts (gpuready runs Ansible without injecting them as variables).
+        earlier = ((task_vars or {}).get("ansible_facts") or {}).get(FACT) or []
         result.update(changed=False, findings=findings, ansible_facts={FACT: list(earlier) + findings})
         return result

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,10 +21,6 @@ PLAYBOOKS = ROOT / "playbooks"
 FACTS_FROM_MODULES = {"packages", "getent_passwd"}
 
 
-def _play(tmp_path: Path, play: list[dict], *args: str) -> subprocess.CompletedProcess[str]:
-    return run_local_play(tmp_path, play, *args)
-
-
 def test_modules_are_pipelined_without_a_temporary_folder_on_the_node(tmp_path: Path) -> None:
     play = [
         {
@@ -36,7 +31,7 @@ def test_modules_are_pipelined_without_a_temporary_folder_on_the_node(tmp_path: 
             "tasks": [{"name": "Ping", "ansible.builtin.ping": {}}],
         }
     ]
-    done = _play(tmp_path, play, "-vvv")
+    done = run_local_play(tmp_path, play, "-vvv")
     assert done.returncode == 0, done.stdout + done.stderr
     # Without pipelining Ansible makes a remote temporary folder and PUTs the module file into it.
     assert "PUT " not in done.stdout, done.stdout
@@ -79,7 +74,7 @@ def test_every_fact_the_roles_read_is_in_the_one_gathering(tmp_path: Path) -> No
             ],
         }
     ]
-    done = _play(tmp_path, play)
+    done = run_local_play(tmp_path, play)
     assert done.returncode == 0, done.stdout + done.stderr
     gathered = json.loads((tmp_path / "f.json").read_text())
     wanted = _facts_the_roles_read()
@@ -107,6 +102,6 @@ def test_facts_are_only_under_ansible_facts(tmp_path: Path) -> None:
             ],
         }
     ]
-    done = _play(tmp_path, play)
+    done = run_local_play(tmp_path, play)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "namespaced=True injected=False" in done.stdout, done.stdout
