@@ -75,3 +75,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     finished = os.environ.get("GPUREADY_TEST_FINISHED")
     if finished:
         Path(finished).write_text(f"{int(exitstatus)}\n")
+
+
+@pytest.fixture(scope="session")
+def gpuready_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """gpuready's wheel built from this tree, without its dependencies (as the GPU runbook carries it)."""
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (built,) = out.glob("gpuready-*.whl")
+    return built

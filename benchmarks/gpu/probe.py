@@ -144,7 +144,9 @@ def figures(summary: dict[str, Any], flop_count: dict[str, Any]) -> dict[str, An
     result = {
         "gpu": gpu,
         "workers": row["workers"],
+        "batch_size": training.get("batch_size"),
         "images_per_second": row["images_per_second"],
+        "step_time_median_s": row.get("step_time_median_s"),
         "training_gflops_per_image": flop_count["gflops"],
         "precision": "bf16" if training.get("mixed_precision") else "fp32",
         "peak_dense_bf16_tflops": peak,

@@ -25,7 +25,16 @@ from pathlib import Path
 
 #: Xid lines only (NVIDIA's Xid catalogue: "NVRM: Xid (PCI:...): <code>, ..."), whichever log has them
 XID_COMMAND = "(dmesg 2>/dev/null || journalctl -k -b --no-pager -q) | grep -E 'NVRM: Xid' || true"
-EXTRA = ["journalctl -k -b --no-pager -q", XID_COMMAND, "nvidia-smi", "nvidia-smi -L", "uname -a"]
+EXTRA = [
+    "journalctl -k -b --no-pager -q",
+    XID_COMMAND,
+    "nvidia-smi",
+    "nvidia-smi -L",
+    "nvidia-smi -q",
+    "nvidia-smi topo -m",
+    "cat /proc/driver/nvidia/version",
+    "uname -a",
+]
 TIMEOUT_S = 120
 
 
@@ -35,8 +44,11 @@ def slug(command: str) -> str:
 
 def catalogue() -> list[str]:
     from gpuready.validate.node.checks import PREFETCH
+    from gpuready.validate.node.node import QUERY_FIELDS
 
-    return list(dict.fromkeys([*PREFETCH, *EXTRA]))
+    # The CSV is what the checks fall back to when the XML cannot be read, so it is recorded too.
+    query = f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader"
+    return list(dict.fromkeys([*PREFETCH, query, *EXTRA]))
 
 
 def record(commands: list[str], out: Path) -> dict[str, dict[str, str | int]]:

@@ -35,7 +35,14 @@ LABELS_COMMAND = (
     "for f in " + " ".join(SELINUX_LABELS) + '; do [ -e "$f" ] && printf \'%s %s\\n\' "$f" '
     '"$(getfattr --only-values -n security.selinux "$f" 2>/dev/null)"; done; true'
 )
-LSPCI_COMMAND = f"lspci -n -d {role_defaults.nvidia_vendor_id():04x}:"
+_VENDOR = role_defaults.nvidia_vendor_id()
+# Where pciutils is missing (minimal images and VMs: the lent H100 VM had no lspci), the kernel's own PCI
+# listing gives the same address and class, read with the shell's `read`, no process per device.
+LSPCI_COMMAND = (
+    f"lspci -n -d {_VENDOR:04x}: 2>/dev/null || {{ echo '{nvsmi.SYSFS_MARK}'; for d in /sys/bus/pci/devices/*; do "
+    f'read -r v < "$d/vendor" && [ "$v" = 0x{_VENDOR:04x} ] && read -r c < "$d/class" && echo "${{d##*/}} $c"; '
+    "done 2>/dev/null; true; }"
+)
 UPTIME_COMMAND = "cat /proc/uptime"
 # Where dmesg is refused (kernel.dmesg_restrict and no become), the journal's kernel log, read in the same
 # batch so the host still costs one connection; it prints nothing where dmesg works. short-monotonic stamps
@@ -209,7 +216,7 @@ def driver_version(node: Node) -> Check:
 # ---------------------------------------------------------------- GPUs
 @check(
     "gpu.pci_bus",
-    f"every NVIDIA GPU on the PCI bus is seen by nvidia-smi ({LSPCI_COMMAND})",
+    "every NVIDIA GPU on the PCI bus (lspci -n, else /sys/bus/pci) is seen by nvidia-smi",
     "A GPU on the bus that nvidia-smi does not list has fallen off or failed to initialise: check dmesg for "
     "Xid 79/NVRM errors, reseat it, run the field diagnostics.",
     depends=GPU_VIEW,
@@ -219,6 +226,13 @@ def pci_bus(node: Node) -> Check:
     if answer.rc == 127 or (not answer.ok and not answer.stdout.strip()):
         return skipped("gpu.pci_bus", node.name, "lspci is not installed (install pciutils)", answer.evidence(300))
     on_bus = nvsmi.parse_lspci_gpus(answer.stdout)
+    if not on_bus and answer.stdout.startswith(nvsmi.SYSFS_MARK):
+        return skipped(
+            "gpu.pci_bus",
+            node.name,
+            "lspci is not installed and /sys/bus/pci lists no NVIDIA GPU (install pciutils)",
+            answer.evidence(300),
+        )
     seen = {_short_bus_id(g.bus_id) for g in node.smi.gpus}
     missing = sorted(set(on_bus) - seen)
     evidence = answer.evidence(1200) + "\nnvidia-smi: " + ", ".join(sorted(seen))
@@ -308,7 +322,8 @@ def _facts(g: nvsmi.Gpu) -> str:
 @check(
     "gpu.persistence",
     "persistence mode is Enabled on every GPU (N/A on vGPU guests and some platforms)",
-    "Enable it at boot: systemctl enable --now nvidia-persistenced (or nvidia-smi -pm 1).",
+    "Enable it at boot: systemctl enable --now nvidia-persistenced (driver 580 logs that the legacy "
+    "nvidia-smi -pm 1 is deprecated and points to nvidia-persistenced).",
     depends=GPU_VIEW,
 )
 def persistence(node: Node) -> Check:
@@ -652,6 +667,15 @@ def nvlink_errors(node: Node) -> Check:
             answer.evidence(300),
         )
     counters = nvsmi.parse_nvlink_errors(answer.stdout)
+    if not counters:
+        # A GPU passed through without its NVLinks answers with nothing at all (recorded on an H100 VM):
+        # no counter read is no evidence of a healthy link, and topology.nvlink reports the missing links.
+        return skipped(
+            "topology.nvlink_errors",
+            node.name,
+            "nvidia-smi nvlink -e printed no counters (no NVLink visible; see topology.nvlink)",
+            answer.evidence(300),
+        )
     limit = node.settings.node_checks.nvlink_error_limit
     bad = [
         f"GPU {g} link {link}: {name}={value}" for (g, link, name), value in sorted(counters.items()) if value > limit

@@ -26,6 +26,18 @@ _LEADING_INT = re.compile(r"\s*(\d+)")
 _GPU_HEADER = re.compile(r"GPU (\d+):")
 _LINK_LINE = re.compile(r"\s+Link (\d+):\s*(.*)")
 _COUNTER = re.compile(r"([^:]+):\s*(\d+)\s*")
+# Driver 580's `nvidia-smi topo` underlines its header with terminal escapes even into a pipe or file
+# (recorded on an H100 with 580.159.04: tests/fixtures/gpu/recorded), so the text views are read without them.
+_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+#: First line of the PCI listing read from /sys/bus/pci where lspci is missing.
+SYSFS_MARK = "== sysfs"
+
+
+def plain(text: str) -> str:
+    """nvidia-smi's text output without terminal colour/underline escapes."""
+    return _ESCAPE.sub("", text)
 
 
 class ParseError(ValueError):
@@ -223,7 +235,7 @@ def parse_p2p_matrix(text: str) -> dict[tuple[int, int], str]:
     """``nvidia-smi topo -p2p r``: {(i, j): "OK" | "NS" | "CNS" | ...}."""
     matrix: dict[tuple[int, int], str] = {}
     header: list[int] = []
-    for line in text.splitlines():
+    for line in plain(text).splitlines():
         cells = line.split()
         if not cells:
             continue
@@ -239,7 +251,7 @@ def parse_p2p_matrix(text: str) -> dict[tuple[int, int], str]:
 def _link_lines(text: str) -> Iterator[tuple[int, int, str]]:
     """``nvidia-smi nvlink`` listings: (GPU index, link, the rest of the line) under each ``GPU n:`` header."""
     current = None
-    for line in text.splitlines():
+    for line in plain(text).splitlines():
         gpu = _GPU_HEADER.match(line)
         if gpu:
             current = int(gpu.group(1))
@@ -269,13 +281,16 @@ def parse_lsmod(text: str) -> set[str]:
 
 def parse_lspci_gpus(text: str) -> list[str]:
     """``lspci -n -d <NVIDIA's vendor id>:``: bus ids (``1a:00.0``) of NVIDIA display controllers
-    (class 0300 VGA, 0302 3D).
+    (class 0300 VGA, 0302 3D). Also the sysfs listing the check falls back to: after :data:`SYSFS_MARK`,
+    ``<domain:bus:device.function> <class as 0xCCSSPP>`` per NVIDIA function.
 
     NVSwitches and bridges (class 0680, 0604) and audio functions (0403) are not GPUs.
     """
     found = []
     for line in text.splitlines():
         parts = line.split()
+        if len(parts) == 2 and parts[1].startswith("0x"):
+            parts = [parts[0], parts[1][2:6], ""]
         if len(parts) >= 3 and parts[1].rstrip(":") in ("0300", "0302"):
             bus = parts[0].lower()
             found.append(bus.split(":", 1)[1] if bus.count(":") == 2 else bus)

@@ -47,6 +47,42 @@ def test_refuses_when_torch_sees_no_cuda_device(tmp_path: Path) -> None:
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+def torch_venv_without_gpuready(tmp_path: Path) -> Path:
+    """A venv that holds torch and its dependencies but not gpuready, as GPU images keep torch in one
+    (/opt/torch/.venv on the lent H100): this environment's packages, linked in, gpuready's left out."""
+    require(importlib.util.find_spec("torch"), "torch not installed (make .venv/.stamp-torch)")
+    venv = tmp_path / "torch-venv"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    ours = Path(next(p for p in sys.path if p.endswith("site-packages") and Path(p, "torch").is_dir()))
+    theirs = Path(
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    for entry in ours.iterdir():
+        if "gpuready" not in entry.name and not entry.name.startswith("__editable__") and entry.suffix != ".pth":
+            (theirs / entry.name).symlink_to(entry)
+    return venv / "bin" / "python"
+
+
+def test_wheels_installed_beside_a_torch_venv_see_its_torch(tmp_path: Path, gpuready_wheel: Path) -> None:
+    # A venv made from a venv sees the base interpreter's packages, not torch: the runbook must still reach
+    # its CUDA question with torch imported in the venv every step uses.
+    python = torch_venv_without_gpuready(tmp_path)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / gpuready_wheel.name).symlink_to(gpuready_wheel)
+    tools = replay.build("h100-x8", tmp_path / "replay")
+    done = _runbook(tmp_path, f"{tools}:/usr/bin:/bin", PYTHON=str(python), WHEELS=str(wheels))
+    assert done.returncode == 3
+    assert done.stderr.strip() == (
+        f"runbook: torch on {tmp_path}/out/.venv/bin/python sees no CUDA device (0): install a CUDA build of torch"
+    )
+
+
 def test_recorder_saves_every_catalogue_command_raw_with_its_source(tmp_path: Path) -> None:
     tools = replay.build("h100-x8", tmp_path / "replay")
     out = tmp_path / "recorded"

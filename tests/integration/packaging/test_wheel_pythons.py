@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,28 +24,15 @@ pytestmark = pytest.mark.slow
 RECORDER = ROOT / "benchmarks" / "gpu" / "record.py"
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    (built,) = out.glob("gpuready-*.whl")
-    return built
-
-
 @pytest.mark.parametrize("version", ["3.10", "3.13"])
-def test_wheel_runs_node_checks_with_light_dependencies(version: str, wheel: Path, tmp_path: Path) -> None:
+def test_wheel_runs_node_checks_with_light_dependencies(version: str, gpuready_wheel: Path, tmp_path: Path) -> None:
     python = find_python(version)
     if python is None:
         pytest.skip(f"no Python {version} here (pyenv install {version}); see docs/python-versions.md")
     venv = tmp_path / "venv"
     subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--no-deps", str(wheel)], check=True, timeout=300)
+    subprocess.run([*pip, "--no-deps", str(gpuready_wheel)], check=True, timeout=300)
     subprocess.run([*pip, "-r", str(ROOT / "benchmarks" / "gpu" / "node-requirements.txt")], check=True, timeout=600)
     cli = str(venv / "bin" / "gpuready")
     for argv in (["--help"], ["validate", "gpu-node", "--help"], ["validate", "training", "--help"]):

@@ -1,0 +1,141 @@
+"""The catalogue judged on what the GPU runbook recorded on real machines (tests/fixtures/gpu/recorded).
+
+Each folder holds every command the catalogue ran there, as the machine answered it (stdout, stderr and
+exit status), the inventory the runbook wrote for it, and the summary of ``validate gpu-node`` run live
+on that machine. Replayed here, the catalogue must reach the verdicts it reached live, and those listed
+below; faults are one named edit of a recorded answer, made here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuready.core import inventory
+from gpuready.validate.node import checks, nvsmi
+from gpuready.validate.node.checks import CHECK_IDS, run_catalogue
+from gpuready.validate.node.node import Answer, Node
+
+RECORDED = Path(__file__).resolve().parents[2] / "fixtures" / "gpu" / "recorded"
+MACHINES = sorted(p.name for p in RECORDED.iterdir() if (p / "commands.json").is_file())
+
+#: Per machine, the checks that passed; every other check is skipped (nothing failed on these machines).
+PASSED = {
+    # One H100 SXM5 passed through to a Firecracker VM, driver 580.159.04: no lspci (the PCI listing comes
+    # from sysfs), no NVLink, no SELinux, no Kubernetes, no DCGM/nccl-tests/nvbandwidth; cupy ran the
+    # vector add.
+    "h100-80gb-hbm3-580.159.04": {
+        "driver.nouveau_absent",
+        "driver.nvidia_module",
+        "driver.nvidia_smi",
+        "driver.version",
+        "gpu.pci_bus",
+        "gpu.count",
+        "gpu.model",
+        "gpu.persistence",
+        "gpu.ecc_volatile",
+        "gpu.ecc_correctable_rate",
+        "gpu.retired_pages",
+        "gpu.throttle",
+        "gpu.pcie_link",
+        "gpu.pcie_replay",
+        "gpu.xid",
+        "compute.vector_add",
+        "node.devices",
+    },
+}
+
+
+def answers(machine: str) -> dict[str, str | Answer]:
+    folder = RECORDED / machine
+    index = json.loads((folder / "commands.json").read_text())
+    return {
+        command: Answer(
+            command,
+            int(files["rc"]),
+            (folder / files["stdout"]).read_text(errors="replace"),
+            (folder / files["stderr"]).read_text(errors="replace"),
+        )
+        for command, files in index.items()
+    }
+
+
+def replayed(machine: str, **edits: str | Answer) -> Node:
+    inv = inventory.load(RECORDED / machine / "inventory")
+    [host] = inv.hosts("gpu_nodes")
+    return Node.recorded(host, inv.node_class(host), inv.settings, answers(machine) | edits)
+
+
+def judged(node: Node) -> dict[str, tuple[str, str]]:
+    return {c.id: (c.status, c.message) for c in run_catalogue(node)}
+
+
+def test_every_recorded_machine_is_listed_with_its_source() -> None:
+    assert set(MACHINES) == set(PASSED)
+    sources = (RECORDED.parent / "SOURCES.md").read_text()
+    for machine in MACHINES:
+        assert f"`recorded/{machine}/`" in sources
+        assert "## Edits" in (RECORDED / machine / "SOURCE.md").read_text()
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_replayed_verdicts_equal_the_live_ones(machine: str) -> None:
+    # The live run read the machine a few seconds after the recording: statuses must agree, messages may
+    # differ where the GPU's state moved (its clock reasons said gpu_idle in the recording, nothing live).
+    live = json.loads((RECORDED / machine / "live-gpu-node-summary.json").read_text())
+    got = {id: status for id, (status, _) in judged(replayed(machine)).items()}
+    assert got == {c["id"]: c["status"] for c in live["checks"]}
+    assert got == dict.fromkeys(CHECK_IDS, "skipped") | dict.fromkeys(PASSED[machine], "passed")
+
+
+def test_every_catalogue_command_was_recorded() -> None:
+    for machine in MACHINES:
+        assert set(checks.PREFETCH) <= set(answers(machine)), machine
+
+
+H100 = "h100-80gb-hbm3-580.159.04"
+
+
+def test_pci_listing_from_sysfs_where_lspci_is_missing() -> None:
+    recorded = answers(H100)[checks.LSPCI_COMMAND]
+    assert recorded.stdout == f"{nvsmi.SYSFS_MARK}\n0000:00:06.0 0x030200\n"  # the VM has no pciutils
+    assert judged(replayed(H100))["gpu.pci_bus"] == ("passed", "1 GPUs on the bus, all seen by nvidia-smi")
+    # One named edit: a second NVIDIA 3D controller on the bus that nvidia-smi does not list.
+    lost = Answer(recorded.command, 0, recorded.stdout + "0000:00:07.0 0x030200\n", "")
+    status, message = judged(replayed(H100, **{checks.LSPCI_COMMAND: lost}))["gpu.pci_bus"]
+    assert (status, message) == ("failed", "2 NVIDIA GPUs on the PCI bus, nvidia-smi sees 1; not seen: 00:07.0")
+    # An NVSwitch (class 0x068000) beside it is no GPU.
+    switch = Answer(recorded.command, 0, recorded.stdout + "0000:00:08.0 0x068000\n", "")
+    assert judged(replayed(H100, **{checks.LSPCI_COMMAND: switch}))["gpu.pci_bus"][0] == "passed"
+
+
+def test_pci_listing_from_sysfs_without_nvidia_functions_is_skipped() -> None:
+    empty = Answer(checks.LSPCI_COMMAND, 0, f"{nvsmi.SYSFS_MARK}\n", "")
+    status, message = judged(replayed(H100, **{checks.LSPCI_COMMAND: empty}))["gpu.pci_bus"]
+    assert status == "skipped" and "install pciutils" in message
+
+
+def test_topology_read_through_driver_580s_terminal_escapes() -> None:
+    # Driver 580 underlines the header of `nvidia-smi topo -p2p r` even into a file.
+    recorded = answers(H100)["nvidia-smi topo -p2p r"].stdout
+    assert "\x1b[4mGPU0" in recorded
+    assert nvsmi.parse_p2p_matrix(recorded) == {(0, 0): "X"}
+
+
+def test_declared_expectations_judged_on_the_real_h100() -> None:
+    # What NVIDIA's H100 SXM5 data sheet gives it: PCIe gen5 x16, MIG capable (here Disabled).
+    node = replayed(H100)
+    node.node_class = node.node_class.model_copy(update={"pcie_gen": 5, "pcie_width": 16, "mig": False})
+    verdicts = judged(node)
+    assert verdicts["gpu.pcie_link"][0] == "passed"
+    assert verdicts["gpu.mig"][0] == "passed"
+    # An HGX class (18 NVLinks per H100) declared for this VM, whose passed-through GPU shows no links:
+    # `nvidia-smi nvlink -s` printed nothing there.
+    node.node_class = node.node_class.model_copy(update={"nvlink_links_per_gpu": 18})
+    assert answers(H100)["nvidia-smi nvlink -s"].stdout == ""
+    verdicts = judged(node)
+    assert verdicts["topology.nvlink"] == ("failed", "GPU 0: 0/18 links up")
+    # No counters were printed either: that is no evidence of healthy links, so no pass.
+    assert verdicts["topology.nvlink_errors"][0] == "skipped"
