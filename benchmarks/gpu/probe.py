@@ -122,6 +122,19 @@ def pipeline(images: int, workers: list[int], batches: int, side: int = 256) -> 
     }
 
 
+def shards(folder: Path, images: int, side: int, count: int) -> dict[str, Any]:
+    """Training data on disk for the real-data runs: what ``--data`` reads, as the converter writes it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = make_shards(folder, images, side, count)
+    return {
+        "folder": str(folder),
+        "images": images,
+        "side": side,
+        "shards": len(files),
+        "bytes": sum(Path(f).stat().st_size for f in files),
+    }
+
+
 def flops(model: str, image_size: int) -> dict[str, Any]:
     from gpuready.workloads.torch_train import training_flops_per_image
 
@@ -148,6 +161,8 @@ def figures(summary: dict[str, Any], flop_count: dict[str, Any]) -> dict[str, An
         "images_per_second": row["images_per_second"],
         "step_time_median_s": row.get("step_time_median_s"),
         "training_gflops_per_image": flop_count["gflops"],
+        "data": training.get("data"),
+        "pipeline": training.get("pipeline"),
         "precision": "bf16" if training.get("mixed_precision") else "fp32",
         "peak_dense_bf16_tflops": peak,
     }
@@ -167,6 +182,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--workers", default="", help="loader worker counts (default: 1 and all cores)")
     p.add_argument("--batches", type=int, default=12)
     p.add_argument("--side", type=int, default=256, help="stored image side (the converter's default: 256)")
+    d = sub.add_parser("shards")
+    d.add_argument("folder", type=Path)
+    d.add_argument("--images", type=int, default=2048)
+    d.add_argument("--side", type=int, default=256, help="stored image side (the converter's default: 256)")
+    d.add_argument("--shards", type=int, default=16)
     f = sub.add_parser("flops")
     f.add_argument("--model", default="densenet121")
     f.add_argument("--image-size", type=int, default=224)
@@ -179,6 +199,8 @@ def main(argv: list[str]) -> int:
     elif args.what == "pipeline":
         workers = [int(w) for w in args.workers.split(",") if w] or sorted({1, os.cpu_count() or 1})
         out = pipeline(args.images, workers, args.batches, args.side)
+    elif args.what == "shards":
+        out = shards(args.folder, args.images, args.side, args.shards)
     elif args.what == "flops":
         out = flops(args.model, args.image_size)
     else:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU runbook: one command on a GPU machine, a few minutes, one output folder (docs/gpu-runbook.md).
+# The GPU runbook: one command on a GPU machine, about 4 minutes on one H100, one output folder (docs/gpu-runbook.md).
 #
 #   benchmarks/gpu/runbook.sh [OUT_DIR]        (default gpu-runbook-<UTC time>)
 #
@@ -14,6 +14,9 @@ python=${PYTHON:-python3}
 wheels=${WHEELS:-$here/../../.cache/gpu-wheels}
 steps=${STEPS:-100}
 batches=${BATCH:-64 256}
+disk_images=${DISK_IMAGES:-2048}
+disk_batch=${DISK_BATCH:-256}
+disk_steps=${DISK_STEPS:-30}
 
 refuse() { echo "runbook: $*" >&2; exit 3; }
 
@@ -49,34 +52,50 @@ gpuready() { "$py" -c 'from gpuready.core.cli import main; main()' "$@"; }
 export PYTHONUNBUFFERED=1 LC_ALL=C
 log "$(echo "$gpus" | wc -l) GPU(s); python $("$py" -c 'import sys; print(sys.version.split()[0])'), torch $("$py" -c 'import torch; print(torch.__version__)')"
 
-log "1/5 recording the node catalogue's commands"
+log "1/6 recording the node catalogue's commands"
 "$py" "$here/record.py" "$out/recorded" 2>&1 | tee -a "$out/runbook.log"
 
-log "2/5 gpuready validate gpu-node against this machine (localhost)"
+log "2/6 gpuready validate gpu-node against this machine (localhost)"
 gpuready validate gpu-node -i "$out/recorded/inventory" --artifacts "$out/gpu-node" > "$out/gpu-node.txt" 2>&1
 echo "exit $?" >> "$out/gpu-node.txt"
 tail -n 3 "$out/gpu-node.txt" | tee -a "$out/runbook.log"
 
-log "3/5 vector add on the GPU"
+log "3/6 vector add on the GPU"
 "$py" "$here/probe.py" vector-add > "$out/vector-add.json" 2>&1
 tee -a "$out/runbook.log" < "$out/vector-add.json"
 
+train() {  # NAME, then validate training's options: artifacts in NAME/, output in NAME.txt, figures-NAME.json
+  local name=$1
+  shift
+  gpuready validate training -i "$out/recorded/inventory" --framework pytorch --gpus 1 --mixed-precision \
+    --warmup-steps 10 --image-size 224 --timeout 420 --artifacts "$out/$name" "$@" > "$out/$name.txt" 2>&1
+  echo "exit $?" >> "$out/$name.txt"
+  tail -n 3 "$out/$name.txt" | tee -a "$out/runbook.log"
+  local summary
+  summary=$(ls "$out/$name"/*/summary.json 2>/dev/null | head -n 1)
+  if [ -n "$summary" ]; then
+    "$py" "$here/probe.py" figures "$summary" "$out/flops.json" > "$out/figures-$name.json" 2>&1
+    tee -a "$out/runbook.log" < "$out/figures-$name.json"
+  fi
+}
+
 "$py" "$here/probe.py" flops > "$out/flops.json" 2>&1
 for batch in $batches; do
-  log "4/5 PyTorch smoke training: DenseNet-121, 1 GPU, bf16, batch $batch, $steps steps"
-  gpuready validate training -i "$out/recorded/inventory" --framework pytorch --gpus 1 --mixed-precision \
-    --steps "$steps" --warmup-steps 10 --batch-size "$batch" --image-size 224 --timeout 420 \
-    --artifacts "$out/training-b$batch" > "$out/training-b$batch.txt" 2>&1
-  echo "exit $?" >> "$out/training-b$batch.txt"
-  tail -n 3 "$out/training-b$batch.txt" | tee -a "$out/runbook.log"
-  summary=$(ls "$out/training-b$batch"/*/summary.json 2>/dev/null | head -n 1)
-  if [ -n "$summary" ]; then
-    "$py" "$here/probe.py" figures "$summary" "$out/flops.json" > "$out/figures-b$batch.json" 2>&1
-    tee -a "$out/runbook.log" < "$out/figures-b$batch.json"
-  fi
+  log "4/6 PyTorch smoke training: DenseNet-121, 1 GPU, bf16, batch $batch, $steps steps, synthetic data"
+  train "training-b$batch" --steps "$steps" --batch-size "$batch"
 done
 
-log "5/5 input pipeline images/s per CPU core (PNG decode + resize in DataLoader workers)"
+if [ "$disk_images" -gt 0 ]; then
+  # The seeds' point on this machine: can the CPU cores decode fast enough to keep the GPU busy?
+  log "5/6 training from disk: $disk_images generated PNGs in TFRecords, batch $disk_batch, $disk_steps steps, 'new' and 'old' pipelines"
+  "$py" "$here/probe.py" shards "$out/shards" --images "$disk_images" > "$out/shards.json" 2>&1
+  for pipeline in new old; do
+    train "disk-$pipeline" --steps "$disk_steps" --batch-size "$disk_batch" --data "$out/shards" --pipeline "$pipeline"
+  done
+  rm -rf "$out/shards"
+fi
+
+log "6/6 input pipeline images/s per CPU core (PNG decode + resize in DataLoader workers)"
 "$py" "$here/probe.py" pipeline > "$out/pipeline.json" 2>&1
 tee -a "$out/runbook.log" < "$out/pipeline.json"
 

@@ -1035,6 +1035,9 @@ def dcgm_diag(node: Node) -> Check:
     depends=GPU_VIEW,
 )
 def nccl_allreduce(node: Node) -> Check:
+    if len(node.smi.gpus) < 2:
+        # all_reduce_perf on one GPU reports a bus bandwidth of 0: there is no link within the node to measure.
+        return skipped("perf.nccl_allreduce", node.name, "one GPU: no all-reduce within the node")
     return _bandwidth(
         node,
         "perf.nccl_allreduce",

@@ -155,3 +155,24 @@ def test_pipeline_probe_measures_images_per_core_on_the_cpu() -> None:
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["images_per_second_per_core"]["1"] > 0
+
+
+def test_shards_probe_writes_what_training_reads(tmp_path: Path) -> None:
+    require(importlib.util.find_spec("torchvision"), "torch and torchvision not installed (make .venv/.stamp-torch)")
+    from gpuready.workloads import torch_data
+
+    done = subprocess.run(
+        [sys.executable, str(GPU / "probe.py"), "shards", str(tmp_path / "shards"), "--images", "8", "--shards", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    written = json.loads(done.stdout)
+    files = torch_data.shard_files(str(tmp_path / "shards"), "train")
+    assert (written["images"], written["shards"], len(files)) == (8, 2, 2)
+    assert written["bytes"] == sum(Path(f).stat().st_size for f in files)
+    images, labels = next(iter(torch_data.new(files, batch_size=4, image_size=32, loader_workers=0)))
+    assert tuple(images.shape) == (4, 3, 32, 32) and tuple(labels.shape) == (4, 14)

@@ -669,5 +669,11 @@ def test_dcgm_and_bandwidth_when_the_tools_are_there() -> None:
     )
     assert status == "failed" and "lower bound 22" in message  # gen4 x16: 70% of 31.5 GB/s
     nccl = "#  Avg bus bandwidth    : 21.3 \n"
-    status, message = one(node_for(xml, answers={checks.NCCL_COMMAND: nccl}), "perf.nccl_allreduce")
+    two = capture("dual-rtx-2070-590.44.01-v13.xml")
+    status, message = one(node_for(two, answers={checks.NCCL_COMMAND: nccl}), "perf.nccl_allreduce")
     assert status == "passed" and "recorded, not judged" in message
+    one_gpu = "#  Avg bus bandwidth    : 0 \n"  # what all_reduce_perf -g 1 reports
+    assert one(node_for(xml, answers={checks.NCCL_COMMAND: one_gpu}), "perf.nccl_allreduce") == (
+        "skipped",
+        "one GPU: no all-reduce within the node",
+    )
