@@ -8,10 +8,13 @@ Everything is reached by real SSH, exactly as a real site would be. Needs root.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -150,8 +153,9 @@ def up_hosts(root: Path, profiles: list[str], prefix: str, spawn: Callable[[list
                 SSHD_CONFIG.format(name=name, profile=profile, address=address, keys=keys, home=home)
             )
             (home / "start.sh").write_text(START.format(home=home, name=name, hosts_file=hosts_file))
-            _ip("netns", "add", ns)
+            # Noted before it exists: a cancel that lands while `ip` runs must still find it to delete.
             state["namespaces"].append(ns)
+            _ip("netns", "add", ns)
             veth = f"{prefix}v{i}"
             _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
             _ip("link", "set", veth, "master", state["bridge"], "up")
@@ -188,12 +192,28 @@ def down_hosts(state: dict[str, Any]) -> None:
     """Stop the sshds, delete the namespaces (their veths go with them) and the bridge."""
     stop_pids([int(p) for p in state.get("pids", [])], grace=3)
     for i, ns in enumerate(state.get("namespaces", [])):
+        _kill_namespace(ns)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
         # The veth goes with its namespace only once the last process in it has exited: delete it now, so
         # the same names can be used again at once.
         subprocess.run(["ip", "link", "del", f"{state['prefix']}v{i}"], capture_output=True, check=False)
     if state.get("bridge"):
         subprocess.run(["ip", "link", "del", state["bridge"]], capture_output=True, check=False)
+
+
+def _kill_namespace(ns: str, grace: float = 3.0) -> None:
+    """Kill whatever still runs in the namespace: a host whose start a cancel interrupted after its
+    process was forked but before its pid was noted is known by its namespace alone."""
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        listed = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=False)
+        pids = [int(p) for p in listed.stdout.split() if p.isdigit()]
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
 
 
 def inventory_hosts(state: dict[str, Any]) -> dict[str, Any]:

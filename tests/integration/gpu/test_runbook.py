@@ -141,11 +141,11 @@ def test_peaks_and_mfu() -> None:
     assert figures["mfu"] == round(34 / 989.5, 4) and figures["precision"] == "bf16"
 
 
-@pytest.mark.slow
-def test_pipeline_probe_measures_images_per_core_on_the_cpu() -> None:
+def cpu_probe(*args: str) -> dict:
+    """probe.py on this machine's CPU (the probes that need no GPU): its JSON answer."""
     require(importlib.util.find_spec("torchvision"), "torch and torchvision not installed (make .venv/.stamp-torch)")
     done = subprocess.run(
-        [sys.executable, str(GPU / "probe.py"), "pipeline", "--images", "48", "--workers", "1", "--batches", "2"],
+        [sys.executable, str(GPU / "probe.py"), *args],
         capture_output=True,
         text=True,
         timeout=600,
@@ -153,24 +153,19 @@ def test_pipeline_probe_measures_images_per_core_on_the_cpu() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_pipeline_probe_measures_images_per_core_on_the_cpu() -> None:
+    result = cpu_probe("pipeline", "--images", "48", "--workers", "1", "--batches", "2")
     assert result["images_per_second_per_core"]["1"] > 0
 
 
 def test_shards_probe_writes_what_training_reads(tmp_path: Path) -> None:
-    require(importlib.util.find_spec("torchvision"), "torch and torchvision not installed (make .venv/.stamp-torch)")
+    written = cpu_probe("shards", str(tmp_path / "shards"), "--images", "8", "--shards", "2")
     from gpuready.workloads import torch_data
 
-    done = subprocess.run(
-        [sys.executable, str(GPU / "probe.py"), "shards", str(tmp_path / "shards"), "--images", "8", "--shards", "2"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    written = json.loads(done.stdout)
     files = torch_data.shard_files(str(tmp_path / "shards"), "train")
     assert (written["images"], written["shards"], len(files)) == (8, 2, 2)
     assert written["bytes"] == sum(Path(f).stat().st_size for f in files)

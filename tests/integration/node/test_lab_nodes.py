@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,25 @@ def test_lab_nodes_without_root_says_so_in_one_line(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         "gpuready: error: lab component 'nodes' needs root (network namespaces); run it as root"
     ]
+
+
+def test_down_kills_a_host_whose_pid_was_never_noted() -> None:
+    # A cancel can land after a host's process was forked and before up_hosts noted its pid: the
+    # namespace, noted first, is what finds it.
+    require(can_make_namespaces(), "needs root and `ip netns` (network namespaces)")
+    from gpuready.lab import nodes
+
+    ns = f"gk{os.getpid() % 100000}-0"
+    state = {"prefix": f"gk{os.getpid() % 100000}", "namespaces": [ns], "pids": [], "hosts": []}
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    orphan = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "600"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.strip():
+            assert time.monotonic() < deadline, "the sleep never entered its namespace"
+        nodes.down_hosts(state)
+        assert orphan.wait(timeout=10) == -9
+        assert ns not in namespaces()
+    finally:
+        orphan.kill()
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
