@@ -167,14 +167,30 @@ def test_lab_up_cancelled_leaves_no_half_started_component(tmp_path: Path) -> No
     lab_dir = tmp_path / "lab"
     prefix = f"gc{os.getpid() % 100000}"
     env = new_mark()
+    # Twelve hosts, so that the first one's sshd answers while the others are still being made: the
+    # signal lands mid-start however loaded the machine is (a scan of the process table was too slow).
+    profiles = ",".join(["v100-x4"] * 12)
     child = Child(
-        ["lab", "up", "--components", "nodes", "--set", f"nodes.prefix={prefix}", "--lab-dir", str(lab_dir)], env
+        [
+            "lab",
+            "up",
+            "--components",
+            "nodes",
+            "--set",
+            f"nodes.profiles={profiles}",
+            "--set",
+            f"nodes.prefix={prefix}",
+            "--lab-dir",
+            str(lab_dir),
+        ],
+        env,
     )
     try:
         deadline = time.monotonic() + 120
-        while not any("sshd" in p for p in leftovers(env, settle=0)):
+        while not ((first := _first_lab_address(lab_dir)) and _answers(first, 22)):
             assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
-            time.sleep(0.05)
+            time.sleep(0.02)
+        assert child.proc.poll() is None, "lab up finished before it could be cancelled"
         child.signal_and_wait(signal.SIGTERM, limit=20)
         left = leftovers(env)
         namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
@@ -190,6 +206,22 @@ def test_lab_up_cancelled_leaves_no_half_started_component(tmp_path: Path) -> No
     assert not state.exists() or "nodes" not in json.loads(state.read_text())
     down = gpuready("lab", "down", "--lab-dir", str(lab_dir))
     assert down.returncode == 0, down.stderr
+
+
+def _first_lab_address(lab_dir: Path) -> str | None:
+    """The first lab host's address, from the hosts file lab up writes before it starts any host."""
+    for path in lab_dir.rglob("etc-hosts"):
+        text = path.read_text()
+        if "# gpuready lab hosts\n" in text:
+            lines = text.split("# gpuready lab hosts\n", 1)[1].split()
+            return lines[0] if lines else None
+    return None
+
+
+def _answers(address: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((address, port), timeout=0.2):
+        return True
+    return False
 
 
 def _force_clean(env: dict[str, str], prefix: str) -> None:
