@@ -44,11 +44,9 @@ def slug(command: str) -> str:
 
 def catalogue() -> list[str]:
     from gpuready.validate.node.checks import PREFETCH
-    from gpuready.validate.node.node import QUERY_FIELDS
+    from gpuready.validate.node.node import QUERY_COMMAND
 
-    # The CSV is what the checks fall back to when the XML cannot be read, so it is recorded too.
-    query = f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader"
-    return list(dict.fromkeys([*PREFETCH, query, *EXTRA]))
+    return list(dict.fromkeys([*PREFETCH, QUERY_COMMAND, *EXTRA]))
 
 
 def record(commands: list[str], out: Path) -> dict[str, dict[str, str | int]]:

@@ -21,7 +21,7 @@ from importlib.resources import files
 from itertools import combinations
 from pathlib import Path
 
-from gpuready.validate.node.node import QUERY_FIELDS
+from gpuready.validate.node.node import QUERY_COMMAND, QUERY_FIELDS
 
 RECORDED = Path(str(files("gpuready.lab") / "recordings"))
 BASE_XML = "a100-sxm4-80gb-535.54.03.q.xml"
@@ -420,7 +420,7 @@ def build(profile_name: str, dest: Path) -> Path:
     for name, text in files.items():
         (data / name).write_text(text)
     d = shlex.quote(str(data))
-    query = f"--query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader"
+    query = QUERY_COMMAND.removeprefix("nvidia-smi ")
     if profile.nouveau:
         smi = f"cat {d}/smi-failure.txt\nexit 9\n"
     else:

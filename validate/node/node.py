@@ -21,6 +21,8 @@ MARK = "\x1egpuready:"
 MODULES_COMMAND = "lsmod 2>/dev/null || cat /proc/modules"
 
 QUERY_FIELDS = ["index", "name", "pci.bus_id", "driver_version", "persistence_mode"]
+#: The CSV view the checks fall back to when the XML cannot be read.
+QUERY_COMMAND = f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader"
 
 
 @dataclass
@@ -149,7 +151,7 @@ class Node:
 
     @cached_property
     def query(self) -> Answer:
-        return self.run(f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader")
+        return self.run(QUERY_COMMAND)
 
     def gpus_csv(self) -> list[dict[str, str]]:
         answer = self.query

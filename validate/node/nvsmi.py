@@ -26,13 +26,11 @@ _LEADING_INT = re.compile(r"\s*(\d+)")
 _GPU_HEADER = re.compile(r"GPU (\d+):")
 _LINK_LINE = re.compile(r"\s+Link (\d+):\s*(.*)")
 _COUNTER = re.compile(r"([^:]+):\s*(\d+)\s*")
+#: First line of the PCI listing read from /sys/bus/pci where lspci is missing.
+SYSFS_MARK = "== sysfs"
 # Driver 580's `nvidia-smi topo` underlines its header with terminal escapes even into a pipe or file
 # (recorded on an H100 with 580.159.04: tests/fixtures/gpu/recorded), so the text views are read without them.
 _ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
-
-
-#: First line of the PCI listing read from /sys/bus/pci where lspci is missing.
-SYSFS_MARK = "== sysfs"
 
 
 def plain(text: str) -> str:

@@ -99,8 +99,9 @@ def test_down_kills_a_host_whose_pid_was_never_noted() -> None:
     require(can_make_namespaces(), "needs root and `ip netns` (network namespaces)")
     from gpuready.lab import nodes
 
-    ns = f"gk{os.getpid() % 100000}-0"
-    state = {"prefix": f"gk{os.getpid() % 100000}", "namespaces": [ns], "pids": [], "hosts": []}
+    prefix = f"gk{os.getpid() % 100000}"
+    ns = f"{prefix}-0"
+    state = {"prefix": prefix, "namespaces": [ns], "pids": [], "hosts": []}
     subprocess.run(["ip", "netns", "add", ns], check=True)
     orphan = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "600"], start_new_session=True)
     try:

@@ -8,6 +8,7 @@ below; faults are one named edit of a recorded answer, made here.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -48,6 +49,7 @@ PASSED = {
 }
 
 
+@functools.cache
 def answers(machine: str) -> dict[str, str | Answer]:
     folder = RECORDED / machine
     index = json.loads((folder / "commands.json").read_text())
