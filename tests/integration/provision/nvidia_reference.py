@@ -49,9 +49,6 @@ CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
 CTK = "https://nvidia.github.io/libnvidia-container/stable"
 KEYS = {"apt": "3bf863cc.pub", "yum": "D42D0685.pub"}  # [CUDA]
 
-#: The one field edit that makes the Ubuntu 24.04 recording (an arm64 guest) an x86_64 server, as HGX boards are.
-X86_64 = {"architecture": "x86_64"}
-
 # host name in the test inventory -> (recorded facts, one named field edit or None)
 HOSTS: dict[str, tuple[str, dict[str, str] | None]] = {
     "rhel-7": ("rhel-7", None),
@@ -63,9 +60,9 @@ HOSTS: dict[str, tuple[str, dict[str, str] | None]] = {
     "alma-9-open": ("almalinux-9", None),
     "ubuntu-22.04": ("ubuntu-22.04", None),
     "ubuntu-22.04-server-open": ("ubuntu-22.04", None),
-    # The Ubuntu 24.04 recording is of an arm64 guest; as an x86_64 server, one field, architecture, edited.
-    "ubuntu-24.04": ("ubuntu-24.04", X86_64),
-    "ubuntu-24.04-open": ("ubuntu-24.04", X86_64),
+    # Ubuntu 24.04: the x86_64 recording taken here, and the public arm64 one.
+    "ubuntu-24.04": ("ubuntu-24.04-x86_64", None),
+    "ubuntu-24.04-open": ("ubuntu-24.04-x86_64", None),
     "ubuntu-24.04-arm64": ("ubuntu-24.04", None),
 }
 
@@ -245,7 +242,7 @@ FABRIC_MANAGER: dict[str, dict] = {
         "package": "nvidia-fabricmanager-535",
     },
     "ubuntu-24.04-hgx-pinned": {
-        "facts": ("ubuntu-24.04", X86_64),
+        "facts": ("ubuntu-24.04-x86_64", None),
         "class": "hgx-h100",
         "pin": ("550-server", "550.90.07"),
         "packages": [
@@ -256,7 +253,7 @@ FABRIC_MANAGER: dict[str, dict] = {
         "package": "nvidia-fabricmanager-550",
     },
     "debian-12-b200": {
-        "facts": ("ubuntu-24.04", DEBIAN_12 | X86_64),
+        "facts": ("ubuntu-24.04-x86_64", DEBIAN_12),
         "class": "hgx-b200",
         "pin": ("570-open", ""),
         # [FM] open modules, [FMA] Fabric Manager, [FMG] the NVLink subnet manager for NVLink 5.
@@ -281,7 +278,7 @@ FABRIC_REFUSED: dict[str, tuple[tuple[str, dict | None], str, str, str]] = {
         "it runs only the open kernel modules; use 570-open",
     ),
     "ubuntu-24.04-b200": (
-        ("ubuntu-24.04", X86_64),
+        ("ubuntu-24.04-x86_64", None),
         "hgx-b200",
         "570-open",
         "NVIDIA publishes nvlink5-570 (NVLink subnet manager) in its CUDA repositories",
@@ -293,21 +290,22 @@ SECURE_BOOT: dict[str, dict] = {
     "ubuntu-22.04-secure-boot": {
         "facts": ("ubuntu-22.04", None),
         "pin": ("535", ""),
-        # [SIG]: the flavour's signed modules (follows kernel updates) and the running kernel's (5.15.0-119-generic).
+        # [SIG]: the flavour's signed modules (follows kernel updates) and the running kernel's (the recording's,
+        # 5.15.0-204-generic).
         "packages": [
             "linux-modules-nvidia-535-server-generic",
-            "linux-modules-nvidia-535-server-5.15.0-119-generic",
+            "linux-modules-nvidia-535-server-5.15.0-204-generic",
             "nvidia-utils-535-server",
             "nvidia-compute-utils-535-server",
         ],
         "headers": [],  # nothing is built on the node
     },
     "ubuntu-24.04-secure-boot-open": {
-        "facts": ("ubuntu-24.04", X86_64),
+        "facts": ("ubuntu-24.04-x86_64", None),
         "pin": ("570-open", ""),
         "packages": [
             "linux-modules-nvidia-570-server-open-generic",
-            "linux-modules-nvidia-570-server-open-6.8.0-55-generic",  # the recording's running kernel
+            "linux-modules-nvidia-570-server-open-6.8.0-151-generic",  # the recording's running kernel
             "nvidia-utils-570-server",
             "nvidia-compute-utils-570-server",
         ],
