@@ -10,7 +10,9 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 
 
-def run_local_play(tmp_path: Path, play: list[dict], *args: str) -> subprocess.CompletedProcess[str]:
+def run_local_play(
+    tmp_path: Path, play: list[dict], *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     from gpuready.core.runner import ansible_environment
 
     (tmp_path / "play.yml").write_text(json.dumps(play))
@@ -19,6 +21,6 @@ def run_local_play(tmp_path: Path, play: list[dict], *args: str) -> subprocess.C
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        env={**ansible_environment(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)},
+        env={**ansible_environment(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path), **(env or {})},
         timeout=300,
     )
