@@ -298,6 +298,8 @@ SECURE_BOOT: dict[str, dict] = {
             "nvidia-utils-535-server",
             "nvidia-compute-utils-535-server",
         ],
+        # apt is asked whether Ubuntu builds this one at all (on 5.15.0-204 it does not: tests/fixtures/apt).
+        "running_kernel_modules": ["linux-modules-nvidia-535-server-5.15.0-204-generic"],
         "headers": [],  # nothing is built on the node
     },
     "ubuntu-24.04-secure-boot-open": {
@@ -309,6 +311,7 @@ SECURE_BOOT: dict[str, dict] = {
             "nvidia-utils-570-server",
             "nvidia-compute-utils-570-server",
         ],
+        "running_kernel_modules": ["linux-modules-nvidia-570-server-open-6.8.0-151-generic"],
         "headers": [],
     },
     # RHEL: NVIDIA's DKMS streams stay; the DKMS key must be enrolled as a MOK (the driver role checks it).

@@ -325,6 +325,7 @@ def test_secure_boot_takes_signed_modules_where_the_distribution_signs_them(plan
     assert plan["signed_modules"] is host.startswith("ubuntu")
     assert plan["packages"] == want["packages"]
     assert plan["headers"] == want["headers"]
+    assert plan["running_kernel_modules"] == want.get("running_kernel_modules", [])
 
 
 @pytest.mark.parametrize("host", ["ubuntu-22.04", "ubuntu-24.04"])
