@@ -145,10 +145,11 @@ DRIVER: dict[str, dict] = {
         "epel": False,
     },
     "ubuntu-24.04": {
-        "pin": ("550-server", "550.90.07"),
+        # A version Ubuntu publishes for noble (noble-updates; tests/fixtures/apt/ubuntu-archive-nvidia.json).
+        "pin": ("550-server", "550.163.01"),
         "repo": "",
         "stream": "",
-        "packages": ["nvidia-driver-550-server=550.90.07-*", "nvidia-utils-550-server=550.90.07-*"],
+        "packages": ["nvidia-driver-550-server=550.163.01-*", "nvidia-utils-550-server=550.163.01-*"],
         "crb": "",
         "epel": False,
     },
@@ -244,11 +245,11 @@ FABRIC_MANAGER: dict[str, dict] = {
     "ubuntu-24.04-hgx-pinned": {
         "facts": ("ubuntu-24.04-x86_64", None),
         "class": "hgx-h100",
-        "pin": ("550-server", "550.90.07"),
+        "pin": ("550-server", "550.163.01"),
         "packages": [
-            "nvidia-driver-550-server=550.90.07-*",
-            "nvidia-utils-550-server=550.90.07-*",
-            "nvidia-fabricmanager-550=550.90.07-*",
+            "nvidia-driver-550-server=550.163.01-*",
+            "nvidia-utils-550-server=550.163.01-*",
+            "nvidia-fabricmanager-550=550.163.01-*",
         ],
         "package": "nvidia-fabricmanager-550",
     },

@@ -9,6 +9,7 @@ and report the repository, package names, module stream and handlers, and change
 from __future__ import annotations
 
 import json
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -344,3 +345,33 @@ def test_canonicals_netplan_generator_reads_the_fabric_file(links_planned: Any, 
         assert f"Name={netdev}" in network.splitlines()
         assert "MTUBytes=4092" in network.splitlines()
         assert "RequiredForOnline=no" in network.splitlines()  # netplan's `optional: true`
+
+
+# Ubuntu's archive, read on the day (tests/fixtures/apt/SOURCES.md): what an Ubuntu plan may name.
+ARCHIVE = json.loads((Path(__file__).parents[2] / "fixtures" / "apt" / "ubuntu-archive-nvidia.json").read_text())
+PLANNED_RECORDS = {h: ref.HOSTS[h] for h in ref.DRIVER} | {
+    h: e["facts"] for h, e in (ref.FABRIC_MANAGER | ref.SECURE_BOOT).items()
+}
+# Unedited x86_64 Ubuntu recordings only: the archive was read for amd64.
+UBUNTU_X86_64 = sorted(
+    h for h, (record, edit) in PLANNED_RECORDS.items() if record in ("ubuntu-22.04", "ubuntu-24.04-x86_64") and not edit
+)
+
+
+@pytest.mark.parametrize("host", UBUNTU_X86_64)
+def test_every_package_an_ubuntu_plan_names_is_in_ubuntus_archive(planned: Any, host: str) -> None:
+    """Names and pinned versions against the archive's own indexes: a plan for a package or version Ubuntu does not
+    publish would fail in apt on every node. The running kernel's signed modules are the exception apt is asked
+    about first (signed-modules.yml), so they may be missing, and then the plan must name them there."""
+    plan = json.loads(next(c for c in planned.hosts[host].checks if c.id == "driver.plan").evidence)
+    archive = ARCHIVE[{"22.04": "jammy", "24.04": "noble"}[plan["distribution"].split()[-1]]]
+    requests = plan["packages"] + plan["headers"] + (plan["fabric_manager"] or {}).get("packages", [])
+    missing, unpublished = [], []
+    for request in requests:
+        name, _, version = request.partition("=")
+        if name not in archive:
+            missing.append(name)
+        elif version and not any(fnmatchcase(v, version) for v in archive[name]):
+            unpublished.append(f"{request} (the archive has {', '.join(archive[name])})")
+    assert not unpublished
+    assert not set(missing) - set(plan["running_kernel_modules"]), missing
