@@ -27,6 +27,8 @@ DEFAULT_PROFILES = (
 )
 TOOLS = ("ip", "unshare", "setfattr", "ssh-keygen", "/usr/sbin/sshd", "mknod")
 MAX_HOSTS = 200
+#: The line of the lab's hosts file after which its own hosts are listed, one "address name" per line.
+HOSTS_MARK = "# gpuready lab hosts\n"
 
 START = """#!/bin/sh
 # Runs inside the host's network namespace and its own mount and UTS namespaces: its own hostname
@@ -127,9 +129,7 @@ def up_hosts(root: Path, profiles: list[str], prefix: str, spawn: Callable[[list
     names = [(f"{profile}-{i:02d}", f"10.213.{third}.{10 + i}") for i, profile in enumerate(profiles)]
     hosts_file = root / "etc-hosts"
     hosts_file.write_text(
-        Path("/etc/hosts").read_text()
-        + "\n# gpuready lab hosts\n"
-        + "".join(f"{address} {name}\n" for name, address in names)
+        Path("/etc/hosts").read_text() + "\n" + HOSTS_MARK + "".join(f"{address} {name}\n" for name, address in names)
     )
     state: dict[str, Any] = {
         "prefix": prefix,

@@ -210,11 +210,12 @@ def test_lab_up_cancelled_leaves_no_half_started_component(tmp_path: Path) -> No
 
 def _first_lab_address(lab_dir: Path) -> str | None:
     """The first lab host's address, from the hosts file lab up writes before it starts any host."""
+    from gpuready.lab.nodes import HOSTS_MARK
+
     for path in lab_dir.rglob("etc-hosts"):
-        text = path.read_text()
-        if "# gpuready lab hosts\n" in text:
-            lines = text.split("# gpuready lab hosts\n", 1)[1].split()
-            return lines[0] if lines else None
+        _, marked, ours = path.read_text().partition(HOSTS_MARK)
+        if marked:
+            return next(iter(ours.split()), None)
     return None
 
 
