@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -108,13 +109,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1, help="fresh roots to measure")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print the no-change run's N slowest tasks")
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="work in DIR (emptied first) and keep the roots and artifacts"
+    )
     args = parser.parse_args()
     ok, why = dr.prerequisites()
     if not ok:
         sys.exit(f"cannot run: {why}")
     dr.root_tarball()  # built once and cached; not part of the figures
     with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp)
+        base = args.keep or Path(tmp)
+        if args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+            base.mkdir(parents=True)
         repo = dr.build_repo(base / "standin")
         for i in range(args.runs):
             root = dr.fresh_root(base / f"root{i}", repo)

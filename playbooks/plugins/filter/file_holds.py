@@ -1,8 +1,9 @@
 # Copyright: gpuready contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""Whether a file a role manages already is what the role would write, from one ansible.builtin.find read.
+"""Whether a file a role manages already is what the role would write, from one read of the role's files.
 
-A role reads all of its files with one find call (checksums included), then runs copy, get_url or
+A role reads all of its files with one call (the file_read_command and file_states filters, or
+ansible.builtin.find with checksums: the same list of dicts), then runs copy, get_url or
 file only for those that differ: copy alone runs two modules on the node (stat, then file) even when
 nothing changes. The judgement is the one those modules make without options beyond these: the same
 kind (regular file, directory), the same content (SHA-1, as copy compares), mode, owner and group.

@@ -2,7 +2,9 @@
 
 The oracle is Ansible's own modules: copy (content, mode, owner, group) and file (a directory's
 mode) run in check mode on this machine against the same files that ansible.builtin.find read; the
-filter must say "holds" exactly where they report no change.
+filter must say "holds" exactly where they report no change. The roles read their files with one raw
+command instead (the file_read_command and file_states filters): what it reads must be what find
+reads, for every key file_holds compares.
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ spec = importlib.util.spec_from_file_location("file_holds", ROOT / "playbooks" /
 file_holds_module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(file_holds_module)
 file_holds = file_holds_module.file_holds
+spec = importlib.util.spec_from_file_location(
+    "file_states", ROOT / "playbooks" / "plugins" / "filter" / "file_states.py"
+)
+file_states_module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(file_states_module)
+file_states = file_states_module.file_states
 
 WANTED = "# Written by gpuready.\nTypes: deb\nURIs: https://example.invalid/repo\n"
 
@@ -41,10 +49,13 @@ def _files(tmp: Path) -> None:
         (tmp / name).mkdir()
         (tmp / name).chmod(mode)
     (tmp / "not-a-dir").write_text("")
+    (tmp / "dangling.sources").symlink_to(tmp / "missing.sources")
 
 
 COPIED = ["same.sources", "other-content.sources", "other-mode.sources", "missing.sources", "keyrings"]
 DIRECTORIES = ["keyrings", "keyrings-mode", "missing-dir", "not-a-dir"]
+READ_ONLY = ["link.sources", "dangling.sources"]
+COMPARED = ("isreg", "isdir", "islnk", "mode", "pw_name", "gr_name", "checksum")
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +77,13 @@ def oracle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
                     "name": "Find",
                     "ansible.builtin.find": {"paths": [str(files)], "file_type": "any", "get_checksum": True},
                     "register": "found",
+                },
+                {
+                    "name": "Read as the roles do",
+                    "ansible.builtin.raw": "{{ paths | gpuready.gpu.file_read_command }}",
+                    "vars": {"paths": [str(files / n) for n in sorted({*COPIED, *DIRECTORIES, *READ_ONLY})]},
+                    "register": "read",
+                    "changed_when": False,
                 },
                 {
                     "name": "Copy",
@@ -93,7 +111,7 @@ def oracle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
                     "name": "Save",
                     "ansible.builtin.copy": {
                         "content": "{{ {'files': found.files, 'copied': copied.results,"
-                        " 'made': made.results} | to_json }}",
+                        " 'made': made.results, 'read': read.stdout} | to_json }}",
                         "dest": str(tmp / "out.json"),
                         "mode": "0644",
                     },
@@ -144,3 +162,23 @@ def test_bad_arguments_are_one_clear_error() -> None:
         file_holds({"files": []}, "/etc/x")
     with pytest.raises(AnsibleFilterError, match="octal"):
         file_holds([], "/etc/x", mode="rw-r--r--")
+
+
+def test_the_roles_raw_read_reads_what_find_reads(oracle: tuple[Path, dict]) -> None:
+    files, out = oracle
+    read = {f["path"]: {k: f.get(k) for k in COMPARED} for f in file_states(out["read"])}
+    found = {f["path"]: {k: f.get(k) for k in COMPARED} for f in out["files"]}
+    # find follows no link for its checksum either, and a missing path is in neither.
+    assert read == {
+        path: state for path, state in found.items() if Path(path).name in {*COPIED, *DIRECTORIES, *READ_ONLY}
+    }
+    assert read[str(files / "same.sources")]["checksum"] and read[str(files / "dangling.sources")]["islnk"]
+    for name in COPIED:
+        path = str(files / name)
+        wanted = {"content": WANTED, "mode": "0644", "owner": out["owner"], "group": out["group"]}
+        assert file_holds(file_states(out["read"]), path, **wanted) == file_holds(out["files"], path, **wanted)
+    for name in DIRECTORIES:
+        path = str(files / name)
+        assert file_holds(file_states(out["read"]), path, mode="0755", directory=True) == file_holds(
+            out["files"], path, mode="0755", directory=True
+        )

@@ -1,0 +1,84 @@
+"""The roles' raw reads over real SSH: without a terminal, so their output parses as it does locally.
+
+Ansible's ssh connection runs raw commands with `ssh -tt` unless ansible_ssh_use_tty is false; in a
+terminal every line ends in CRLF and stderr is mixed into stdout. The driver role's apt read is parsed
+by section headers, so over a terminal it would fail on every SSH node while the chroot and local
+tests stay green. The node is a namespace host of the lab (sshd in its own network namespace, this
+machine's files), so its dpkg is this machine's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuready.core.runner import ansible_environment
+from tests.conftest import require
+from tests.integration.node.conftest import start
+
+pytestmark = [pytest.mark.root]
+
+BIN = Path(shutil.which("ansible-playbook") or "ansible-playbook").parent
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    yield from start(tmp_path_factory.mktemp("ssh-node"), ["a100-x4"])
+
+
+def test_the_apt_read_parses_over_ssh(node: dict[str, Any], tmp_path: Path) -> None:
+    require(shutil.which("dpkg-query") is not None, "the apt read needs a Debian or Ubuntu machine")
+    out = tmp_path / "read.json"
+    play = [
+        {
+            "hosts": "gpu_nodes",
+            "gather_facts": True,
+            "gather_subset": ["min"],
+            "vars": {"nvidia_driver_plan": {"headers": [], "packages": ["bash=5*"], "running_kernel_modules": []}},
+            "tasks": [
+                {
+                    "ansible.builtin.include_role": {
+                        "name": "gpuready.gpu.nvidia_driver",
+                        "tasks_from": "read-packages",
+                    }
+                },
+                {
+                    "ansible.builtin.copy": {
+                        "content": "{{ {'packages': nvidia_driver_installed_packages, 'apt': nvidia_driver_apt,"
+                        " 'stdout': nvidia_driver_apt_read.stdout} | to_json }}",
+                        "dest": str(out),
+                        "mode": "0600",
+                    },
+                    "delegate_to": "localhost",
+                    "vars": {
+                        "ansible_connection": "local",
+                        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                    },
+                },
+            ],
+        }
+    ]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    done = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(node["inventory"] / "hosts.yml"), "play.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**ansible_environment(tmp_path), "HOME": str(tmp_path)},
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    read = json.loads(out.read_text())
+    assert "\r" not in read["stdout"], "the read ran in a terminal (CRLF line ends)"
+    bash = subprocess.run(
+        ["dpkg-query", "--show", "--showformat=${Version}", "bash"], capture_output=True, text=True, check=True
+    ).stdout
+    assert [p["version"] for p in read["packages"]["bash"]] == [bash]
+    assert read["apt"]["pinned"]["bash"].startswith("5"), read["apt"]["pinned"]
