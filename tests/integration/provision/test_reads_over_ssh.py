@@ -21,8 +21,15 @@ import pytest
 from gpuready.core.runner import ansible_environment
 from tests.conftest import require
 from tests.integration.node.conftest import start
+from tests.unit.provision.local_play import collection_filter
 
 pytestmark = [pytest.mark.root]
+
+file_states = collection_filter("file_states")
+
+#: Files of any Debian system: regular, a link, a folder (what the roles' file read meets).
+PATHS = ["/etc/debian_version", "/etc/os-release", "/etc/apt/sources.list.d", "/etc/no-such-file"]
+COMPARED = ("isreg", "isdir", "islnk", "mode", "pw_name", "gr_name", "checksum")
 
 BIN = Path(shutil.which("ansible-playbook") or "ansible-playbook").parent
 
@@ -32,8 +39,11 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     yield from start(tmp_path_factory.mktemp("ssh-node"), ["a100-x4"])
 
 
-def test_the_apt_read_parses_over_ssh(node: dict[str, Any], tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def ssh_reads(node: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The roles' reads, run once over SSH, with ansible.builtin.find's answer for the same files."""
     require(shutil.which("dpkg-query") is not None, "the apt read needs a Debian or Ubuntu machine")
+    tmp_path = tmp_path_factory.mktemp("ssh-reads")
     out = tmp_path / "read.json"
     play = [
         {
@@ -49,9 +59,25 @@ def test_the_apt_read_parses_over_ssh(node: dict[str, Any], tmp_path: Path) -> N
                     }
                 },
                 {
+                    "ansible.builtin.raw": "{{ paths | gpuready.gpu.file_read_command }}",
+                    "vars": {"paths": PATHS, "ansible_ssh_use_tty": False},
+                    "register": "read",
+                    "changed_when": False,
+                },
+                {
+                    "ansible.builtin.find": {
+                        "paths": sorted({str(Path(p).parent) for p in PATHS}),
+                        "patterns": [Path(p).name for p in PATHS],
+                        "file_type": "any",
+                        "get_checksum": True,
+                    },
+                    "register": "found",
+                },
+                {
                     "ansible.builtin.copy": {
                         "content": "{{ {'packages': nvidia_driver_installed_packages, 'apt': nvidia_driver_apt,"
-                        " 'stdout': nvidia_driver_apt_read.stdout} | to_json }}",
+                        " 'stdout': nvidia_driver_apt_read.stdout, 'read': read.stdout,"
+                        " 'found': found.files} | to_json }}",
                         "dest": str(out),
                         "mode": "0600",
                     },
@@ -75,10 +101,25 @@ def test_the_apt_read_parses_over_ssh(node: dict[str, Any], tmp_path: Path) -> N
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    read = json.loads(out.read_text())
+    return json.loads(out.read_text())
+
+
+def test_the_apt_read_parses_over_ssh(ssh_reads: dict[str, Any]) -> None:
+    read = ssh_reads
     assert "\r" not in read["stdout"], "the read ran in a terminal (CRLF line ends)"
     bash = subprocess.run(
         ["dpkg-query", "--show", "--showformat=${Version}", "bash"], capture_output=True, text=True, check=True
     ).stdout
     assert [p["version"] for p in read["packages"]["bash"]] == [bash]
     assert read["apt"]["pinned"]["bash"].startswith("5"), read["apt"]["pinned"]
+
+
+def _states(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {f["path"]: {k: f.get(k) for k in COMPARED} for f in files if f["path"] in PATHS}
+
+
+def test_the_file_read_reads_what_find_reads_over_ssh(ssh_reads: dict[str, Any]) -> None:
+    read = _states(file_states(ssh_reads["read"]))
+    assert "\r" not in ssh_reads["read"]
+    assert read == _states(ssh_reads["found"])
+    assert set(read) == {p for p in PATHS if Path(p).exists() or Path(p).is_symlink()}

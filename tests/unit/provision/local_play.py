@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+from tests.conftest import ROOT
 
 BIN = Path(sys.executable).parent
 
@@ -24,3 +28,11 @@ def run_local_play(
         env={**ansible_environment(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path), **(env or {})},
         timeout=300,
     )
+
+
+def collection_filter(name: str) -> Any:
+    """The filter ``name`` of the collection's filter plugin file ``name.py``, imported without Ansible's loader."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "playbooks" / "plugins" / "filter" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)

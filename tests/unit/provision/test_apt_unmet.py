@@ -9,27 +9,19 @@ also equal package_facts'.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
 from pathlib import Path
 
 from tests.conftest import ROOT, require
-from tests.unit.provision.local_play import run_local_play
+from tests.unit.provision.local_play import collection_filter, run_local_play
 
 READ_APT_STATE = ROOT / "playbooks" / "roles" / "nvidia_driver" / "files" / "read-apt-state.sh"
 
 
-def _filter(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "playbooks" / "plugins" / "filter" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
-apt_unmet = _filter("apt_unmet")
-apt_state = _filter("apt_state")
+apt_unmet = collection_filter("apt_unmet")
+apt_state = collection_filter("apt_state")
 
 
 def _installed(name: str) -> str:

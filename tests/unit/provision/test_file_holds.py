@@ -10,7 +10,6 @@ reads, for every key file_holds compares.
 from __future__ import annotations
 
 import grp
-import importlib.util
 import json
 import os
 import pwd
@@ -19,19 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.unit.provision.local_play import run_local_play
+from tests.unit.provision.local_play import collection_filter, run_local_play
 
-spec = importlib.util.spec_from_file_location("file_holds", ROOT / "playbooks" / "plugins" / "filter" / "file_holds.py")
-file_holds_module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(file_holds_module)
-file_holds = file_holds_module.file_holds
-spec = importlib.util.spec_from_file_location(
-    "file_states", ROOT / "playbooks" / "plugins" / "filter" / "file_states.py"
-)
-file_states_module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(file_states_module)
-file_states = file_states_module.file_states
+file_holds = collection_filter("file_holds")
+file_states = collection_filter("file_states")
 
 WANTED = "# Written by gpuready.\nTypes: deb\nURIs: https://example.invalid/repo\n"
 
