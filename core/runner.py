@@ -71,6 +71,9 @@ def collection_dir() -> Path:
     return root
 
 
+#: The message Ansible's command, shell and raw give a command that exited non-zero.
+COMMAND_FAILED = "non-zero return code"
+
 #: How a TLS verification failure reads in module messages (Python's ssl, urllib3, requests, pyVmomi).
 TLS_FAILURE = re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError", re.I)
 
@@ -321,7 +324,7 @@ def _record(
     if status == "changed":
         record.changed_tasks.append(task)
     elif status == "failed":
-        full = str(res.get("msg") or res.get("stderr") or res.get("stdout") or "")
+        full = _failure(res)
         message = shorten(redact.text(full))
         record.failed_tasks.append((task, message))
         if not record.tls_failure and (tls := TLS_FAILURE.search(full)):
@@ -335,6 +338,16 @@ def _record(
         findings[host] = facts[FINDINGS_FACT]
     if progress:
         progress(TaskEvent(host=host, task=task, status=status, message=message))
+
+
+def _failure(res: dict[str, Any]) -> str:
+    """What a failed task said. Commands (command, shell, raw) fail with Ansible's bare "non-zero return
+    code"; what the command itself said, on stderr (else stdout), is what tells the user why."""
+    msg = str(res.get("msg") or "")
+    said = str(res.get("stderr") or res.get("stdout") or "").strip()
+    if said and (not msg or msg == COMMAND_FAILED):
+        return f"exit {res.get('rc', '?')}: {said}" if msg else said
+    return msg
 
 
 def _scrub(private: Path) -> None:
