@@ -39,10 +39,17 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     yield from start(tmp_path_factory.mktemp("ssh-node"), ["a100-x4"])
 
 
-@pytest.fixture(scope="module")
-def ssh_reads(node: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The roles' reads, run once over SSH, with ansible.builtin.find's answer for the same files."""
+@pytest.fixture(scope="module", params=["root", "nobody"])
+def ssh_reads(
+    node: dict[str, Any], tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> dict[str, Any]:
+    """The roles' reads, run once over SSH (as the SSH user, and through sudo as another user, as
+    ansible_become runs them), with ansible.builtin.find's answer for the same files."""
     require(shutil.which("dpkg-query") is not None, "the apt read needs a Debian or Ubuntu machine")
+    user = request.param
+    become = {"become": True, "become_user": user} if user != "root" else {}
+    if become:
+        require(shutil.which("sudo") is not None, "become needs sudo (scripts/install-system-deps)")
     tmp_path = tmp_path_factory.mktemp("ssh-reads")
     out = tmp_path / "read.json"
     play = [
@@ -50,6 +57,7 @@ def ssh_reads(node: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) ->
             "hosts": "gpu_nodes",
             "gather_facts": True,
             "gather_subset": ["min"],
+            **become,
             "vars": {"nvidia_driver_plan": {"headers": [], "packages": ["bash=5*"], "running_kernel_modules": []}},
             "tasks": [
                 {
@@ -57,6 +65,12 @@ def ssh_reads(node: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) ->
                         "name": "gpuready.gpu.nvidia_driver",
                         "tasks_from": "read-packages",
                     }
+                },
+                {
+                    "ansible.builtin.raw": "id -un",
+                    "vars": {"ansible_ssh_use_tty": False},
+                    "register": "who",
+                    "changed_when": False,
                 },
                 {
                     "ansible.builtin.raw": "{{ paths | gpuready.gpu.file_read_command }}",
@@ -77,11 +91,12 @@ def ssh_reads(node: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) ->
                     "ansible.builtin.copy": {
                         "content": "{{ {'packages': nvidia_driver_installed_packages, 'apt': nvidia_driver_apt,"
                         " 'stdout': nvidia_driver_apt_read.stdout, 'read': read.stdout,"
-                        " 'found': found.files} | to_json }}",
+                        " 'found': found.files, 'who': who.stdout | trim} | to_json }}",
                         "dest": str(out),
                         "mode": "0600",
                     },
                     "delegate_to": "localhost",
+                    "become": False,
                     "vars": {
                         "ansible_connection": "local",
                         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
@@ -101,7 +116,9 @@ def ssh_reads(node: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) ->
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    return json.loads(out.read_text())
+    read = json.loads(out.read_text())
+    assert read["who"] == user
+    return read
 
 
 def test_the_apt_read_parses_over_ssh(ssh_reads: dict[str, Any]) -> None:
