@@ -30,9 +30,11 @@ def run_local_play(
     )
 
 
-def collection_filter(name: str) -> Any:
-    """The filter ``name`` of the collection's filter plugin file ``name.py``, imported without Ansible's loader."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "playbooks" / "plugins" / "filter" / f"{name}.py")
+def collection_filter(name: str, plugin: str | None = None) -> Any:
+    """``name`` from the collection's filter plugin file ``<plugin or name>.py``, imported without Ansible's loader."""
+    spec = importlib.util.spec_from_file_location(
+        name, ROOT / "playbooks" / "plugins" / "filter" / f"{plugin or name}.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, name)

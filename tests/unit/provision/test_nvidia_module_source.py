@@ -12,23 +12,23 @@ A node pinned to such a branch runs the newer branch's module; the pin cannot ho
 
 from __future__ import annotations
 
-import importlib.util
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.unit.provision.local_play import collection_filter
 
-SPEC = importlib.util.spec_from_file_location(
-    "nvidia_module_source", ROOT / "playbooks" / "plugins" / "modules" / "nvidia_module_source.py"
-)
-source = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(source)
+module_source = collection_filter("module_source")
+module_source_command = collection_filter("module_source_command", "module_source")
+judge = collection_filter("judge", "module_source")
+parse_modinfo = collection_filter("parse_modinfo", "module_source")
 
 
 def test_a_branch_whose_packages_pull_a_newer_branch_is_reported_in_one_line() -> None:
-    holds, message = source.judge("535", "580.159.03", "nvidia-dkms-580", "580.159.03-0ubuntu0.25.10.1")
+    holds, message = judge("535", "580.159.03", "nvidia-dkms-580", "580.159.03-0ubuntu0.25.10.1")
     assert holds is False
     assert "\n" not in message
     assert message.startswith("pinned driver branch 535 cannot hold: the kernel module is 580.159.03 (branch 580)")
@@ -36,7 +36,7 @@ def test_a_branch_whose_packages_pull_a_newer_branch_is_reported_in_one_line() -
 
 
 def test_the_module_of_the_pinned_branch_holds() -> None:
-    holds, message = source.judge("550", "550.144.03", "nvidia-dkms-550-server", "550.144.03-0ubuntu0.24.04.1")
+    holds, message = judge("550", "550.144.03", "nvidia-dkms-550-server", "550.144.03-0ubuntu0.24.04.1")
     assert holds is True
     assert message == (
         "kernel module 550.144.03 of branch 550, provided by nvidia-dkms-550-server 550.144.03-0ubuntu0.24.04.1"
@@ -44,7 +44,7 @@ def test_the_module_of_the_pinned_branch_holds() -> None:
 
 
 def test_no_module_yet_is_not_a_broken_pin() -> None:
-    assert source.judge("550", "", "", "") == (True, "no nvidia kernel module for this kernel yet")
+    assert judge("550", "", "", "") == (True, "no nvidia kernel module for this kernel yet")
 
 
 def test_modinfo_fields_are_read_by_name() -> None:
@@ -55,26 +55,64 @@ def test_modinfo_fields_are_read_by_name() -> None:
         "version:        550.144.03\n"
         "license:        NVIDIA\n"
     )
-    assert source.parse_modinfo(text) == ("/lib/modules/6.8.0-41-generic/updates/dkms/nvidia.ko.zst", "550.144.03")
+    assert parse_modinfo(text) == ("/lib/modules/6.8.0-41-generic/updates/dkms/nvidia.ko.zst", "550.144.03")
 
 
-class _Host:
-    """What the module asks of AnsibleModule, answered by this machine's own programs."""
+def _read(tmp_path: Path, modinfo: str | None, kernel: str = "") -> tuple[str, str]:
+    """Run the node's read here, with `modinfo` a script that prints `modinfo` (none when None), and
+    this machine's own dpkg; return its output and the arguments modinfo was given."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    asked = tmp_path / "modinfo-args"
+    if modinfo is not None:
+        script = bin_dir / "modinfo"
+        script.write_text(f"#!/bin/sh\necho \"$@\" > {asked}\ncat <<'EOF'\n{modinfo}EOF\n")
+        script.chmod(0o755)
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    done = subprocess.run(
+        ["sh", "-c", module_source_command(kernel)], capture_output=True, text=True, check=True, env={"PATH": path}
+    )
+    return done.stdout, asked.read_text().strip() if asked.exists() else ""
 
-    def get_bin_path(self, name: str) -> str | None:
-        return shutil.which(name)
 
-    def run_command(self, args: list[str]) -> tuple[int, str, str]:
-        done = subprocess.run(args, capture_output=True, text=True, check=False)
-        return done.returncode, done.stdout, done.stderr
+def _modinfo(filename: str, version: str) -> str:
+    return f"filename:       {filename}\nalias:          char-major-195-*\nversion:        {version}\nlicense: NVIDIA\n"
 
 
 @pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg-query (a Debian-family machine)")
-def test_the_owner_comes_from_the_real_package_database() -> None:
+def test_the_owner_comes_from_the_real_package_database(tmp_path: Path) -> None:
+    """The module file is a file dpkg owns (dpkg-query itself): the read names that package and its version."""
     path = shutil.which("dpkg-query")
-    real = subprocess.run(["dpkg-query", "-S", path], capture_output=True, text=True, check=True).stdout
-    package = source.parse_dpkg_search(real)
-    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True).stdout
-    assert package == "dpkg"
-    assert source.owner(_Host(), path) == ("dpkg", version)
-    assert source.owner(_Host(), "/usr/src/nvidia-0.0.0-not-installed") == ("", "")
+    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "dpkg"], capture_output=True, text=True).stdout
+    out, asked = _read(tmp_path, _modinfo(path, "550.144.03"), kernel="6.1.0-18-amd64")
+    assert asked == "-k 6.1.0-18-amd64 nvidia"
+    found = module_source(out, "550")
+    assert (found["file"], found["version"], found["branch"]) == (path, "550.144.03", "550")
+    assert (found["package"], found["package_version"]) == ("dpkg", version)
+    assert found["found"] and found["pin_holds"]
+    assert found["message"] == f"kernel module 550.144.03 of branch 550, provided by dpkg {version}"
+    assert not module_source(out, "535")["pin_holds"]
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="needs dpkg-query (a Debian-family machine)")
+def test_a_module_no_package_owns_is_said_so(tmp_path: Path) -> None:
+    """A DKMS build outside the package manager: neither the file nor /usr/src/nvidia-<version> is owned."""
+    out, _ = _read(tmp_path, _modinfo("/lib/modules/6.1.0-18-amd64/updates/dkms/nvidia.ko", "550.0.0-not-here"))
+    found = module_source(out, "550")
+    assert (found["package"], found["package_version"]) == ("", "")
+    assert found["message"].endswith("provided by no package (built outside the package manager)")
+
+
+def test_no_modinfo_or_no_module_is_no_module(tmp_path: Path) -> None:
+    out, asked = _read(tmp_path, "")
+    assert asked == "nvidia"
+    assert module_source(out, "550") == {
+        "found": False,
+        "file": "",
+        "version": "",
+        "package": "",
+        "package_version": "",
+        "branch": "",
+        "pin_holds": True,
+        "message": "no nvidia kernel module for this kernel yet",
+    }
