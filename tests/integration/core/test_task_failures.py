@@ -22,16 +22,8 @@ def test_a_failed_command_reports_what_it_printed(module: str, tmp_path: Path) -
         yaml.safe_dump([{"name": "Disk", "hosts": "gpu_nodes", "gather_facts": False, "tasks": [task]}])
     )
     runs = tmp_path / "runs"
-    done = gpuready(
-        "provision",
-        "cluster",
-        "-i",
-        str(LOCAL),
-        "--check",
-        "--artifacts",
-        str(runs),
-        env={"GPUREADY_PLAYBOOKS": str(playbooks)},
-    )
+    args = ["provision", "cluster", "--check", "-i", str(LOCAL), "--artifacts", str(runs)]
+    done = gpuready(*args, env={"GPUREADY_PLAYBOOKS": str(playbooks)})
     assert done.returncode == 1, done.stdout + done.stderr
     [summary] = [json.loads(p.read_text()) for p in runs.glob("*/summary.json")]
     [check] = [c for c in summary["checks"] if c["host"] == "localhost"]
