@@ -139,13 +139,14 @@ def module_source(text, branch):
     modinfo, _, owner = text.partition("### modinfo")[2].partition("### owner")
     file, version = parse_modinfo(modinfo)
     package, _, package_version = (owner.strip().splitlines() or [""])[0].partition(" ")
-    holds, message = judge(branch, version, package, package_version.strip())
+    package_version = package_version.strip()
+    holds, message = judge(branch, version, package, package_version)
     return {
         "found": bool(version),
         "file": file,
         "version": version,
         "package": package,
-        "package_version": package_version.strip(),
+        "package_version": package_version,
         "branch": version.split(".")[0] if version else "",
         "pin_holds": holds,
         "message": message,
