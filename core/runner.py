@@ -34,6 +34,10 @@ COLLECTION = ("gpuready", "gpu")
 ANSIBLE_SETTINGS: dict[str, dict[str, str]] = {
     "defaults": {
         "stdout_callback": "default",
+        # Imports a connection plugin from a collection (community.general.chroot, ...) once, in
+        # ansible-playbook's process, so that each forked task worker inherits it instead of importing it
+        # again (playbooks/plugins/callback/preload.py).
+        "callbacks_enabled": "gpuready.gpu.preload",
         "callback_result_format": "yaml",
         "host_key_checking": "True",
         "retry_files_enabled": "False",
