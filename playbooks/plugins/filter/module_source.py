@@ -24,7 +24,9 @@ description:
     C(modinfo) for the C(nvidia) module of a kernel release (the running kernel when empty), then the
     package manager (C(dpkg-query -S), or C(rpm -qf)) for the package that owns the module's file. A module
     built by DKMS is owned by no package; then the owner of its DKMS source folder C(/usr/src/nvidia-<version>)
-    is asked. Run it with C(ansible_ssh_use_tty=false).
+    is asked. With C(loaded=true) it first reads the loaded module's version (C(<sysfs>/module/nvidia/version))
+    and whether nouveau is loaded (C(<sysfs>/module/nouveau)), in the same command. Run it with
+    C(ansible_ssh_use_tty=false).
   - C(module_source) reads what the command printed and says whether the module's branch (its version's
     first number) is the pinned branch.
 options:
@@ -57,7 +59,8 @@ _value:
   description: >-
     C(found) (the kernel has an nvidia module), C(file), C(version) (modinfo's), C(package) and
     C(package_version) (empty when no package owns the module or its DKMS source), C(branch) (of the
-    module's version), C(pin_holds) (true when no module is found) and C(message) (one line).
+    module's version), C(pin_holds) (true when no module is found), C(message) (one line), C(loaded) (the
+    loaded module's version, empty when none is loaded or it was not read) and C(nouveau) (nouveau is loaded).
   type: dict
 """
 
@@ -100,10 +103,20 @@ fi
 exit 0"""
 
 
-def module_source_command(kernel_release=""):
+# What the kernel has loaded (sysfs(5): /sys/module/<name> exists for a loaded module, and its version
+# file holds the version a module declares). Printed before the modinfo section, which parsing ignores.
+LOADED = """echo '### loaded'
+cat {sysfs}/module/nvidia/version 2>/dev/null
+echo '### nouveau'
+if [ -e {sysfs}/module/nouveau ]; then echo loaded; fi
+"""
+
+
+def module_source_command(kernel_release="", loaded=False, sysfs="/sys"):
     if not isinstance(kernel_release, str):
         raise AnsibleFilterError(f"module_source_command: needs a kernel release, not {kernel_release!r}")
-    return " ".join(["sh", "-c", shlex.quote(SCRIPT), "module-source", shlex.quote(kernel_release)])
+    script = (LOADED.format(sysfs=shlex.quote(sysfs)) if loaded else "") + SCRIPT
+    return " ".join(["sh", "-c", shlex.quote(script), "module-source", shlex.quote(kernel_release)])
 
 
 def parse_modinfo(text):
@@ -136,7 +149,9 @@ def module_source(text, branch):
         raise AnsibleFilterError(f"module_source: needs the read's standard output, not {type(text).__name__}")
     if "### modinfo" not in text or "### owner" not in text:
         raise AnsibleFilterError("module_source: the output has no modinfo and owner sections")
-    modinfo, _, owner = text.partition("### modinfo")[2].partition("### owner")
+    before, _, rest = text.partition("### modinfo")
+    loaded, _, nouveau = before.partition("### loaded")[2].partition("### nouveau")
+    modinfo, _, owner = rest.partition("### owner")
     file, version = parse_modinfo(modinfo)
     package, _, package_version = (owner.strip().splitlines() or [""])[0].partition(" ")
     package_version = package_version.strip()
@@ -150,6 +165,8 @@ def module_source(text, branch):
         "branch": version.split(".")[0] if version else "",
         "pin_holds": holds,
         "message": message,
+        "loaded": loaded.strip(),
+        "nouveau": nouveau.strip() == "loaded",
     }
 
 

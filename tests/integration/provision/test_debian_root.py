@@ -430,3 +430,26 @@ def test_a_runtime_that_is_not_installed_is_one_clear_failure(fresh: tuple[Path,
     [failure] = [c for c in summary["checks"] if c["status"] == "failed"]
     assert "container runtime crio is not installed on this host" in failure["message"]
     assert "Traceback" not in done.stderr
+
+
+def test_with_the_kernel_managed_the_loaded_modules_are_read_from_sysfs(
+    fresh: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A root has no kernel of its own: its /sys is a plain folder, filled here as a booted node's would be."""
+    root, _ = fresh
+    inventory = dr.write_inventory(
+        tmp_path / "inventory", {"fresh1": root}, host_vars={"nvidia_driver_manage_kernel": True}
+    )
+    module = root / "sys" / "module"
+    (module / "nvidia").mkdir(parents=True)
+    (module / "nvidia" / "version").write_text("550.54.15\n")
+    (module / "nouveau").mkdir()
+    try:
+        done, summary = _provision(inventory, tmp_path / "runs", "--check", "--tags", "driver")
+    finally:
+        (module / "nvidia" / "version").unlink()
+        (module / "nvidia").rmdir()
+        (module / "nouveau").rmdir()
+    assert done.returncode == 0, done.stdout + done.stderr
+    loaded = _checks(summary)["driver.loaded"]
+    assert "/sys/module/nvidia/version 550.54.15; nouveau loaded" in loaded["evidence"], loaded

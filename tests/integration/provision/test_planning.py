@@ -133,15 +133,11 @@ def test_driver_plan_names_the_running_kernel_headers(planned: Any, host: str) -
     assert plan["initramfs_command"] == ("dracut --force --regenerate-all" if rpm else "update-initramfs -u -k all")
 
 
+# One task refuses a branch, a kernel-module flavour or an NVLink 5 system; its message says which and why.
+REFUSAL_TASK = "Driver | Refuse a branch, flavour or NVLink 5 system the distribution cannot serve"
 REFUSALS = sorted(
-    [
-        (h, "Driver | Refuse a kernel-module flavour the distribution does not package", why)
-        for h, (_, why) in ref.REFUSED.items()
-    ]
-    + [
-        (h, "Driver | Refuse an NVLink 5 system the branch or distribution cannot serve", r[3])
-        for h, r in ref.FABRIC_REFUSED.items()
-    ]
+    [(h, REFUSAL_TASK, why) for h, (_, why) in ref.REFUSED.items()]
+    + [(h, REFUSAL_TASK, r[3]) for h, r in ref.FABRIC_REFUSED.items()]
 )
 
 
@@ -205,7 +201,7 @@ def test_an_unsupported_distribution_fails_only_that_host(planned: Any) -> None:
 
 def test_a_branch_the_distribution_lacks_fails_only_that_host(planned: Any) -> None:
     [(task, message)] = planned.hosts["ubuntu-24.04-old-branch"].failed_tasks
-    assert task == "Driver | Refuse a branch the distribution does not have"
+    assert task == REFUSAL_TASK
     assert "driver branch 418 does not exist for Ubuntu 24" in message
 
 

@@ -58,7 +58,7 @@ def test_modinfo_fields_are_read_by_name() -> None:
     assert parse_modinfo(text) == ("/lib/modules/6.8.0-41-generic/updates/dkms/nvidia.ko.zst", "550.144.03")
 
 
-def _read(tmp_path: Path, modinfo: str | None, kernel: str = "") -> tuple[str, str]:
+def _read(tmp_path: Path, modinfo: str | None, kernel: str = "", **options: object) -> tuple[str, str]:
     """Run the node's read here, with `modinfo` a script that prints `modinfo` (none when None), and
     this machine's own dpkg; return its output and the arguments modinfo was given."""
     bin_dir = tmp_path / "bin"
@@ -70,7 +70,11 @@ def _read(tmp_path: Path, modinfo: str | None, kernel: str = "") -> tuple[str, s
         script.chmod(0o755)
     path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     done = subprocess.run(
-        ["sh", "-c", module_source_command(kernel)], capture_output=True, text=True, check=True, env={"PATH": path}
+        ["sh", "-c", module_source_command(kernel, **options)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": path},
     )
     return done.stdout, asked.read_text().strip() if asked.exists() else ""
 
@@ -115,4 +119,42 @@ def test_no_modinfo_or_no_module_is_no_module(tmp_path: Path) -> None:
         "branch": "",
         "pin_holds": True,
         "message": "no nvidia kernel module for this kernel yet",
+        "loaded": "",
+        "nouveau": False,
     }
+
+
+def test_the_loaded_modules_are_read_in_the_same_command(tmp_path: Path) -> None:
+    """sysfs(5): /sys/module/<name> exists while a module is loaded; nvidia's version file holds its version."""
+    sysfs = tmp_path / "sys"
+    (sysfs / "module" / "nvidia").mkdir(parents=True)
+    (sysfs / "module" / "nvidia" / "version").write_text("550.144.03\n")
+    (sysfs / "module" / "nouveau").mkdir()
+    out, _ = _read(tmp_path, _modinfo("/lib/modules/x/nvidia.ko", "550.163.01"), loaded=True, sysfs=str(sysfs))
+    found = module_source(out, "550")
+    assert (found["loaded"], found["nouveau"]) == ("550.144.03", True)
+    assert (found["version"], found["file"]) == ("550.163.01", "/lib/modules/x/nvidia.ko")  # modinfo is still read
+
+
+def test_nothing_loaded_reads_as_nothing_loaded(tmp_path: Path) -> None:
+    (tmp_path / "sys" / "module").mkdir(parents=True)
+    out, _ = _read(tmp_path, "", loaded=True, sysfs=str(tmp_path / "sys"))
+    found = module_source(out, "550")
+    assert (found["loaded"], found["nouveau"], found["found"]) == ("", False, False)
+
+
+def test_this_machines_own_sysfs_agrees(tmp_path: Path) -> None:
+    """The kernel's /sys here, which nobody here wrote: the read says what the files say."""
+    version = Path("/sys/module/nvidia/version")
+    out, _ = _read(tmp_path, "", loaded=True)
+    found = module_source(out, "550")
+    assert found["loaded"] == (version.read_text().strip() if version.exists() else "")
+    assert found["nouveau"] == Path("/sys/module/nouveau").exists()
+
+
+def test_the_loaded_modules_are_not_read_unless_asked(tmp_path: Path) -> None:
+    sysfs = tmp_path / "sys"
+    (sysfs / "module" / "nouveau").mkdir(parents=True)
+    out, _ = _read(tmp_path, "", sysfs=str(sysfs))
+    assert "### loaded" not in out
+    assert module_source(out, "550")["nouveau"] is False
