@@ -60,7 +60,9 @@ _value:
     C(found) (the kernel has an nvidia module), C(file), C(version) (modinfo's), C(package) and
     C(package_version) (empty when no package owns the module or its DKMS source), C(branch) (of the
     module's version), C(pin_holds) (true when no module is found), C(message) (one line), C(loaded) (the
-    loaded module's version, empty when none is loaded or it was not read) and C(nouveau) (nouveau is loaded).
+    loaded module's version, empty when none is loaded or it was not read), C(nouveau) (nouveau is loaded) and
+    C(modinfo) (false when the node has no C(modinfo), from kmod: then nothing is found and the message says
+    so instead of "no module").
   type: dict
 """
 
@@ -90,6 +92,8 @@ echo '### modinfo'
 said=
 if command -v modinfo >/dev/null 2>&1; then
   if [ -n "$1" ]; then said=$(modinfo -k "$1" nvidia 2>/dev/null); else said=$(modinfo nvidia 2>/dev/null); fi || said=
+else
+  echo 'modinfo-missing'
 fi
 printf '%s\n' "$said"
 file=$(printf '%s\n' "$said" | sed -n 's/^filename:[[:space:]]*//p' | head -n 1)
@@ -155,7 +159,15 @@ def module_source(text, branch):
     file, version = parse_modinfo(modinfo)
     package, _, package_version = (owner.strip().splitlines() or [""])[0].partition(" ")
     package_version = package_version.strip()
+    has_modinfo = "modinfo-missing" not in modinfo.split()
     holds, message = judge(branch, version, package, package_version)
+    if not has_modinfo:
+        # Not "no module": the node cannot say. The loaded module is not judged against the pin: before
+        # the reboot that loads a new branch, the old one is still loaded.
+        message = (
+            "modinfo is not installed (package kmod): which kernel module and package the driver uses was not read"
+            + (f"; loaded: nvidia {loaded.strip()}" if loaded.strip() else "")
+        )
     return {
         "found": bool(version),
         "file": file,
@@ -167,6 +179,7 @@ def module_source(text, branch):
         "message": message,
         "loaded": loaded.strip(),
         "nouveau": nouveau.strip() == "loaded",
+        "modinfo": has_modinfo,
     }
 
 

@@ -121,6 +121,7 @@ def test_no_modinfo_or_no_module_is_no_module(tmp_path: Path) -> None:
         "message": "no nvidia kernel module for this kernel yet",
         "loaded": "",
         "nouveau": False,
+        "modinfo": True,
     }
 
 
@@ -158,3 +159,21 @@ def test_the_loaded_modules_are_not_read_unless_asked(tmp_path: Path) -> None:
     out, _ = _read(tmp_path, "", sysfs=str(sysfs))
     assert "### loaded" not in out
     assert module_source(out, "550")["nouveau"] is False
+
+
+def test_a_node_without_modinfo_says_so_instead_of_no_module() -> None:
+    """kmod's modinfo can be missing where the driver runs (a minimal VM image): the read cannot tell."""
+    out = "### loaded\n580.159.04\n### nouveau\n### modinfo\nmodinfo-missing\n\n### owner\n"
+    found = module_source(out, "550")
+    assert (found["modinfo"], found["found"], found["pin_holds"]) == (False, False, True)
+    assert found["message"] == (
+        "modinfo is not installed (package kmod): which kernel module and package the driver uses was not read"
+        "; loaded: nvidia 580.159.04"
+    )
+
+
+def test_whether_modinfo_is_there_is_this_machines_answer(tmp_path: Path) -> None:
+    """No stand-in: the script looks where the node's shell would (PATH and the sbin folders)."""
+    out, _ = _read(tmp_path, None)
+    sbin = os.pathsep.join([os.environ["PATH"], "/sbin", "/usr/sbin", "/usr/local/sbin"])
+    assert module_source(out, "550")["modinfo"] == (shutil.which("modinfo", path=sbin) is not None)
