@@ -290,33 +290,57 @@ def _per_gpu(
     bad: Callable[[nvsmi.Gpu], str],
     ok_message: str,
     note: Callable[[nvsmi.Gpu], str] | None = None,
+    *,
+    facts: Callable[[nvsmi.Gpu], str],
 ) -> Check:
     """One verdict over every GPU: failed when ``bad`` says why for any; ``note`` adds what passes but is
-    worth seeing (e.g. a narrower link the node class does not forbid)."""
+    worth seeing (e.g. a narrower link the node class does not forbid). The evidence is ``facts`` of each
+    GPU: the fields this check judged, so a report at 1000 nodes does not repeat every GPU's whole record
+    under every check."""
     gpus = node.smi.gpus
     if not gpus:
         return skipped(id, node.name, "no GPU visible (see gpu.count)")
     problems = [f"GPU {g.index} ({g.bus_id}): {why}" for g in gpus if (why := bad(g))]
-    evidence = "nvidia-smi -q -x:\n" + "\n".join(f"GPU {g.index} {g.bus_id}: {_facts(g)}" for g in gpus)
+    evidence = "nvidia-smi -q -x:\n" + "\n".join(f"GPU {g.index} {g.bus_id}: {facts(g)}" for g in gpus)
     if problems:
         return failed(id, node.name, "; ".join(problems), evidence)
     notes = [f"GPU {g.index}: {n}" for g in gpus if note and (n := note(g))]
     return passed(id, node.name, ok_message + (" (" + "; ".join(notes) + ")" if notes else ""), evidence)
 
 
-def _facts(g: nvsmi.Gpu) -> str:
+def _persistence_facts(g: nvsmi.Gpu) -> str:
+    return f"persistence={g.persistence or 'not reported'} virtualization={g.virtualization or 'not reported'}"
+
+
+def _ecc_facts(g: nvsmi.Gpu) -> str:
     return (
-        f"persistence={g.persistence or 'not reported'} ecc={g.ecc_mode or 'not reported'} "
-        f"volatile_uncorrectable={g.volatile_uncorrectable or 'none'} "
+        f"ecc={g.ecc_mode or 'not reported'} volatile_uncorrectable={g.volatile_uncorrectable or 'none'} "
         f"aggregate_uncorrectable={g.aggregate_uncorrectable or 'none'} "
+        f"sram_threshold_exceeded={g.sram_threshold_exceeded}"
+    )
+
+
+def _memory_facts(g: nvsmi.Gpu) -> str:
+    return (
         f"retired sbe/dbe={g.retired_sbe}/{g.retired_dbe} retired_pending={g.retired_pending} "
         f"remapped pending/failure={g.remapped_pending}/{g.remapped_failure} "
-        f"repair_pending={','.join(g.repair_pending) or 'none'} unrepairable_memory={g.unrepairable_memory} "
-        f"slowdowns={','.join(g.slowdowns) or 'none'} benign={','.join(g.benign_reasons) or 'none'} "
-        f"pcie gen cur/max/gpu/host={g.pcie_gen}/{g.pcie_max_gen}/{g.pcie_device_max_gen}/{g.pcie_host_max_gen} "
-        f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width} replays={g.pcie_replays} "
-        f"mig={g.mig_current or 'not reported'} virtualization={g.virtualization or 'not reported'}"
+        f"repair_pending={','.join(g.repair_pending) or 'none'} unrepairable_memory={g.unrepairable_memory}"
     )
+
+
+def _throttle_facts(g: nvsmi.Gpu) -> str:
+    return f"slowdowns={','.join(g.slowdowns) or 'none'} benign={','.join(g.benign_reasons) or 'none'}"
+
+
+def _pcie_facts(g: nvsmi.Gpu) -> str:
+    return (
+        f"pcie gen cur/max/gpu/host={g.pcie_gen}/{g.pcie_max_gen}/{g.pcie_device_max_gen}/{g.pcie_host_max_gen} "
+        f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width}"
+    )
+
+
+def _mig_facts(g: nvsmi.Gpu) -> str:
+    return f"mig current/pending={g.mig_current or 'not reported'}/{g.mig_pending or 'not reported'}"
 
 
 @check(
@@ -336,6 +360,7 @@ def persistence(node: Node) -> Check:
         lambda g: (
             "" if g.persistence == "Enabled" else f"persistence mode {g.persistence or 'not reported'}, not applicable"
         ),
+        facts=_persistence_facts,
     )
 
 
@@ -365,7 +390,7 @@ def ecc_volatile(node: Node) -> Check:
         lifetime = sum(g.aggregate_uncorrectable.values())
         return f"{lifetime} uncorrectable in its lifetime (aggregate)" if lifetime else ""
 
-    return _per_gpu(node, "gpu.ecc_volatile", bad, "no volatile uncorrectable ECC errors", note)
+    return _per_gpu(node, "gpu.ecc_volatile", bad, "no volatile uncorrectable ECC errors", note, facts=_ecc_facts)
 
 
 def _counter_window(node: Node, check_id: str, unit_seconds: float) -> tuple[float, float] | Check:
@@ -448,7 +473,7 @@ def retired_pages(node: Node) -> Check:
         retired = (g.retired_sbe or 0) + (g.retired_dbe or 0)
         return f"{retired} retired pages" if retired else ""
 
-    return _per_gpu(node, "gpu.retired_pages", bad, "nothing pending, under the thresholds", note)
+    return _per_gpu(node, "gpu.retired_pages", bad, "nothing pending, under the thresholds", note, facts=_memory_facts)
 
 
 @check(
@@ -464,6 +489,7 @@ def throttle(node: Node) -> Check:
         lambda g: "hardware slowdown active: " + ", ".join(g.slowdowns) if g.slowdowns else "",
         "no hardware slowdown active",
         lambda g: "benign: " + ", ".join(g.benign_reasons) if g.benign_reasons else "",
+        facts=_throttle_facts,
     )
 
 
@@ -503,6 +529,7 @@ def pcie_link(node: Node) -> Check:
         bad,
         f"links reach the node class's {declared}" if declared else "links up (no gen/width declared)",
         note,
+        facts=_pcie_facts,
     )
 
 
@@ -566,7 +593,7 @@ def mig(node: Node) -> Check:
             return f"MIG change to {g.mig_pending} pending (reset the GPU)"
         return ""
 
-    return _per_gpu(node, "gpu.mig", bad, f"MIG {target}")
+    return _per_gpu(node, "gpu.mig", bad, f"MIG {target}", facts=_mig_facts)
 
 
 @check(

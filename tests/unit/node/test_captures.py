@@ -439,6 +439,38 @@ def test_pcie_replay_rate_off_and_not_applicable() -> None:
     assert status == "skipped" and "no GPU reports a PCIe replay counter" in message
 
 
+# ---------------------------------------------------------------- evidence: what each check judged
+#: Per-GPU check: the fields its evidence shows for every GPU, and one field each of the others shows.
+PER_GPU_EVIDENCE = {
+    "gpu.persistence": ("persistence=", "virtualization="),
+    "gpu.ecc_volatile": ("ecc=", "volatile_uncorrectable=", "aggregate_uncorrectable=", "sram_threshold_exceeded="),
+    "gpu.retired_pages": ("retired sbe/dbe=", "remapped pending/failure=", "repair_pending=", "unrepairable_memory="),
+    "gpu.throttle": ("slowdowns=", "benign="),
+    "gpu.pcie_link": ("pcie gen cur/max/gpu/host=", "width cur/max="),
+    "gpu.mig": ("mig current/pending=",),
+}
+
+
+def test_per_gpu_evidence_shows_the_fields_each_check_judged() -> None:
+    xml = capture("dual-rtx-2070-590.44.01-v13.xml")
+    found = {c.id: c for c in run_catalogue(node_for(xml, mig=False)) if c.id in PER_GPU_EVIDENCE}
+    assert set(found) == set(PER_GPU_EVIDENCE)
+    for id, fields in PER_GPU_EVIDENCE.items():
+        lines = found[id].evidence.splitlines()[1:]
+        assert len(lines) == 2, id  # one line per GPU
+        others = [f[0] for other, f in PER_GPU_EVIDENCE.items() if other != id]
+        for line in lines:
+            assert all(f in line for f in fields), (id, line)
+            assert not any(f in line for f in others), (id, line)
+
+
+def test_a_fault_shows_in_its_checks_evidence() -> None:
+    xml = edit(capture("dual-rtx-2070-590.44.01-v13.xml"), "retired_pages/pending_retirement", "Yes", gpu=1)
+    [check] = [c for c in run_catalogue(node_for(xml)) if c.id == "gpu.retired_pages"]
+    gpu0, gpu1 = check.evidence.splitlines()[1:]
+    assert "retired_pending=False" in gpu0 and "retired_pending=True" in gpu1
+
+
 # ---------------------------------------------------------------- persistence, driver, throttle, MIG
 def test_persistence_na_passes_disabled_fails() -> None:
     assert verdicts(node_for(capture("rtx-3080-v12.xml")))["gpu.persistence"] == "passed"  # recorded N/A
