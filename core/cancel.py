@@ -29,6 +29,7 @@ GRACE_S = 1.5
 _request = threading.Event()
 _signals: list[int] = []
 _polling = 0
+_holding = 0
 
 
 def requested() -> bool:
@@ -48,6 +49,8 @@ def _handler(signum: int, frame: Any) -> None:
     first = not _request.is_set()
     _signals.append(signum)
     _request.set()
+    if _holding:
+        return  # raised when the held section ends
     if first and _polling:
         return  # the running section polls requested() and stops on its own
     raise KeyboardInterrupt
@@ -101,6 +104,26 @@ def polled() -> Iterator[None]:
         yield
     finally:
         _polling -= 1
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Inside: a signal waits until the section ends, then interrupts as it would have. For steps that must
+    not be cut in two, such as starting a child and recording its pid: a ``KeyboardInterrupt`` raised while
+    ``subprocess.Popen`` waits for the exec leaves a running child that nobody knows about."""
+    global _holding
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals interrupt the main thread only
+        return
+    before = len(_signals)
+    _holding += 1
+    try:
+        yield
+    finally:
+        _holding -= 1
+    arrived = len(_signals) - before
+    if arrived and not _holding and not (before == 0 and arrived == 1 and _polling):
+        raise KeyboardInterrupt
 
 
 def descendants(pid: int | None = None) -> list[int]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from gpuready.core import cancel
 from gpuready.core.errors import BadInput, Unreachable
 
 COMPONENTS = {
@@ -69,7 +70,9 @@ class Lab:
         """Start a detached process (own session, so `lab down` can stop all it started), recorded at once in
         ``<component>/pids``: a `lab up` killed before it writes state.json still leaves a record to stop."""
         log = log or self.component_dir(name) / f"{name}.log"
-        with log.open("ab") as out:
+        record = self.component_dir(component or name) / "pids"
+        # Ctrl-C waits until the child is recorded, so whoever undoes the start knows about it.
+        with cancel.held(), log.open("ab") as out:
             try:
                 process = subprocess.Popen(
                     argv,
@@ -82,9 +85,9 @@ class Lab:
                 )
             except OSError as e:
                 raise Unreachable(f"lab {name}: cannot start {argv[0]}: {e.strerror}") from e
-        with (self.component_dir(component or name) / "pids").open("a") as record:
-            record.write(f"{process.pid} {start_time(process.pid)}\n")
-        self.spawned.setdefault(name, []).append(process.pid)
+            with record.open("a") as pids:
+                pids.write(f"{process.pid} {start_time(process.pid)}\n")
+            self.spawned.setdefault(component or name, []).append(process.pid)
         return process.pid
 
     def recorded(self, component: str) -> list[int]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,3 +57,46 @@ def test_spawned_processes_are_recorded_at_once_and_a_reused_pid_is_not_ours(tmp
     finally:
         stop_in_reverse(pids)
     assert lab.recorded("part") == []
+
+
+# Ctrl-C lands after the child started and before it is recorded (where Popen waits for the exec, too).
+INTERRUPTED_START = """
+import json, os, signal, sys
+import gpuready.lab as lab_module
+from gpuready.core import cancel
+
+real_start_time = lab_module.start_time
+def start_time_then_ctrl_c(pid):
+    os.kill(os.getpid(), signal.SIGINT)
+    return real_start_time(pid)
+lab_module.start_time = start_time_then_ctrl_c
+
+lab = lab_module.Lab(sys.argv[1])
+outcome = "returned"
+with cancel.handling_signals():
+    try:
+        lab.spawn("kube-scheduler", [sys.executable, "-c", "import time; time.sleep(60)"], component="kubernetes")
+    except KeyboardInterrupt:
+        outcome = "interrupted"
+children = cancel.descendants()
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+print(json.dumps({"outcome": outcome, "children": children, "spawned": lab.spawned.get("kubernetes", []),
+                  "recorded": [int(line.split()[0]) for line in
+                               (lab.root / "kubernetes" / "pids").read_text().splitlines()]}))
+"""
+
+
+def test_ctrl_c_while_a_child_starts_still_records_it_under_its_component(tmp_path: Path) -> None:
+    """The interrupt comes after the start is recorded, so undoing the component's start stops that child."""
+    run = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_START, str(tmp_path / "lab")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert seen["outcome"] == "interrupted"
+    assert len(seen["children"]) == 1
+    assert seen["spawned"] == seen["recorded"] == seen["children"]
