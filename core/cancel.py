@@ -51,6 +51,10 @@ def _handler(signum: int, frame: Any) -> None:
     _request.set()
     if _holding:
         return  # raised when the held section ends
+    _interrupt(first)
+
+
+def _interrupt(first: bool) -> None:
     if first and _polling:
         return  # the running section polls requested() and stops on its own
     raise KeyboardInterrupt
@@ -122,8 +126,8 @@ def held() -> Iterator[None]:
     finally:
         _holding -= 1
     arrived = len(_signals) - before
-    if arrived and not _holding and not (before == 0 and arrived == 1 and _polling):
-        raise KeyboardInterrupt
+    if arrived and not _holding:
+        _interrupt(first=before == 0 and arrived == 1)
 
 
 def descendants(pid: int | None = None) -> list[int]:

@@ -70,7 +70,8 @@ class Lab:
         """Start a detached process (own session, so `lab down` can stop all it started), recorded at once in
         ``<component>/pids``: a `lab up` killed before it writes state.json still leaves a record to stop."""
         log = log or self.component_dir(name) / f"{name}.log"
-        record = self.component_dir(component or name) / "pids"
+        owner = component or name
+        record = self.component_dir(owner) / "pids"
         # Ctrl-C waits until the child is recorded, so whoever undoes the start knows about it.
         with cancel.held(), log.open("ab") as out:
             try:
@@ -87,7 +88,7 @@ class Lab:
                 raise Unreachable(f"lab {name}: cannot start {argv[0]}: {e.strerror}") from e
             with record.open("a") as pids:
                 pids.write(f"{process.pid} {start_time(process.pid)}\n")
-            self.spawned.setdefault(component or name, []).append(process.pid)
+            self.spawned.setdefault(owner, []).append(process.pid)
         return process.pid
 
     def recorded(self, component: str) -> list[int]:
