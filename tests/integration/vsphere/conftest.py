@@ -3,7 +3,7 @@
 vcsim is VMware's own simulator (govmomi), so sessions, the property collector, tasks,
 VM reconfiguration and power are the real protocol over a real socket, with TLS and a
 checked password. What stock vcsim lacks -- GPUs on the hosts' PCI bus and a PCI
-passthrough system -- our main.go adds from the device list (core/lab/gomod/govmomi/vcsim/);
+passthrough system -- our main.go adds from the device list (lab/gomod/govmomi/vcsim/);
 a real host's passthrough behaviour beyond that (reboots, IOMMU groups) is not simulated.
 What the tests read back goes through VMware's govc from the same release, not gpuready's code.
 """

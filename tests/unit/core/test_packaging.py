@@ -26,7 +26,7 @@ def test_every_folder_with_init_is_a_listed_package() -> None:
     expected = set()
     for name, folder in mapping.items():
         base = ROOT / folder
-        # A folder mapped to a package of its own (core/lab is gpuready.lab) is not a sub-package here.
+        # A folder mapped to a package of its own (lab/ is gpuready.lab) is not a sub-package here.
         nested = [ROOT / f for n, f in mapping.items() if n != name and (ROOT / f).is_relative_to(base)]
         for init in base.rglob("__init__.py"):
             if "__pycache__" in init.parts or any(init.is_relative_to(n) for n in nested):

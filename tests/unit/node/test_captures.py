@@ -20,7 +20,7 @@ from gpuready.validate.node.checks import CHECK_IDS, run_catalogue
 from gpuready.validate.node.node import Answer, Node
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gpu"
-# The lab's replayed recordings ship with gpuready.lab (core/lab/recordings); they are captures too.
+# The lab's replayed recordings ship with gpuready.lab (lab/recordings); they are captures too.
 CAPTURES = {p.name: p for p in sorted([*FIXTURES.glob("*/*.xml"), *replay.RECORDED.glob("*.xml")])}
 
 #: What a host without the optional tools prints for the catalogue's own probe commands.

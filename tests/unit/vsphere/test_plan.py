@@ -1,7 +1,7 @@
 """The GPU passthrough plan, from the settings and PCI device lists of real hosts' shape.
 
 vcsim has no GPUs of its own; these tests feed the plan the device list in
-core/lab/vcsim/ (see its "source" field for where the values come from), so the
+lab/vcsim/ (see its "source" field for where the values come from), so the
 pairing, limit and MMIO rules are checked without any vCenter.
 """
 

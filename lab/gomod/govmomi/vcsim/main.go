@@ -9,7 +9,7 @@
 // Everything else (sessions, property collector, VMs, tasks, power) is stock vcsim.
 //
 // Built against the github.com/vmware/govmomi release that go.mod beside this folder pins
-// (core/lab/gobuild.py). Prints "vcsim listening on URL" once it serves.
+// (lab/gobuild.py). Prints "vcsim listening on URL" once it serves.
 package main
 
 import (
