@@ -403,7 +403,7 @@ def _start(
         ["wait", "--for", "condition=Established", "--timeout", "60s", *[f"crd/{_crd_name(c)}" for c in crds]],
         "wait for the CRDs",
     )
-    rbac = Path(str(importlib.resources.files("gpuready.core") / "kube_rbac.yaml"))
+    rbac = Path(str(importlib.resources.files("gpuready.core.platforms") / "kube_rbac.yaml"))
     _kubectl(
         lab,
         kubectl,
@@ -648,7 +648,7 @@ def _settings(plan: dict[str, Any], config: Path) -> dict[str, Any]:
         },
         "driver": {"branch": "550"},
         "container_runtime": "none",
-        # validate training submits Kubeflow jobs where gpuready's Role allows it (core/kube_rbac.yaml)
+        # validate training submits Kubeflow jobs where gpuready's Role allows it (core/platforms/kube_rbac.yaml)
         "training": {"launcher": "kubernetes", "namespace": "gpuready-training"},
         "kubernetes": {
             "flavour": plan["flavour"],

@@ -63,8 +63,8 @@ def cluster(
 def _cluster(ctx: Context) -> RunResult:
     from gpuready.core.errors import Cancelled
     from gpuready.core.inventory import KUBE_ONLY_GROUP
+    from gpuready.core.platforms.vsphere_plan import provision_extra_vars
     from gpuready.core.runner import PlaybookRun, check_tags, playbooks_dir, run_playbook
-    from gpuready.core.vsphere_plan import provision_extra_vars
     from gpuready.provision.playbook_results import add_playbook_run
 
     opts = ctx.options
@@ -130,7 +130,7 @@ def _reach_kubernetes(inv: Inventory, hosts: list[str], tags: list[str] | None) 
         return
     from kubernetes.client import VersionApi
 
-    from gpuready.core import kube
+    from gpuready.core.platforms import kube
 
     api = kube.connect(inv.settings.kubernetes)
     api.call(lambda: VersionApi(api.api_client).get_code(), "read its version")

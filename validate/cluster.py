@@ -25,7 +25,7 @@ from gpuready.core.results import RunResult, errored, failed, passed, skipped
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from gpuready.core.kube import Kube
+    from gpuready.core.platforms.kube import Kube
     from gpuready.core.settings import Kubernetes
 
 GPU = "nvidia.com/gpu"
@@ -59,7 +59,7 @@ def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: s
 
 
 def _validate(ctx: Context) -> RunResult:
-    from gpuready.core import kube
+    from gpuready.core.platforms import kube
 
     inv = ctx.inventory
     settings = inv.settings.kubernetes
@@ -231,7 +231,7 @@ def _scc(client: Kube, settings: Kubernetes) -> Any:
     """The SCC exists and the API server's own RBAC lets the plugin's service account `use` it in its project."""
     from kubernetes import client as k8s
 
-    from gpuready.core import kube
+    from gpuready.core.platforms import kube
 
     name = role_defaults.device_plugin_scc()
     namespace = settings.device_plugin.namespace
@@ -283,7 +283,7 @@ def _vector_add(
     if not hosts:
         meanwhile()
         return []
-    from gpuready.core import kube
+    from gpuready.core.platforms import kube
 
     namespace = settings.validation_namespace
     run = uuid.uuid4().hex[:8]
@@ -319,7 +319,7 @@ def _remove_test_pods(client: Kube, namespace: str, run: str, known: set[str]) -
     where the user may not delete collections (an older grant of kube_rbac.yaml), one by one."""
     import logging
 
-    from gpuready.core import kube
+    from gpuready.core.platforms import kube
 
     selector = f"gpuready.io/run={run}"
     with contextlib.suppress(Exception):  # then pod by pod, which logs what it cannot delete
@@ -442,7 +442,7 @@ def _verdict(
 
 
 def _log(client: Kube, pod: Any) -> str:
-    from gpuready.core import kube
+    from gpuready.core.platforms import kube
 
     try:
         return client.text(

@@ -18,8 +18,8 @@ from gpuready.core.command import Context, common_options, execute
 from gpuready.core.results import Check, RunResult, failed, passed, skipped
 
 if TYPE_CHECKING:
+    from gpuready.core.platforms.vsphere_plan import Plan, VmPlan
     from gpuready.core.settings import Vsphere
-    from gpuready.core.vsphere_plan import Plan, VmPlan
 
 REPROVISION = "gpuready provision cluster --tags vsphere --allow-power-off"
 
@@ -33,8 +33,8 @@ def vsphere(inventory_path: Path, artifacts: Path | None, verbose: int, insecure
 
 
 def _validate(ctx: Context) -> RunResult:
-    from gpuready.core.vsphere import connect, find_host, find_vm
-    from gpuready.core.vsphere_plan import check_static, read_plan, target
+    from gpuready.core.platforms.vsphere import connect, find_host, find_vm
+    from gpuready.core.platforms.vsphere_plan import check_static, read_plan, target
 
     inv = ctx.inventory
     settings = inv.settings.vsphere
@@ -63,7 +63,7 @@ def _note_plan(ctx: Context, plan: Plan) -> None:
 
 
 def host_checks(host: Any, gpus: list[str]) -> list[Check]:
-    from gpuready.core.vsphere import ATS_OPTION, host_option, pci_devices
+    from gpuready.core.platforms.vsphere import ATS_OPTION, host_option, pci_devices
 
     name = host.name
     checks = []
@@ -107,7 +107,7 @@ def _flag(extra: dict[str, str], key: str) -> bool:
 
 
 def vm_checks(vm: Any, plan: VmPlan, settings: Vsphere) -> list[Check]:
-    from gpuready.core.vsphere import vm_extra_config, vm_gpu_ids
+    from gpuready.core.platforms.vsphere import vm_extra_config, vm_gpu_ids
 
     name = plan.name
     extra = vm_extra_config(vm)

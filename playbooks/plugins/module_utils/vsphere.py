@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Shared by gpuready's vSphere modules: the connection options and the way into
-# gpuready.core.vsphere, the project's one pyvmomi connection helper.
+# gpuready.core.platforms.vsphere, the project's one pyvmomi connection helper.
 # The modules run on the controller (connection local) with the Python gpuready is installed in.
 
 from __future__ import absolute_import, division, print_function
@@ -12,7 +12,7 @@ import traceback
 
 try:
     from gpuready.core.errors import GpureadyError
-    from gpuready.core.vsphere import Target, connect
+    from gpuready.core.platforms.vsphere import Target, connect
     HAS_GPUREADY = True
     IMPORT_ERROR = None
 except ImportError:

@@ -99,7 +99,7 @@ def main():
 
     from gpuready.core.errors import BadInput
     from gpuready.core.role_defaults import nvidia_vendor_id
-    from gpuready.core.vsphere import find_vm, wait_for_task
+    from gpuready.core.platforms.vsphere import find_vm, wait_for_task
 
     p = module.params
     result = dict(changed=False, attached=[], detached=[], reserved=False, powered_on=False, tools_running=False,

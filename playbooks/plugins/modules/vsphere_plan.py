@@ -12,7 +12,7 @@ module: vsphere_plan
 short_description: Make gpuready's GPU passthrough plan from the settings and vCenter's hosts
 description:
   - Reads the ESXi hosts' PCI devices and the VMs from vCenter and computes which GPUs go to which VM,
-    the NVLink pairing and the 64-bit MMIO size, with gpuready.core.vsphere_plan.
+    the NVLink pairing and the 64-bit MMIO size, with gpuready.core.platforms.vsphere_plan.
   - Fails, with one line saying why, on a plan that splits an NVLink pair, attaches a GPU twice, exceeds
     the per-VM limit, or names an unknown host, VM or device. Changes nothing.
 options:
@@ -62,7 +62,7 @@ def main():
     from pydantic import ValidationError
 
     from gpuready.core.settings import Vsphere
-    from gpuready.core.vsphere_plan import read_plan
+    from gpuready.core.platforms.vsphere_plan import read_plan
 
     try:
         settings = Vsphere.model_validate(module.params["settings"])

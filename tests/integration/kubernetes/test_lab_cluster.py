@@ -242,7 +242,7 @@ def test_plain_json_reads_match_the_client_models(lab: LabCluster, provisioned: 
     models; the models, read from the same real API server, are the oracle for every field it uses."""
     from functools import partial
 
-    from gpuready.core import kube
+    from gpuready.core.platforms import kube
     from gpuready.core.settings import Kubernetes
 
     client = kube.connect(Kubernetes(kubeconfig=lab.state["kubeconfig"], context="gpuready-lab"))
@@ -270,7 +270,7 @@ def test_missing_permission_is_exit_3_naming_verb_and_resource(
     try:
         rc, _, err, _ = lab.run("validate", "cluster", artifacts=tmp_path)
     finally:
-        rbac = ROOT / "core" / "kube_rbac.yaml"
+        rbac = ROOT / "core" / "platforms" / "kube_rbac.yaml"
         lab.kubectl.run("apply", "--server-side", "--field-manager", "gpuready-lab", "-f", str(rbac))
     assert rc == 3, err
     errors = [line for line in err.splitlines() if line.startswith("gpuready: error:")]
@@ -354,8 +354,8 @@ def test_remove_takes_away_the_daemonset_and_only_gpureadys_labels(
 def test_client_errors_against_the_real_api_are_one_line(lab: LabCluster, tmp_path: Path) -> None:
     from kubernetes.client import V1Namespace
 
-    from gpuready.core import kube
     from gpuready.core.errors import Unreachable
+    from gpuready.core.platforms import kube
     from gpuready.core.settings import Kubernetes
     from gpuready.lab.kubernetes import kubeconfig
     from gpuready.lab.pki import Authority

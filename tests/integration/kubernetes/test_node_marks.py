@@ -156,7 +156,7 @@ def test_without_patch_on_nodes_it_is_exit_3_naming_the_forbidden_call(site: dic
     try:
         rc, err, summary = _run(site, inventory, tmp_path / "runs")
     finally:
-        rbac = ROOT / "core" / "kube_rbac.yaml"
+        rbac = ROOT / "core" / "platforms" / "kube_rbac.yaml"
         lab.kubectl.run("apply", "--server-side", "--field-manager", "gpuready-lab", "-f", str(rbac))
     assert rc == 3, err
     errors = [line for line in err.splitlines() if line.startswith("gpuready: error:")]

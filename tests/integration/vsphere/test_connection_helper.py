@@ -1,11 +1,11 @@
-"""gpuready.core.vsphere against vcsim: TLS verified on loopback, faults and task errors as one line."""
+"""gpuready.core.platforms.vsphere against vcsim: TLS verified on loopback, faults and task errors as one line."""
 
 from __future__ import annotations
 
 import pytest
 
 from gpuready.core.errors import Unreachable
-from gpuready.core.vsphere import Target, VsphereFault, connect, find_vm, wait_for_task
+from gpuready.core.platforms.vsphere import Target, VsphereFault, connect, find_vm, wait_for_task
 from tests.integration.vsphere.conftest import PASSWORD, Vcsim
 
 USER = "administrator@vsphere.local"

@@ -45,7 +45,7 @@ FACTS = {
 }
 #: Kubernetes manifests a user applies by hand cannot read the roles' defaults: their copies are checked equal
 #: (test_the_rbac_manifest_names_the_roles_namespaces) instead.
-MANIFESTS = ("core/kube_rbac.yaml",)
+MANIFESTS = ("core/platforms/kube_rbac.yaml",)
 
 
 def shipped_files() -> list[Path]:
@@ -82,7 +82,7 @@ def test_the_roles_that_use_the_common_facts_depend_on_the_common_role() -> None
 
 
 def test_the_rbac_manifest_names_the_roles_namespaces() -> None:
-    docs = [d for d in yaml.safe_load_all((ROOT / "core" / "kube_rbac.yaml").read_text()) if d]
+    docs = [d for d in yaml.safe_load_all((ROOT / "core" / "platforms" / "kube_rbac.yaml").read_text()) if d]
     projects = [d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"]
     assert role_defaults.device_plugin_namespace("openshift") in projects
     namespaces = {d["metadata"].get("namespace") for d in docs if d["kind"] in ("Role", "RoleBinding")}

@@ -1,4 +1,4 @@
-"""gpuready.core.kube: kubeconfig lookup as kubectl does it, and errors translated once into one line."""
+"""gpuready.core.platforms.kube: kubeconfig lookup as kubectl does it, and errors translated once into one line."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import ClassVar
 
 import pytest
 
-from gpuready.core import kube
 from gpuready.core.errors import Unreachable
+from gpuready.core.platforms import kube
 from gpuready.core.settings import Kubernetes
 
 

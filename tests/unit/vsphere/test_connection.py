@@ -9,7 +9,7 @@ import pytest
 
 from gpuready.core import redact
 from gpuready.core.errors import BadInput
-from gpuready.core.vsphere import password_from_env, ssl_context
+from gpuready.core.platforms.vsphere import password_from_env, ssl_context
 
 
 def test_context_verifies_by_default() -> None:

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from gpuready.core.errors import BadInput
+from gpuready.core.platforms.vsphere import PciDevice
+from gpuready.core.platforms.vsphere_plan import Plan, make_plan, mmio_size_gib, vm_extra_config
 from gpuready.core.settings import Vsphere
-from gpuready.core.vsphere import PciDevice
-from gpuready.core.vsphere_plan import Plan, make_plan, mmio_size_gib, vm_extra_config
 from gpuready.lab.vsphere import DEVICE_LIST
 
 ROOT = Path(__file__).resolve().parents[3]

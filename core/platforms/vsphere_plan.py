@@ -24,8 +24,8 @@ from gpuready.core.errors import BadInput
 
 if TYPE_CHECKING:
     from gpuready.core.inventory import Inventory
+    from gpuready.core.platforms.vsphere import PciDevice, Target
     from gpuready.core.settings import Vsphere
-    from gpuready.core.vsphere import PciDevice, Target
 
 
 def mmio_size_gib(total_gpu_memory_gib: int) -> int:
@@ -222,7 +222,7 @@ def _planned_gpu(settings: Vsphere, vm: str, host: str, devices: dict[str, PciDe
 
 def target(inventory: Inventory, *, insecure: bool = False) -> Target:
     """The vCenter to talk to: the one host of the ``vcenter`` group, the password from the environment."""
-    from gpuready.core.vsphere import Target, password_from_env
+    from gpuready.core.platforms.vsphere import Target, password_from_env
 
     hosts = inventory.hosts("vcenter")
     if len(hosts) != 1:
@@ -243,7 +243,7 @@ def target(inventory: Inventory, *, insecure: bool = False) -> Target:
 
 def read_plan(si: Any, settings: Vsphere, esxi_hosts: list[str]) -> Plan:
     """Check the settings, read the hosts and VMs from vCenter, and make the plan (refusing a bad one)."""
-    from gpuready.core.vsphere import find_host, find_vm, pci_devices
+    from gpuready.core.platforms.vsphere import find_host, find_vm, pci_devices
 
     check_static(settings, esxi_hosts)
     devices = {}
@@ -262,7 +262,7 @@ def read_plan(si: Any, settings: Vsphere, esxi_hosts: list[str]) -> Plan:
 
 def plan_for_inventory(inventory: Inventory, *, insecure: bool = False) -> Plan:
     """Connect to the inventory's vCenter and make the plan; BadInput (exit 2) or Unreachable (exit 3) if not."""
-    from gpuready.core.vsphere import connect
+    from gpuready.core.platforms.vsphere import connect
 
     settings = inventory.settings.vsphere
     check_static(settings, inventory.hosts("esxi_hosts"))
