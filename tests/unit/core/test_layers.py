@@ -56,10 +56,7 @@ def _named_layers(path: Path) -> set[tuple[str, int]]:
         for name in names:
             match = PACKAGE.match(name)
             if match:
-                layer = match.group(1)
-                if layer == "core" and match.group(2) == "lab":
-                    layer = "core.lab"
-                found.add((layer, node.lineno))
+                found.add((match.group(1), node.lineno))
     return found
 
 
