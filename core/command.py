@@ -62,6 +62,17 @@ def folder_path(ctx: click.Context, param: click.Parameter, value: str | None) -
     return Path(value)
 
 
+def comma_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    """A comma-separated list option; one that names nothing ('' or ',') is refused: left out, these options
+    mean "everything", so an empty value (a variable that expanded to nothing) would widen the run."""
+    if value is None:
+        return None
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if not items:
+        raise click.BadParameter(f"{value!r} names nothing; list at least one (or leave the option out for all)")
+    return items
+
+
 def artifacts_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--artifacts",
@@ -249,4 +260,4 @@ def _finish(ctx: Context, result: RunResult) -> None:
     reports.print_table(result, ctx.console, verbose=bool(ctx.verbose))
 
 
-__all__ = ["BadInput", "Context", "common_options", "execute", "fail", "limit_option"]
+__all__ = ["BadInput", "Context", "comma_list", "common_options", "execute", "fail", "limit_option"]

@@ -6,6 +6,7 @@ the key, before anything runs.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import re
@@ -267,7 +268,24 @@ def check_limit(pattern: str) -> str:
                 f"--limit {pattern!r}: cannot read {part.strip()!r} (a host or group name, a wildcard, "
                 "name[0] or name[0:9], or ~regex)"
             )
+        if _matches_group_all(part.strip()):
+            raise BadInput(
+                f"--limit {pattern!r}: {part.strip()!r} also matches the group 'all', so Ansible would run on "
+                "every host; anchor it to your names (e.g. '~^gpu') or write 'all' to mean every host"
+            )
     return pattern
+
+
+def _matches_group_all(part: str) -> bool:
+    """Does a wildcard or ``~regex`` part (not ``all`` or ``*`` themselves) match the group name ``all``? Ansible
+    matches patterns against group names as well as host names (``InventoryManager._match_list``: fnmatch, or
+    ``re.match`` for ``~``), and a match on ``all`` selects every host."""
+    if part.startswith(("!", "&")) or part in ("all", "*"):
+        return False  # an exclusion or intersection narrows; 'all' and '*' say "every host" in so many words
+    if part.startswith("~"):
+        return re.compile(part[1:]).match("all") is not None
+    name = re.sub(r"\[[-\d:]*\]$", "", part)
+    return any(c in name for c in "*?[") and fnmatch.fnmatchcase("all", name)
 
 
 def hosts_file(path: Path) -> Path:
