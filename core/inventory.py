@@ -302,6 +302,14 @@ def hosts_file(path: Path) -> Path:
     raise BadInput(f"{path}: no hosts.yml in this inventory folder")
 
 
+def checked_files(path: Path) -> tuple[Path, list[Path]]:
+    """The files a loaded inventory was read from: the hosts file, and the YAML under group_vars/ and host_vars/
+    beside it. What Ansible is given to run on (``runner.staged_inventory``), so it runs on what was checked."""
+    hosts_path = hosts_file(path)
+    base = hosts_path.parent
+    return hosts_path, [p for p in _yaml_files(base) if p.parent != base]
+
+
 def load(path: str | os.PathLike[str]) -> Inventory:
     """Check and load an inventory (a folder with hosts.yml and group_vars/, or a hosts file)."""
     with no_cycle_collection():
