@@ -23,6 +23,7 @@ from gpuready.core.results import RunResult
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from gpuready.core.artifacts import ArtifactNotWritten
     from gpuready.core.inventory import Inventory
     from gpuready.core.runner import TaskEvent
 
@@ -216,16 +217,20 @@ def execute(ctx: Context, body: Callable[[Context], RunResult]) -> NoReturn:
             partial = getattr(e, "partial", None)
             if isinstance(partial, RunResult):
                 partial.aborted = str(e)
-                _finish(ctx, partial)
+                if problem := _finish(ctx, partial):
+                    click.echo(f"gpuready: error: {problem}", err=True)
             fail(str(e), e.exit_code)
-    _finish(ctx, result)
+    problem = _finish(ctx, result)
+    if problem:
+        fail(str(problem), problem.exit_code)
     if result.aborted:
         fail(result.aborted, result.exit_code())
     sys.exit(result.exit_code())
 
 
 def _cancelled(ctx: Context, partial: object) -> NoReturn:
-    """Ctrl-C or SIGTERM: stop every process of the run, write what finished, exit 130 (SIGINT) or 143.
+    """Ctrl-C, SIGTERM or SIGHUP: stop every process of the run, write what finished, exit 130 (SIGINT), 143
+    (SIGTERM) or 129 (SIGHUP).
 
     The exit is immediate (``os._exit``): a worker thread stuck in a host that never answers must not
     hold the command open after its results are written.
@@ -234,7 +239,7 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
 
     from gpuready.core import cancel
 
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in cancel.SIGNALS:
         signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not cut the report short
     ctx.stop_progress()
     cancel.stop_children()
@@ -243,7 +248,8 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
         result.add(*partial)
     result.aborted = f"{cancel.reason()}; the checks below are what ran before"
     try:
-        _finish(ctx, result)
+        if problem := _finish(ctx, result):
+            click.echo(f"gpuready: error: {problem}", err=True)
     except (OSError, GpureadyError) as e:
         click.echo(f"gpuready: error: could not write the results: {e}", err=True)
     click.echo(f"gpuready: error: {cancel.reason()}", err=True)
@@ -252,12 +258,24 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
     os._exit(cancel.exit_code())
 
 
-def _finish(ctx: Context, result: RunResult) -> None:
+def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
+    """Write the results and show them. An artifact that cannot be written (a full disk) does not keep the
+    verdict from the terminal: it is returned, to be named in one line and exit 3."""
     from gpuready.core import reports
+    from gpuready.core.artifacts import ArtifactNotWritten, make_private
 
     ctx.stop_progress()
-    reports.write_all(result, ctx.run_dir, every_row=bool(ctx.verbose))
+    problem = None
+    try:
+        folder = ctx.run_dir
+        try:
+            reports.write_all(result, folder, every_row=bool(ctx.verbose))
+        finally:
+            make_private(folder)
+    except ArtifactNotWritten as e:
+        problem = e
     reports.print_table(result, ctx.console, verbose=bool(ctx.verbose))
+    return problem
 
 
 __all__ = ["BadInput", "Context", "comma_list", "common_options", "execute", "fail", "limit_option"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.core import cancel, redact
-from gpuready.core.artifacts import write_json
+from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.errors import BadInput, Cancelled, Unreachable, shorten
 from gpuready.core.inventory import INVENTORY_PLUGINS, checked_files
 from gpuready.core.results import CHECK_STATUSES, Check
@@ -258,7 +258,11 @@ def run_playbook(
         check_tags(path, tags)
     redact.register_environment()
     private = artifacts / "ansible"
-    private.mkdir(parents=True, exist_ok=True)
+    try:
+        private.mkdir(mode=0o700, parents=True, exist_ok=True)
+        env = {**ansible_environment(private), **(envvars or {})}
+    except OSError as e:
+        raise ArtifactNotWritten(f"could not write the Ansible configuration in {private}: {e.strerror}") from e
     write_json(
         artifacts / "variables.json",
         {
@@ -286,7 +290,6 @@ def run_playbook(
         cmdline.append("--diff")
     if skip_tags:
         cmdline += ["--skip-tags", ",".join(skip_tags)]
-    env = {**ansible_environment(private), **(envvars or {})}
     if shutil.which("ansible-playbook", path=env["PATH"]) is None:
         raise Unreachable("ansible-playbook not found next to this Python or on PATH; install gpuready with pip")
     with cancel.polled(), staged_inventory(inventory) as hosts_copy:
@@ -325,7 +328,11 @@ def run_playbook(
     _apply_stats(result, hosts)
     for host, items in findings.items():
         hosts.setdefault(host, HostResult(host)).checks = [_finding(host, item) for item in items]
-    write_json(artifacts / "recap.json", {h: _recap(r) for h, r in hosts.items()} | {"status": run.status})
+    try:
+        write_json(artifacts / "recap.json", {h: _recap(r) for h, r in hosts.items()} | {"status": run.status})
+    except ArtifactNotWritten as e:
+        # What ran is still reported (summary.json, or one line naming what could not be written).
+        log.debug("%s", e)
     if run.cancelled:
         raise Cancelled(cancel.reason(), run)
     if result.status == "failed" and not hosts:
@@ -402,7 +409,12 @@ def _scrub(private: Path) -> None:
         except ValueError:
             scrubbed = redact.text(text)
         if scrubbed != text:
-            path.write_text(scrubbed)
+            try:
+                write_text(path, scrubbed)
+            except ArtifactNotWritten as e:
+                # Unmasked, it must not stay (a full disk): the run's own results do not depend on it.
+                path.unlink(missing_ok=True)
+                log.warning("%s; removed it, since it held unmasked values", e)
 
 
 def _apply_stats(result: Any, hosts: dict[str, HostResult]) -> None:
