@@ -303,11 +303,23 @@ def hosts_file(path: Path) -> Path:
 
 
 def checked_files(path: Path) -> tuple[Path, list[Path]]:
-    """The files a loaded inventory was read from: the hosts file, and the YAML under group_vars/ and host_vars/
-    beside it. What Ansible is given to run on (``runner.staged_inventory``), so it runs on what was checked."""
+    """The files a loaded inventory is read from: the hosts file, and the files under group_vars/ and host_vars/
+    beside it (gpuready's settings and host variables come from there, the latter through Ansible's own
+    host_group_vars plugin). What Ansible is given to run on (``runner.staged_inventory``), so that it runs on
+    what was checked and on nothing else in the folder. Symbolic links are followed, each folder once."""
     hosts_path = hosts_file(path)
     base = hosts_path.parent
-    return hosts_path, [p for p in _yaml_files(base) if p.parent != base]
+    found: list[Path] = []
+    seen: set[str] = set()
+    for sub in ("group_vars", "host_vars"):
+        for parent, folders, files in os.walk(base / sub, followlinks=True):
+            if os.path.realpath(parent) in seen:
+                folders[:] = []  # a link back up the tree
+                continue
+            seen.add(os.path.realpath(parent))
+            folders.sort()
+            found += [Path(parent, name) for name in sorted(files) if os.path.isfile(os.path.join(parent, name))]
+    return hosts_path, found
 
 
 def load(path: str | os.PathLike[str]) -> Inventory:

@@ -64,8 +64,8 @@ def test_the_copy_given_to_ansible_is_private_and_removed(tmp_path: Path, artifa
     ]
     (playbooks / "site.yml").write_text(yaml.safe_dump(play))
     inv = make_inventory(tmp_path, hosts={"gpu_nodes": {"hosts": {"gpu01": LOCAL}}})
-    (inv / "host_vars").mkdir()
-    (inv / "host_vars" / "gpu01.yml").write_text("stamp: from-host-vars\n")
+    (inv / "host_vars" / "gpu01").mkdir(parents=True)
+    (inv / "host_vars" / "gpu01" / "stamp.json").write_text('{"stamp": "from-host-vars"}\n')
     temp = tmp_path / "temp"
     temp.mkdir()
     done = gpuready(
