@@ -6,6 +6,7 @@ does the rest, so every command reports and exits the same way.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -241,20 +242,26 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
 
     for s in cancel.SIGNALS:
         signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not cut the report short
-    ctx.stop_progress()
+    # After a hang-up the terminal is gone and writing to it fails (EIO): that must not keep the results from
+    # being written, nor the exit code from saying what happened.
+    with contextlib.suppress(OSError):
+        ctx.stop_progress()
     cancel.stop_children()
     result = partial if isinstance(partial, RunResult) else ctx.new_result()
     if isinstance(partial, list):
         result.add(*partial)
     result.aborted = f"{cancel.reason()}; the checks below are what ran before"
+    problem: object = None
     try:
-        if problem := _finish(ctx, result):
-            click.echo(f"gpuready: error: {problem}", err=True)
+        problem = _finish(ctx, result)
     except (OSError, GpureadyError) as e:
-        click.echo(f"gpuready: error: could not write the results: {e}", err=True)
-    click.echo(f"gpuready: error: {cancel.reason()}", err=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
+        problem = f"could not write or show the results: {e}"
+    with contextlib.suppress(OSError):
+        if problem:
+            click.echo(f"gpuready: error: {problem}", err=True)
+        click.echo(f"gpuready: error: {cancel.reason()}", err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
     os._exit(cancel.exit_code())
 
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pty
+import select
 import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,6 +56,48 @@ def test_sighup_during_gpu_node_writes_the_results_and_exits_129(tmp_path: Path,
     assert "SIGHUP" in summary["aborted"]
     assert {c["host"] for c in summary["checks"]} == {"here", "hangs"}
     assert (folder / "junit.xml").is_file() and (folder / "report.md").is_file() and (folder / "FAILURE").is_file()
+
+
+def test_a_closed_terminal_still_leaves_the_results(tmp_path: Path, silent_port: int) -> None:  # noqa: F811
+    """gpuready on a real terminal (a pseudo-terminal), which then closes: the kernel hangs up the session
+    (SIGHUP) and every later write to the terminal fails. The results are written all the same, exit 129."""
+    if shutil.which("ssh") is None:
+        pytest.skip("no ssh client")
+    hosts = {
+        "gpu_nodes": {
+            "hosts": {
+                "here": LOCAL,
+                "hangs": {"ansible_host": "127.0.0.1", "ansible_port": silent_port, "ansible_user": "root"},
+            }
+        }
+    }
+    inv = make_inventory(tmp_path, hosts=hosts, settings=with_settings(node_classes__v100__gpu_count=0))
+    runs = tmp_path / "runs"
+    env = {**os.environ, **new_mark()}
+    argv = [sys.executable, "-m", "gpuready.core.cli", "validate", "gpu-node", "-i", str(inv)]
+    argv += ["--artifacts", str(runs), "--host-timeout", "600"]
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: a session leader with the pseudo-terminal as its controlling terminal
+        os.chdir(ROOT)
+        os.execve(sys.executable, argv, env)
+    seen = b""
+    deadline = time.monotonic() + 60
+    while b"here: " not in seen:
+        assert time.monotonic() < deadline, seen.decode(errors="replace")
+        ready, _, _ = select.select([terminal], [], [], 1)
+        if ready:
+            seen += os.read(terminal, 65536)
+    os.close(terminal)  # the terminal window closes
+    deadline = time.monotonic() + 10
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        assert time.monotonic() < deadline, "gpuready did not end after the hang-up"
+        time.sleep(0.1)
+    assert os.waitstatus_to_exitcode(done[1]) == 129
+    assert leftovers(env) == [], "processes of the run left behind"
+    [folder] = runs.iterdir()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert "SIGHUP" in summary["aborted"]
+    assert {c["host"] for c in summary["checks"]} == {"here", "hangs"}
 
 
 def test_sighup_during_provision_stops_ansible_and_writes_the_results(tmp_path: Path) -> None:
