@@ -34,7 +34,7 @@ def capped(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_range_of_a_hundred_million_hosts_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
     inv = make_inventory(tmp_path, hosts="gpu_nodes:\n  hosts:\n    gpu[00000000:99999999]:\n")
-    done = capped("inventory", "check", "-i", str(inv))
+    done = capped("inventory", "check", "-i", str(inv), "--artifacts", str(tmp_path / "runs"))
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [
         "gpuready: error: inv/hosts.yml: host range 'gpu[00000000:99999999]' expands to 100,000,000 hosts; "
@@ -50,7 +50,8 @@ def test_ranges_are_counted_together_across_groups(tmp_path: Path) -> None:
             "children": {"rack2": {"hosts": {f"b[a:z]-[1:{half // 26 + 1}]": None}}},
         }
     }
-    done = capped("inventory", "check", "-i", str(make_inventory(tmp_path, hosts=yaml.safe_dump(hosts))))
+    inv = make_inventory(tmp_path, hosts=yaml.safe_dump(hosts))
+    done = capped("inventory", "check", "-i", str(inv), "--artifacts", str(tmp_path / "runs"))
     assert done.returncode == 2, done.stderr[-2000:]
     assert "from ranges in all" in done.stderr and "Traceback" not in done.stderr
 
