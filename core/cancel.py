@@ -23,6 +23,14 @@ from typing import Any
 
 EXIT_SIGINT = 128 + signal.SIGINT
 EXIT_SIGTERM = 128 + signal.SIGTERM
+#: What a cancel is asked with: Ctrl-C, a supervisor's SIGTERM, and SIGHUP (the terminal closed, the SSH session
+#: to the admin machine dropped), which would otherwise end the process at once with nothing written.
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: Exit codes and reasons of the signals other than SIGINT, which is the default (the shell's 128 + number).
+_SIGNAL_EXITS = {
+    signal.SIGTERM: (128 + signal.SIGTERM, "terminated by SIGTERM"),
+    signal.SIGHUP: (128 + signal.SIGHUP, "hung up (SIGHUP: the terminal or SSH session closed)"),
+}
 #: Seconds children get between SIGTERM and SIGKILL.
 GRACE_S = 1.5
 
@@ -37,12 +45,19 @@ def requested() -> bool:
     return _request.is_set()
 
 
+def _first_other() -> tuple[int, str] | None:
+    """Exit code and reason of the first SIGTERM or SIGHUP that arrived, if any did."""
+    return next((_SIGNAL_EXITS[s] for s in _signals if s in _SIGNAL_EXITS), None)
+
+
 def exit_code() -> int:
-    return EXIT_SIGTERM if signal.SIGTERM in _signals else EXIT_SIGINT
+    other = _first_other()
+    return other[0] if other else EXIT_SIGINT
 
 
 def reason() -> str:
-    return "terminated by SIGTERM" if signal.SIGTERM in _signals else "cancelled by Ctrl-C"
+    other = _first_other()
+    return other[1] if other else "cancelled by Ctrl-C"
 
 
 def _handler(signum: int, frame: Any) -> None:
@@ -62,12 +77,12 @@ def _interrupt(first: bool) -> None:
 
 @contextmanager
 def handling_signals() -> Iterator[None]:
-    """SIGINT and SIGTERM become a cancel request for as long as the command runs (main thread only)."""
+    """SIGINT, SIGTERM and SIGHUP become a cancel request for as long as the command runs (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     _become_subreaper()
-    previous = {s: signal.signal(s, _handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, _handler) for s in SIGNALS}
     try:
         yield
     finally:

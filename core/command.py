@@ -6,6 +6,7 @@ does the rest, so every command reports and exits the same way.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -23,6 +24,7 @@ from gpuready.core.results import RunResult
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from gpuready.core.artifacts import ArtifactNotWritten
     from gpuready.core.inventory import Inventory
     from gpuready.core.runner import TaskEvent
 
@@ -60,6 +62,17 @@ def folder_path(ctx: click.Context, param: click.Parameter, value: str | None) -
     if not value.strip():
         raise click.BadParameter("empty; name a folder (or leave the option out for the default)")
     return Path(value)
+
+
+def comma_list(ctx: click.Context, param: click.Parameter, value: str | None) -> list[str] | None:
+    """A comma-separated list option; one that names nothing ('' or ',') is refused: left out, these options
+    mean "everything", so an empty value (a variable that expanded to nothing) would widen the run."""
+    if value is None:
+        return None
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if not items:
+        raise click.BadParameter(f"{value!r} names nothing; list at least one (or leave the option out for all)")
+    return items
 
 
 def artifacts_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -205,16 +218,20 @@ def execute(ctx: Context, body: Callable[[Context], RunResult]) -> NoReturn:
             partial = getattr(e, "partial", None)
             if isinstance(partial, RunResult):
                 partial.aborted = str(e)
-                _finish(ctx, partial)
+                if problem := _finish(ctx, partial):
+                    click.echo(f"gpuready: error: {problem}", err=True)
             fail(str(e), e.exit_code)
-    _finish(ctx, result)
+    problem = _finish(ctx, result)
+    if problem:
+        fail(str(problem), problem.exit_code)
     if result.aborted:
         fail(result.aborted, result.exit_code())
     sys.exit(result.exit_code())
 
 
 def _cancelled(ctx: Context, partial: object) -> NoReturn:
-    """Ctrl-C or SIGTERM: stop every process of the run, write what finished, exit 130 (SIGINT) or 143.
+    """Ctrl-C, SIGTERM or SIGHUP: stop every process of the run, write what finished, exit 130 (SIGINT), 143
+    (SIGTERM) or 129 (SIGHUP).
 
     The exit is immediate (``os._exit``): a worker thread stuck in a host that never answers must not
     hold the command open after its results are written.
@@ -223,30 +240,49 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
 
     from gpuready.core import cancel
 
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in cancel.SIGNALS:
         signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not cut the report short
-    ctx.stop_progress()
+    # After a hang-up the terminal is gone and writing to it fails (EIO): that must not keep the results from
+    # being written, nor the exit code from saying what happened.
+    with contextlib.suppress(OSError):
+        ctx.stop_progress()
     cancel.stop_children()
     result = partial if isinstance(partial, RunResult) else ctx.new_result()
     if isinstance(partial, list):
         result.add(*partial)
     result.aborted = f"{cancel.reason()}; the checks below are what ran before"
+    problem: object = None
     try:
-        _finish(ctx, result)
+        problem = _finish(ctx, result)
     except (OSError, GpureadyError) as e:
-        click.echo(f"gpuready: error: could not write the results: {e}", err=True)
-    click.echo(f"gpuready: error: {cancel.reason()}", err=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
+        problem = f"could not write or show the results: {e}"
+    with contextlib.suppress(OSError):
+        if problem:
+            click.echo(f"gpuready: error: {problem}", err=True)
+        click.echo(f"gpuready: error: {cancel.reason()}", err=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
     os._exit(cancel.exit_code())
 
 
-def _finish(ctx: Context, result: RunResult) -> None:
+def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
+    """Write the results and show them. An artifact that cannot be written (a full disk) does not keep the
+    verdict from the terminal: it is returned, to be named in one line and exit 3."""
     from gpuready.core import reports
+    from gpuready.core.artifacts import ArtifactNotWritten, make_private
 
     ctx.stop_progress()
-    reports.write_all(result, ctx.run_dir, every_row=bool(ctx.verbose))
+    problem = None
+    try:
+        folder = ctx.run_dir
+        try:
+            reports.write_all(result, folder, every_row=bool(ctx.verbose))
+        finally:
+            make_private(folder)
+    except ArtifactNotWritten as e:
+        problem = e
     reports.print_table(result, ctx.console, verbose=bool(ctx.verbose))
+    return problem
 
 
-__all__ = ["BadInput", "Context", "common_options", "execute", "fail", "limit_option"]
+__all__ = ["BadInput", "Context", "comma_list", "common_options", "execute", "fail", "limit_option"]

@@ -6,6 +6,7 @@ the key, before anything runs.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import re
@@ -39,6 +40,9 @@ _IMPLICIT_GROUPS = {"all", "ungrouped"}
 
 #: An inventory file larger than this is refused before it is parsed.
 MAX_FILE_BYTES = 64 * 1024 * 1024
+#: Hosts that Ansible host ranges (``gpu[001:128]``) may expand to, in one hosts.yml: twice the 50,000 hosts of the
+#: scale benchmark (BENCHMARKS.md), which hold about 274 MB; a range past it is refused before it is expanded.
+MAX_RANGE_HOSTS = 100_000
 #: YAML aliases may repeat a node; a document that expands past this many nodes is an alias bomb.
 MAX_EXPANDED_NODES = 2_000_000
 
@@ -267,7 +271,24 @@ def check_limit(pattern: str) -> str:
                 f"--limit {pattern!r}: cannot read {part.strip()!r} (a host or group name, a wildcard, "
                 "name[0] or name[0:9], or ~regex)"
             )
+        if _matches_group_all(part.strip()):
+            raise BadInput(
+                f"--limit {pattern!r}: {part.strip()!r} also matches the group 'all', so Ansible would run on "
+                "every host; anchor it to your names (e.g. '~^gpu') or write 'all' to mean every host"
+            )
     return pattern
+
+
+def _matches_group_all(part: str) -> bool:
+    """Does a wildcard or ``~regex`` part (not ``all`` or ``*`` themselves) match the group name ``all``? Ansible
+    matches patterns against group names as well as host names (``InventoryManager._match_list``: fnmatch, or
+    ``re.match`` for ``~``), and a match on ``all`` selects every host."""
+    if part.startswith(("!", "&")) or part in ("all", "*"):
+        return False  # an exclusion or intersection narrows; 'all' and '*' say "every host" in so many words
+    if part.startswith("~"):
+        return re.compile(part[1:]).match("all") is not None
+    name = re.sub(r"\[[-\d:]*\]$", "", part)
+    return any(c in name for c in "*?[") and fnmatch.fnmatchcase("all", name)
 
 
 def hosts_file(path: Path) -> Path:
@@ -279,6 +300,26 @@ def hosts_file(path: Path) -> Path:
         if (path / name).is_file():
             return path / name
     raise BadInput(f"{path}: no hosts.yml in this inventory folder")
+
+
+def checked_files(path: Path) -> tuple[Path, list[Path]]:
+    """The files a loaded inventory is read from: the hosts file, and the files under group_vars/ and host_vars/
+    beside it (gpuready's settings and host variables come from there, the latter through Ansible's own
+    host_group_vars plugin). What Ansible is given to run on (``runner.staged_inventory``), so that it runs on
+    what was checked and on nothing else in the folder. Symbolic links are followed, each folder once."""
+    hosts_path = hosts_file(path)
+    base = hosts_path.parent
+    found: list[Path] = []
+    seen: set[str] = set()
+    for sub in ("group_vars", "host_vars"):
+        for parent, folders, files in os.walk(base / sub, followlinks=True):
+            if os.path.realpath(parent) in seen:
+                folders[:] = []  # a link back up the tree
+                continue
+            seen.add(os.path.realpath(parent))
+            folders.sort()
+            found += [Path(parent, name) for name in sorted(files) if os.path.isfile(os.path.join(parent, name))]
+    return hosts_path, found
 
 
 def load(path: str | os.PathLike[str]) -> Inventory:
@@ -299,6 +340,7 @@ def _load(path: Path) -> Inventory:
                 f"{_shown(file, base.parent)}: variables must be a YAML mapping of names to values "
                 f"(got a {type(document).__name__})"
             )
+    _check_host_ranges(documents[hosts_path], _shown(hosts_path, base.parent))
     manager = _ansible_inventory(hosts_path, {hosts_path: documents[hosts_path]})
     groups = _groups(manager, hosts_path, base)
     settings_file, settings = _settings(documents, base)
@@ -307,6 +349,61 @@ def _load(path: Path) -> Inventory:
     inventory.host_groups = {h.name: sorted(g.name for g in h.get_groups()) for h in manager.get_hosts()}
     _check_host_vars(inventory)
     return inventory
+
+
+_RANGE = re.compile(r"\[([^\[\]]*)\]")
+
+
+def _range_size(name: str) -> int:
+    """How many hosts a name with Ansible host ranges (``gpu[01:64]``, ``rack[a:f]-n[1:8:2]``) stands for, counted
+    the way ``ansible.plugins.inventory.expand_hostname_range`` expands it, without expanding it. A bracket Ansible
+    cannot read counts as one name (Ansible reports it)."""
+    import string
+
+    total = 1
+    for bounds in (m.group(1).split(":") for m in _RANGE.finditer(name)):
+        if len(bounds) not in (2, 3):
+            continue
+        beg, end, step = bounds[0] or "0", bounds[1], bounds[2] if len(bounds) == 3 else "1"
+        try:
+            if beg in string.ascii_letters and end in string.ascii_letters:
+                count = len(
+                    string.ascii_letters[
+                        string.ascii_letters.index(beg) : string.ascii_letters.index(end) + 1 : int(step)
+                    ]
+                )
+            else:
+                count = len(range(int(beg), int(end) + 1, int(step)))
+        except ValueError:
+            continue
+        total *= max(count, 1)
+    return total
+
+
+def _check_host_ranges(document: Any, shown: str) -> None:
+    """Refuse host ranges that would expand past :data:`MAX_RANGE_HOSTS`, counted before Ansible expands them
+    (``gpu[00000000:99999999]`` is a hundred million names: all the memory, then a MemoryError)."""
+    total = 0
+    groups = [document] if isinstance(document, dict) else []
+    while groups:
+        for body in groups.pop().values():
+            if not isinstance(body, dict):
+                continue
+            hosts = body.get("hosts")
+            for name in hosts if isinstance(hosts, dict) else ():
+                if "[" not in str(name):
+                    continue
+                size = _range_size(str(name))
+                total += size
+                if size > MAX_RANGE_HOSTS or total > MAX_RANGE_HOSTS:
+                    raise BadInput(
+                        f"{shown}: host range {str(name)!r} expands to {size:,} hosts"
+                        + (f" ({total:,} from ranges in all)" if total > size else "")
+                        + f"; at most {MAX_RANGE_HOSTS:,} hosts may come from ranges (list more in hosts.yml, "
+                        "or split the inventory)"
+                    )
+            if isinstance(body.get("children"), dict):
+                groups.append(body["children"])
 
 
 def _yaml_files(base: Path) -> list[Path]:

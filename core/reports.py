@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuready.core import redact
-from gpuready.core.artifacts import write_json
+from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.bulk import no_cycle_collection
 from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, RunResult, now_iso
 
@@ -24,15 +25,31 @@ def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
     (summary.json and junit.xml always have them)."""
     run.finished = run.finished or now_iso()
     run.artifacts = str(folder)
-    with no_cycle_collection():
-        write_json(folder / "summary.json", run.to_dict())
-        write_junit(run, folder / "junit.xml")
-        (folder / "report.md").write_text(redact.text(markdown(run, every_row=every_row)))
+    rows = every_row
     marker = folder / "FAILURE"
+    writers: list[tuple[Path, Callable[[], None]]] = [
+        (folder / "summary.json", lambda: write_json(folder / "summary.json", run.to_dict())),
+        (folder / "junit.xml", lambda: write_junit(run, folder / "junit.xml")),
+        (folder / "report.md", lambda: write_text(folder / "report.md", redact.text(markdown(run, every_row=rows)))),
+    ]
     if run.status != PASSED:
-        marker.write_text(f"{run.status}: {run.aborted or run.counts()}\n")
+        writers.append((marker, lambda: write_text(marker, f"{run.status}: {run.aborted or run.counts()}\n")))
     elif marker.exists():
         marker.unlink()
+    # Each is tried even when one before it failed (a full disk may still take a small file), and every one that
+    # could not be written is named.
+    failed: list[tuple[Path, ArtifactNotWritten]] = []
+    with no_cycle_collection():
+        for path, write in writers:
+            try:
+                write()
+            except ArtifactNotWritten as e:
+                failed.append((path, e))
+    if failed:
+        reason = failed[0][1].__cause__
+        why = getattr(reason, "strerror", None) or str(failed[0][1])
+        names = ", ".join(p.name for p, _ in failed)
+        raise ArtifactNotWritten(f"could not write {names} in {folder}: {why}")
 
 
 def write_junit(run: RunResult, path: Path) -> None:
@@ -66,7 +83,7 @@ def write_junit(run: RunResult, path: Path) -> None:
     for key, value in totals.items():
         root.set(key, str(value))
     ET.indent(root)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    write_text(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")
 
 
 #: Host names shown per group; the rest are counted (every name is in summary.json and report.md).

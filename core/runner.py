@@ -13,14 +13,16 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuready.core import cancel, redact
-from gpuready.core.artifacts import write_json
+from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.errors import BadInput, Cancelled, Unreachable, shorten
+from gpuready.core.inventory import INVENTORY_PLUGINS, checked_files
 from gpuready.core.results import CHECK_STATUSES, Check
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,10 @@ ANSIBLE_SETTINGS: dict[str, dict[str, str]] = {
         "nocolor": "True",
         "force_color": "False",
     },
+    # The inventory plugins gpuready checks the inventory with (core/inventory.py INVENTORY_PLUGINS), instead of
+    # Ansible's default list, which also runs an executable inventory file as a script ("script") and reads
+    # host lists and TOML. https://docs.ansible.com/ansible/latest/reference_appendices/config.html#inventory-enabled
+    "inventory": {"enable_plugins": ", ".join(INVENTORY_PLUGINS)},
     # Pipelining feeds each module to the node's Python on stdin: one process per task instead of
     # making a temporary folder, copying the module, running it and removing the folder. Ansible reads
     # it for every connection (ssh, chroot, local; the ssh section alone reaches only ssh). With sudo,
@@ -116,6 +122,33 @@ def ansible_environment(workdir: Path) -> dict[str, str]:
         "ANSIBLE_COLLECTIONS_PATH": str(collections),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+
+
+@contextmanager
+def staged_inventory(inventory: Path) -> Iterator[Path]:
+    """A private copy of exactly the inventory files gpuready checked (:func:`~gpuready.core.inventory.checked_files`),
+    laid out as they are, for ansible-runner: given the folder itself, Ansible would also read every other file in it
+    (a second .yml of hosts, an executable script that prints hosts). The copy lives in a temporary folder only the
+    user can read (it may hold vaulted or plain credentials, which must not land among the artifacts) and is
+    removed when the run ends. Yields the hosts file's copy."""
+    import tempfile
+
+    hosts_path, variables = checked_files(Path(inventory))
+    base = hosts_path.parent
+    folder = Path(tempfile.mkdtemp(prefix="gpuready-inventory-"))
+    try:
+        try:
+            for source in [hosts_path, *variables]:
+                copy = folder / source.relative_to(base)
+                copy.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                descriptor = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(descriptor, "wb") as f:
+                    f.write(source.read_bytes())
+        except OSError as e:
+            raise Unreachable(f"could not copy the inventory for Ansible: {e.strerror}: {e.filename}") from e
+        yield folder / hosts_path.relative_to(base)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass
@@ -225,7 +258,11 @@ def run_playbook(
         check_tags(path, tags)
     redact.register_environment()
     private = artifacts / "ansible"
-    private.mkdir(parents=True, exist_ok=True)
+    try:
+        private.mkdir(mode=0o700, parents=True, exist_ok=True)
+        env = {**ansible_environment(private), **(envvars or {})}
+    except OSError as e:
+        raise ArtifactNotWritten(f"could not write the Ansible configuration in {private}: {e.strerror}") from e
     write_json(
         artifacts / "variables.json",
         {
@@ -253,16 +290,15 @@ def run_playbook(
         cmdline.append("--diff")
     if skip_tags:
         cmdline += ["--skip-tags", ",".join(skip_tags)]
-    env = {**ansible_environment(private), **(envvars or {})}
     if shutil.which("ansible-playbook", path=env["PATH"]) is None:
         raise Unreachable("ansible-playbook not found next to this Python or on PATH; install gpuready with pip")
-    with cancel.polled():
+    with cancel.polled(), staged_inventory(inventory) as hosts_copy:
         try:
             result = ansible_runner.run(
                 private_data_dir=str(private),
                 project_dir=str(private),
                 playbook=str(path),
-                inventory=str(Path(inventory).resolve()),
+                inventory=str(hosts_copy),
                 cmdline=" ".join(cmdline) or None,
                 limit=limit,
                 tags=",".join(tags) if tags else None,
@@ -292,7 +328,11 @@ def run_playbook(
     _apply_stats(result, hosts)
     for host, items in findings.items():
         hosts.setdefault(host, HostResult(host)).checks = [_finding(host, item) for item in items]
-    write_json(artifacts / "recap.json", {h: _recap(r) for h, r in hosts.items()} | {"status": run.status})
+    try:
+        write_json(artifacts / "recap.json", {h: _recap(r) for h, r in hosts.items()} | {"status": run.status})
+    except ArtifactNotWritten as e:
+        # What ran is still reported (summary.json, or one line naming what could not be written).
+        log.debug("%s", e)
     if run.cancelled:
         raise Cancelled(cancel.reason(), run)
     if result.status == "failed" and not hosts:
@@ -369,7 +409,12 @@ def _scrub(private: Path) -> None:
         except ValueError:
             scrubbed = redact.text(text)
         if scrubbed != text:
-            path.write_text(scrubbed)
+            try:
+                write_text(path, scrubbed)
+            except ArtifactNotWritten as e:
+                # Unmasked, it must not stay (a full disk): the run's own results do not depend on it.
+                path.unlink(missing_ok=True)
+                log.warning("%s; removed it, since it held unmasked values", e)
 
 
 def _apply_stats(result: Any, hosts: dict[str, HostResult]) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuready.core.command import Context, common_options, execute, limit_option
+from gpuready.core.command import Context, comma_list, common_options, execute, limit_option
 from gpuready.core.results import RunResult
 
 if TYPE_CHECKING:
@@ -26,7 +26,13 @@ def provision() -> None:
 @limit_option
 @click.option("--check", is_flag=True, help="Plan only: report what would change, change nothing.")
 @click.option("--diff", is_flag=True, help="Show the before/after of each change.")
-@click.option("--tags", default=None, metavar="LIST", help="Only these layers (comma-separated site.yml tags).")
+@click.option(
+    "--tags",
+    default=None,
+    metavar="LIST",
+    callback=comma_list,
+    help="Only these layers (comma-separated site.yml tags).",
+)
 @click.option("--allow-power-off", is_flag=True, help="vSphere: power off VMs whose GPU changes need it (then on).")
 @click.option("--insecure", is_flag=True, help="vSphere: do not verify vCenter's TLS certificate (labs only).")
 @click.option(
@@ -42,7 +48,7 @@ def cluster(
     limit: str | None,
     check: bool,
     diff: bool,
-    tags: str | None,
+    tags: list[str] | None,
     allow_power_off: bool,
     insecure: bool,
     remove: bool,
@@ -52,7 +58,7 @@ def cluster(
         "limit": limit,
         "check": check,
         "diff": diff,
-        "tags": [t.strip() for t in tags.split(",") if t.strip()] if tags else None,
+        "tags": tags,
         "allow_power_off": allow_power_off,
         "insecure": insecure,
         "remove": remove,

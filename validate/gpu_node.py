@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuready.core.command import Context, FiniteFloatRange, common_options, execute, limit_option
+from gpuready.core.command import Context, FiniteFloatRange, comma_list, common_options, execute, limit_option
 from gpuready.core.inventory import KUBE_ONLY_GROUP
 from gpuready.core.results import RunResult
 
@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     show_default=True,
     help="Seconds one host may take before it is reported as an error.",
 )
-@click.option("--only", default=None, metavar="IDS", help="Only these check ids (comma-separated).")
+@click.option(
+    "--only", default=None, metavar="IDS", callback=comma_list, help="Only these check ids (comma-separated)."
+)
 @click.option(
     "--mark-nodes",
     is_flag=True,
@@ -42,7 +44,7 @@ def gpu_node(
     limit: str | None,
     workers: int,
     host_timeout: float,
-    only: str | None,
+    only: list[str] | None,
     mark_nodes: bool,
     check: bool,
 ) -> None:
@@ -53,7 +55,7 @@ def gpu_node(
         "host_timeout": host_timeout,
         "mark_nodes": mark_nodes,
         "check": check,
-        "only": {i.strip() for i in only.split(",") if i.strip()} if only else None,
+        "only": set(only) if only is not None else None,
     }
     execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
 

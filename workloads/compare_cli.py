@@ -39,6 +39,7 @@ def compare(runs: tuple[str, ...], max_overhead: float | None, artifacts: Path |
 
 
 def _body(ctx: Context) -> RunResult:
+    from gpuready.core.artifacts import write_text
     from gpuready.core.errors import BadInput
     from gpuready.core.results import failed, passed
     from gpuready.workloads import compare
@@ -62,7 +63,7 @@ def _body(ctx: Context) -> RunResult:
                 result.add(failed(cid, where, f"{message}: more than {limit:g}%"))
             else:
                 result.add(passed(cid, where, message + ("" if limit is not None else " (recorded)")))
-    (ctx.run_dir / "comparison.md").write_text(compare.markdown(rows, runs))
+    write_text(ctx.run_dir / "comparison.md", compare.markdown(rows, runs))
     compare.plot(runs, ctx.run_dir / compare.PLOT_FILE)
     result.metrics["comparison"] = rows
     ctx.console.print(compare.markdown(rows, runs).split("\n\n![")[0], markup=False, highlight=False)

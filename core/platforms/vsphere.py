@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import ssl
 import time
 from collections.abc import Iterator
@@ -80,15 +81,23 @@ def ssl_context(verify: bool, ca_file: str = "") -> ssl.SSLContext:
 def connect(target: Target) -> Iterator[Any]:
     """A logged-in ``vim.ServiceInstance``; logs out on exit."""
     si = open_session(target)
+    answering = True
     try:
         yield si
+    except (TimeoutError, ConnectionError) as e:
+        answering = False
+        raise Unreachable(
+            f"vCenter {target.where} stopped answering ({shorten(e) or type(e).__name__}; each request may take "
+            f"{target.timeout_s:g}s, gpuready.vsphere.request_timeout_s)"
+        ) from e
     finally:
-        try:
-            from pyVim.connect import Disconnect
+        if answering:  # a logout from a vCenter that stopped answering would only wait for another timeout
+            try:
+                from pyVim.connect import Disconnect
 
-            Disconnect(si)
-        except Exception as e:  # the session may already be gone; nothing to undo
-            log.debug("logout from %s failed: %s", target.where, e)
+                Disconnect(si)
+            except Exception as e:  # the session may already be gone; nothing to undo
+                log.debug("logout from %s failed: %s", target.where, e)
 
 
 def open_session(target: Target) -> Any:
@@ -98,14 +107,22 @@ def open_session(target: Target) -> Any:
     redact.register(target.password)
     context = ssl_context(target.verify_tls, target.ca_file)
     try:
-        return SmartConnect(
-            host=target.host,
-            port=target.port,
-            user=target.user,
-            pwd=target.password,
-            sslContext=context,
-            httpConnectionTimeout=target.timeout_s,
-        )
+        # httpConnectionTimeout bounds each SOAP call; SmartConnect's version discovery before them opens its own
+        # connections without a timeout (pyVim.connect.__GetElementTree), so those take the default socket timeout.
+        with _default_socket_timeout(target.timeout_s):
+            return SmartConnect(
+                host=target.host,
+                port=target.port,
+                user=target.user,
+                pwd=target.password,
+                sslContext=context,
+                httpConnectionTimeout=target.timeout_s,
+            )
+    except TimeoutError as e:
+        raise Unreachable(
+            f"vCenter {target.where} accepted the connection but did not answer within {target.timeout_s:g}s "
+            "(gpuready.vsphere.request_timeout_s)"
+        ) from e
     except vim.fault.InvalidLogin as e:
         raise Unreachable(f"vCenter {target.where} refused the login of {target.user!r}: wrong user or password") from e
     except ssl.SSLCertVerificationError as e:
@@ -120,6 +137,16 @@ def open_session(target: Target) -> Any:
         raise Unreachable(f"cannot reach vCenter {target.where}: {shorten(getattr(e, 'strerror', None) or e)}") from e
     except Exception as e:  # pyvmomi raises vmodl faults and plain exceptions for protocol problems
         raise translate(e, f"vCenter {target.where}") from e
+
+
+@contextmanager
+def _default_socket_timeout(seconds: float) -> Iterator[None]:
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(seconds)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
 
 
 class VsphereFault(Unreachable):

@@ -238,6 +238,7 @@ def target(inventory: Inventory, *, insecure: bool = False) -> Target:
         password=password_from_env(settings.password_env),
         verify_tls=settings.verify_tls and not insecure,
         ca_file=settings.ca_file,
+        timeout_s=settings.request_timeout_s,
     )
 
 

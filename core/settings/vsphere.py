@@ -64,4 +64,8 @@ class Vsphere(Section):
     min_hardware_version: int = Field(default=17, ge=4)
     #: Seconds to wait for one vSphere task (reconfigure, power) before giving up.
     task_timeout_s: int = Field(default=600, ge=1)
+    #: Seconds one request to vCenter (the connection, then each API call) may take before vCenter counts as
+    #: unreachable (exit 3): pyVmomi's own version discovery waits forever on a vCenter that accepts and never
+    #: answers.
+    request_timeout_s: int = Field(default=60, ge=1, le=3600)
     gpu_vms: list[GpuVm] = Field(default_factory=list)

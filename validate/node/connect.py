@@ -18,6 +18,8 @@ from gpuready.core.errors import BadInput
 
 SSH_OPTIONS = "-o BatchMode=yes -o LogLevel=ERROR -o ServerAliveInterval=5 -o ServerAliveCountMax=2"
 NO_HOST_KEY_CHECKING = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+#: Split by Ansible's ssh connection plugin with shlex, no shell (ansible.plugins.connection.ssh._split_ssh_args).
+SSH_ARG_VARS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
 FALSE = ("0", "false", "no", "off", "n", "f")
 
 
@@ -48,25 +50,47 @@ def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str
         "name": name,
         "connection": "local" if connection == "local" else "ssh",
         "address": str(variables.get("ansible_host", name)),
-        "port": int(variables.get("ansible_port", 22)),
+        "port": _port(name, variables.get("ansible_port", 22)),
         "user": str(variables.get("ansible_user", "") or ""),
         "key": str(variables.get("ansible_ssh_private_key_file", "") or ""),
-        "extra": " ".join(
-            str(variables.get(k, "") or "") for k in ("ansible_ssh_common_args", "ansible_ssh_extra_args")
-        ).strip(),
+        "extra": [arg for key in SSH_ARG_VARS for arg in _split(name, key, variables)],
         "host_key_checking": _flag(checking, _flag(environ.get("ANSIBLE_HOST_KEY_CHECKING"), True)),
         "become_user": str(variables.get("ansible_become_user", "root")) if become else "",
     }
-    for key in ("address", "user", "key", "extra", "become_user"):
+    for key in ("address", "user", "key", "become_user"):
         if "{{" in spec[key]:
             raise BadInput(f"host {name}: {key} is templated ({spec[key]!r}); validate gpu-node needs plain values")
     return spec
 
 
+def _port(name: str, value: Any) -> int:
+    """``ansible_port`` as a TCP port number (Ansible would fail on anything else when it connects)."""
+    try:
+        port = int(str(value).strip()) if not isinstance(value, bool) else -1
+    except ValueError:
+        port = -1
+    if not 1 <= port <= 65535:
+        raise BadInput(f"host {name}: ansible_port {value!r} is not a port number (1-65535)")
+    return port
+
+
+def _split(name: str, key: str, variables: dict[str, Any]) -> list[str]:
+    """An ssh arguments variable split into arguments as Ansible's ssh connection plugin splits it (shlex, no
+    shell): ``$(...)``, backticks and ``;`` stay literal text inside one argument."""
+    value = str(variables.get(key, "") or "")
+    if "{{" in value:
+        raise BadInput(f"host {name}: {key} is templated ({value!r}); validate gpu-node needs plain values")
+    try:
+        return [arg.strip() for arg in shlex.split(value) if arg.strip()]
+    except ValueError as e:
+        raise BadInput(f"host {name}: {key} {value!r}: cannot split it into ssh arguments: {e}") from None
+
+
 def ssh_args(spec: dict[str, Any]) -> str:
-    return " ".join(
-        filter(None, [SSH_OPTIONS, "" if spec["host_key_checking"] else NO_HOST_KEY_CHECKING, spec["extra"]])
-    )
+    """The extra ssh arguments as one string for testinfra, which pastes it into a command line for /bin/sh:
+    the inventory's arguments are each quoted, so the shell hands them to ssh unchanged and runs none of them."""
+    ours = [SSH_OPTIONS, "" if spec["host_key_checking"] else NO_HOST_KEY_CHECKING]
+    return " ".join(filter(None, [*ours, shlex.join(spec["extra"])]))
 
 
 def testinfra_host(spec: dict[str, Any], timeout: int) -> Any:

@@ -47,6 +47,8 @@ class Vcsim:
     folder: Path
     #: VMware's govc, from the same govmomi build as vcsim.
     govc_binary: Path
+    #: The vcsim process (to stop and continue it: a vCenter that hangs).
+    pid: int = 0
 
     def run_govc(self, *args: str) -> str:
         """``govc ARGS`` against this vcsim, its output; no session is kept between calls."""
@@ -138,7 +140,7 @@ def start_vcsim(binary: Path, folder: Path, extra: tuple[str, ...] = ()) -> Iter
     )
     try:
         wait_for_port("127.0.0.1", port, timeout=30)
-        yield Vcsim(port=port, cert=cert, folder=folder, govc_binary=build_govc())
+        yield Vcsim(port=port, cert=cert, folder=folder, govc_binary=build_govc(), pid=process.pid)
     finally:
         process.terminate()
         try:
