@@ -32,7 +32,7 @@ def unseen_character(name: str) -> str | None:
 def check_names(manager: Any, where: str) -> None:
     """Refuse host and group names with characters that are invisible or control the terminal: ``gpu01``
     with a right-to-left override or a zero-width space reads as another host in every report."""
-    for kind, names in (("host", manager._inventory.hosts), ("group", manager._inventory.groups)):
+    for kind, names in (("host", manager.hosts), ("group", manager.groups)):
         for name in names:
             found = unseen_character(name)
             if found:
