@@ -17,6 +17,10 @@ PORT_VARS = ("ansible_port", "ansible_ssh_port")
 PORT_RANGE = (1, 65535)
 
 
+#: What to call characters Unicode gives no name, by category (ESC is U+001B, "a control character").
+_UNNAMED = {"Cc": "a control character", "Co": "a private-use character", "Cn": "an unassigned code point"}
+
+
 def unseen_character(name: str) -> str | None:
     """The first character of ``name`` that shows as something else or as nothing, described as
     ``U+202E (RIGHT-TO-LEFT OVERRIDE)``: control characters (ESC, NUL), format characters (bidirectional
@@ -25,7 +29,8 @@ def unseen_character(name: str) -> str | None:
         return None
     for char in name:
         if not char.isprintable():
-            return f"U+{ord(char):04X} ({unicodedata.name(char, unicodedata.category(char))})"
+            unnamed = _UNNAMED.get(unicodedata.category(char), "a character without a name")
+            return f"U+{ord(char):04X} ({unicodedata.name(char, unnamed)})"
     return None
 
 

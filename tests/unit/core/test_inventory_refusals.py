@@ -108,8 +108,12 @@ def test_settings_that_make_a_check_meaningless_are_refused(tmp_path: Path, chan
 
 @pytest.mark.parametrize(
     ("name", "code_point"),
-    [("gpu\u202e10", "U+202E (RIGHT-TO-LEFT OVERRIDE)"), ("gpu\u200b01", "U+200B (ZERO WIDTH SPACE)")],
-    ids=["right-to-left override", "zero-width space"],
+    [
+        ("gpu\u202e10", "U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+        ("gpu\u200b01", "U+200B (ZERO WIDTH SPACE)"),
+        ("gpu\x1bc01", "U+001B (a control character)"),  # ESC c resets a terminal
+    ],
+    ids=["right-to-left override", "zero-width space", "terminal escape"],
 )
 def test_host_names_that_show_as_another_name_are_refused(tmp_path: Path, name: str, code_point: str) -> None:
     inv = make_inventory(tmp_path, hosts={"gpu_nodes": {"hosts": {name: {"ansible_connection": "local"}}}})
