@@ -335,7 +335,7 @@ OUTSIDE_LINKS_ENV = "GPUREADY_INVENTORY_LINKS_OUTSIDE"
 
 
 def _yaml_files(base: Path, hosts_path: Path) -> list[Path]:
-    """The hosts file, then the YAML files of group_vars/ and host_vars/ as Ansible finds them: through links
+    """The hosts file, then the variables files of group_vars/ and host_vars/ as Ansible finds them: through links
     to folders too (``group_vars/all`` may be one), each folder once. A file or folder whose real path is
     outside the inventory folder is refused (a link to /etc/shadow is not variables) unless
     ``GPUREADY_INVENTORY_LINKS_OUTSIDE=1`` allows it."""
@@ -364,13 +364,23 @@ def _yaml_files(base: Path, hosts_path: Path) -> list[Path]:
                 subfolders[:] = []
                 continue
             seen.add(real)
-            subfolders.sort()
+            subfolders[:] = sorted(d for d in subfolders if _vars_entry(d) and not Path(d).suffix)
             for name in sorted(names):
                 file = here / name
-                if file.suffix in (".yml", ".yaml") and file.is_file():
+                if _vars_entry(name) and file.suffix in VARS_SUFFIXES and file.is_file():
                     inside(file)
                     files.append(file)
     return files
+
+
+#: The files Ansible's host_group_vars plugin reads as variables: YAML, JSON, or no extension at all
+#: (``yaml_valid_extensions``, and DataLoader.find_vars_files); folders without an extension are searched.
+VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")
+
+
+def _vars_entry(name: str) -> bool:
+    # Ansible skips hidden files and editor backups (DataLoader._get_dir_vars_files).
+    return not name.startswith(".") and not name.endswith("~")
 
 
 def _strict_inventory_manager() -> Any:

@@ -122,12 +122,14 @@ def test_host_names_that_show_as_another_name_are_refused(tmp_path: Path, name: 
     assert name not in done.stderr, "the message must not carry the character itself to the terminal"
 
 
-def test_a_vars_file_linked_from_outside_the_inventory_is_refused_unless_allowed(tmp_path: Path) -> None:
+# Ansible reads a vars file without an extension too (DataLoader.find_vars_files).
+@pytest.mark.parametrize("name", ["shadow.yml", "shadow"])
+def test_a_vars_file_linked_from_outside_the_inventory_is_refused_unless_allowed(tmp_path: Path, name: str) -> None:
     inv = make_inventory(tmp_path)
-    outside = tmp_path / "elsewhere.yml"  # stands for /etc/shadow: a file readable as a YAML mapping
+    outside = tmp_path / "elsewhere"  # stands for /etc/shadow: a file readable as a YAML mapping
     outside.write_text("root:*:20228:0:99999:7:::\n")
-    (inv / "group_vars" / "all" / "shadow.yml").symlink_to(outside)
-    refused(check(inv, tmp_path), "group_vars/all/shadow.yml", f"a link to {outside}", "outside the inventory")
+    (inv / "group_vars" / "all" / name).symlink_to(outside)
+    refused(check(inv, tmp_path), f"group_vars/all/{name}", f"a link to {outside}", "outside the inventory")
     allowed = check(inv, tmp_path, env={"GPUREADY_INVENTORY_LINKS_OUTSIDE": "1"})
     assert allowed.returncode == 0, allowed.stderr
 
