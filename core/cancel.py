@@ -6,9 +6,10 @@ the shell's 128 + signal number).
 
 Code that can poll (the Ansible runner) asks for a request with :func:`requested` inside
 :func:`polled`; everywhere else the signal interrupts the main thread as ``KeyboardInterrupt``.
-After a cancel, :func:`stop_children` ends every process this one started, including those that
+On a cancel, :func:`stop_children` ends every process this one started, including those that
 made their own process group or session (ansible-playbook under a pseudo-terminal): terminate,
-a bounded wait, then kill.
+a bounded wait (:data:`GRACE_S`), then kill. Inside :func:`polled` the signal handler does this at
+once, so a poller blocked waiting on its child returns as the child ends.
 """
 
 from __future__ import annotations
@@ -71,7 +72,11 @@ def _handler(signum: int, frame: Any) -> None:
 
 def _interrupt(first: bool) -> None:
     if first and _polling:
-        return  # the running section polls requested() and stops on its own
+        # The running section polls requested(), but only between its waits: ansible-runner looks once its
+        # child has printed something or after 5 s of silence (pexpect_timeout). Ending the children now
+        # makes that wait return at once (end of file); the section then sees the request and stops.
+        stop_children()
+        return
     raise KeyboardInterrupt
 
 

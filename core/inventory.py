@@ -18,6 +18,8 @@ import yaml
 
 from gpuready.core.bulk import no_cycle_collection
 from gpuready.core.errors import BadInput
+from gpuready.core.inventory_values import check_connection_vars, check_names
+from gpuready.core.vault import Vault, is_vaulted
 
 if TYPE_CHECKING:
     from gpuready.core.settings import NodeClass, Settings
@@ -74,14 +76,24 @@ def _opaque(loader: yaml.SafeLoader, node: yaml.Node) -> object:
     return loader.construct_scalar(node) if isinstance(node, yaml.ScalarNode) else None
 
 
-_InventoryYamlLoader.add_constructor("!vault", _opaque)
+def _vaulted(loader: yaml.SafeLoader, node: yaml.Node) -> object:
+    value = _opaque(loader, node)
+    sink = getattr(loader, "vaulted", None)
+    if sink is not None and isinstance(value, str):
+        sink.append((node.start_mark.line + 1, value))
+    return value
+
+
+_InventoryYamlLoader.add_constructor("!vault", _vaulted)
 _InventoryYamlLoader.add_constructor("!unsafe", _opaque)
 
 
-def read_yaml(path: Path, base: Path | None = None) -> Any:
+def read_yaml(path: Path, base: Path | None = None, vault: Vault | None = None) -> Any:
     """Parse one inventory YAML file, refusing what would hang or mislead Ansible: bytes that are not
-    UTF-8, a file too large, aliases that expand without bound, a key given twice."""
+    UTF-8, a file too large, aliases that expand without bound, a key given twice, Ansible Vault that the
+    configured password does not open (a file encrypted whole is decrypted, then read)."""
     shown = _shown(path, base)
+    vault = vault or Vault()
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise BadInput(f"{shown}: larger than {MAX_FILE_BYTES // 2**20} MiB; refusing to read it")
@@ -93,15 +105,22 @@ def read_yaml(path: Path, base: Path | None = None) -> Any:
             raise BadInput(
                 f"{shown}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x}); save the file as UTF-8"
             ) from None
+        if is_vaulted(text):
+            text = vault.decrypt(text, shown)
         loader = _InventoryYamlLoader(text)
+        vaulted: list[tuple[int, str]] = []
+        loader.vaulted = vaulted  # type: ignore[attr-defined]
         try:
             node = loader.get_single_node()
             if node is None:
                 return None
             _check_expansion(node, shown)
-            return loader.construct_document(node)
+            document = loader.construct_document(node)
         finally:
             loader.dispose()
+        for line, value in vaulted:
+            vault.check(value, f"{shown}:{line}")
+        return document
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"{shown}:{mark.line + 1}" if mark else shown
@@ -331,7 +350,8 @@ def load(path: str | os.PathLike[str]) -> Inventory:
 def _load(path: Path) -> Inventory:
     hosts_path = hosts_file(path)
     base = hosts_path.parent
-    documents = {p: read_yaml(p, base.parent) for p in _yaml_files(base)}
+    vault = Vault()
+    documents = {p: read_yaml(p, base.parent, vault) for p in _yaml_files(base, hosts_path)}
     if not isinstance(documents.get(hosts_path), dict):
         raise BadInput(f"{_shown(hosts_path, base.parent)}: an inventory must be a YAML mapping of groups")
     for file, document in documents.items():
@@ -341,7 +361,8 @@ def _load(path: Path) -> Inventory:
                 f"(got a {type(document).__name__})"
             )
     _check_host_ranges(documents[hosts_path], _shown(hosts_path, base.parent))
-    manager = _ansible_inventory(hosts_path, {hosts_path: documents[hosts_path]})
+    manager = _ansible_inventory(hosts_path, {hosts_path: documents[hosts_path]}, vault.loaded_secrets())
+    check_names(manager, _shown(hosts_path, base.parent))
     groups = _groups(manager, hosts_path, base)
     settings_file, settings = _settings(documents, base)
     settings = _resolve_paths(settings, base.resolve())
@@ -406,12 +427,59 @@ def _check_host_ranges(document: Any, shown: str) -> None:
                 groups.append(body["children"])
 
 
-def _yaml_files(base: Path) -> list[Path]:
-    files = [p for p in (base / "hosts.yml", base / "hosts.yaml") if p.is_file()]
+
+
+#: Set to 1 to let group_vars/ and host_vars/ files be links to files outside the inventory folder.
+OUTSIDE_LINKS_ENV = "GPUREADY_INVENTORY_LINKS_OUTSIDE"
+
+
+def _yaml_files(base: Path, hosts_path: Path) -> list[Path]:
+    """The hosts file, then the variables files of group_vars/ and host_vars/ as Ansible finds them: through links
+    to folders too (``group_vars/all`` may be one), each folder once. A file or folder whose real path is
+    outside the inventory folder is refused (a link to /etc/shadow is not variables) unless
+    ``GPUREADY_INVENTORY_LINKS_OUTSIDE=1`` allows it."""
+    tree = base.resolve()
+    outside_allowed = os.environ.get(OUTSIDE_LINKS_ENV, "") == "1"
+    files = [hosts_path]
+    seen: set[str] = set()
+
+    def inside(path: Path) -> None:
+        real = Path(os.path.realpath(path))
+        if not outside_allowed and real != tree and tree not in real.parents:
+            raise BadInput(
+                f"{_shown(path, base.parent)}: a link to {real}, outside the inventory folder {tree}; "
+                f"copy it into the inventory, or set {OUTSIDE_LINKS_ENV}=1 to read it there"
+            )
+
     for sub in ("group_vars", "host_vars"):
-        if (base / sub).is_dir():
-            files += sorted(p for p in (base / sub).rglob("*") if p.suffix in (".yml", ".yaml") and p.is_file())
+        top = base / sub
+        if not top.is_dir():
+            continue
+        for folder, subfolders, names in os.walk(top, followlinks=True):
+            here = Path(folder)
+            inside(here)
+            real = os.path.realpath(here)
+            if real in seen:  # a link back up the tree
+                subfolders[:] = []
+                continue
+            seen.add(real)
+            subfolders[:] = sorted(d for d in subfolders if _vars_entry(d) and not Path(d).suffix)
+            for name in sorted(names):
+                file = here / name
+                if _vars_entry(name) and file.suffix in VARS_SUFFIXES and file.is_file():
+                    inside(file)
+                    files.append(file)
     return files
+
+
+#: The files Ansible's host_group_vars plugin reads as variables: YAML, JSON, or no extension at all
+#: (``yaml_valid_extensions``, and DataLoader.find_vars_files); folders without an extension are searched.
+VARS_SUFFIXES = ("", ".yml", ".yaml", ".json")
+
+
+def _vars_entry(name: str) -> bool:
+    # Ansible skips hidden files and editor backups (DataLoader._get_dir_vars_files).
+    return not name.startswith(".") and not name.endswith("~")
 
 
 def _strict_inventory_manager() -> Any:
@@ -424,7 +492,7 @@ def _strict_inventory_manager() -> Any:
 
     class StrictInventoryManager(InventoryManager):  # type: ignore[misc]
         def _fetch_inventory_plugins(self) -> list[Any]:
-            return [inventory_loader.get(name) for name in INVENTORY_PLUGINS]
+            return [_Refusing(inventory_loader.get(name)) for name in INVENTORY_PLUGINS]
 
         def parse_source(self, source: str, cache: bool = False) -> bool:
             # Ansible only warns about an inventory it cannot parse and goes on with none; we refuse.
@@ -448,7 +516,42 @@ def _strict_inventory_manager() -> Any:
 INVENTORY_PLUGINS = ("yaml", "ini")
 
 
-def _data_loader(parsed: dict[Path, Any]) -> Any:
+class _Unparsed(BaseException):
+    """An inventory plugin failed on the file it accepted. A BaseException, so that it leaves Ansible's
+    parse_source, which would otherwise try the next plugin and print each plugin's failure as a block of
+    warnings; the loader turns it into one line with the cause."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+class _Refusing:
+    """An inventory plugin whose parse failure is the answer (raised as :class:`_Unparsed`)."""
+
+    def __init__(self, plugin: Any) -> None:
+        self._plugin = plugin
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._plugin, name)
+
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._plugin.parse(*args, **kwargs)
+        except Exception as e:
+            raise _Unparsed(e) from e
+
+
+def _cause(error: BaseException) -> str:
+    """The first line of Ansible's message, with what to write for a mistake YAML inventories often have."""
+    message = getattr(error, "message", None) or str(error)
+    line = str(message).strip().split("\n")[0]
+    if 'Invalid "hosts" entry' in line and "list" in line:
+        line += " (write hosts as a mapping of names, e.g. 'hosts: {gpu01: {}, gpu02: {}}', not a list)"
+    return line
+
+
+def _data_loader(parsed: dict[Path, Any], vault_secrets: list[tuple[str, Any]] | None = None) -> Any:
     """Ansible's DataLoader, given the files gpuready has already parsed (and checked: UTF-8, size, aliases,
     duplicate keys), so Ansible's inventory plugin does not parse a 10,000-host hosts.yml a second time; and
     without the deep copy of a file read uncached (``cache='none'``, how inventory plugins read): nothing else
@@ -465,14 +568,21 @@ def _data_loader(parsed: dict[Path, Any]) -> Any:
                     return known
             return super().load_from_file(file_name, cache=cache, unsafe=unsafe or cache == "none", **kwargs)
 
-    return CheckedDataLoader()
+    loader = CheckedDataLoader()
+    if vault_secrets:
+        loader.set_vault_secrets(vault_secrets)
+    return loader
 
 
-def _ansible_inventory(hosts_path: Path, parsed: dict[Path, Any] | None = None) -> Any:
+def _ansible_inventory(
+    hosts_path: Path, parsed: dict[Path, Any] | None = None, vault_secrets: list[tuple[str, Any]] | None = None
+) -> Any:
     from ansible.errors import AnsibleError
 
     try:
-        return _strict_inventory_manager()(loader=_data_loader(parsed or {}), sources=[str(hosts_path)])
+        return _strict_inventory_manager()(loader=_data_loader(parsed or {}, vault_secrets), sources=[str(hosts_path)])
+    except _Unparsed as e:
+        raise BadInput(f"{hosts_path}: not a valid Ansible inventory: {_cause(e.cause)}") from None
     except AnsibleError as e:
         message = str(e).split("\n")[0]
         raise BadInput(f"{hosts_path}: not a valid Ansible inventory: {message}") from e
@@ -557,6 +667,7 @@ def _check_host_vars(inventory: Inventory) -> None:
 
     for host in inventory.host_groups:
         variables = inventory.host_vars(host)
+        check_connection_vars(f"{inventory.path}: host {host}", variables)
         for key in variables:
             if key.startswith("gpuready_") and key not in HOST_VARS:
                 raise BadInput(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,30 +53,46 @@ def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
         raise ArtifactNotWritten(f"could not write {names} in {folder}: {why}")
 
 
+#: Characters XML 1.0 cannot hold (its Char production: tab, newline, carriage return and U+0020 on, less the
+#: surrogates and U+FFFE/U+FFFF), and the C1 controls a terminal acts on (U+0080-U+009F, CSI among them).
+_UNSHOWABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def showable(text: str) -> str:
+    """``text`` with every control character a node may have printed (ESC, NUL, SOH in a kernel log line or a
+    name) written as ``\\x1b``: what XML cannot hold, and what a terminal showing report.md would obey."""
+    return _UNSHOWABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else "\ufffd", text)
+
+
 def write_junit(run: RunResult, path: Path) -> None:
     """JUnit XML, one suite per host (written with ElementTree: linear at 1000 hosts x 30 checks)."""
     import xml.etree.ElementTree as ET
 
-    root = ET.Element("testsuites", name=run.command)
+    # Every text is showable(): a node's kernel log line or name may hold bytes that no XML document can.
+    command = showable(run.command)
+    root = ET.Element("testsuites", name=command)
     suites: dict[str, ET.Element] = {}
     totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
     tallies: dict[str, dict[str, int]] = {}
+    classnames: dict[str, str] = {}
     for check in run.checks:
         if check.host not in suites:
-            suites[check.host] = ET.SubElement(root, "testsuite", name=f"{run.command} @ {check.host}")
+            host = showable(check.host)
+            suites[check.host] = ET.SubElement(root, "testsuite", name=f"{command} @ {host}")
+            classnames[check.host] = f"{command}.{host}"
             tallies[check.host] = dict.fromkeys(totals, 0)
-        case = ET.SubElement(suites[check.host], "testcase", name=check.id, classname=f"{run.command}.{check.host}")
+        case = ET.SubElement(suites[check.host], "testcase", name=showable(check.id), classname=classnames[check.host])
         tally = tallies[check.host]
         tally["tests"] += 1
         tag = {FAILED: ("failure", "failures"), ERROR: ("error", "errors"), SKIPPED: ("skipped", "skipped")}.get(
             check.status
         )
         if tag:
-            ET.SubElement(case, tag[0], message=redact.text(check.message))
+            ET.SubElement(case, tag[0], message=showable(redact.text(check.message)))
             tally[tag[1]] += 1
         text = redact.text("\n".join(filter(None, [check.evidence, check.remedy and f"remedy: {check.remedy}"])))
         if text:
-            ET.SubElement(case, "system-out").text = text
+            ET.SubElement(case, "system-out").text = showable(text)
     for host, suite in suites.items():
         for key, value in tallies[host].items():
             suite.set(key, str(value))
@@ -189,7 +206,7 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
         lines += ["", "## Metrics", ""]
         metrics = redact.structure(run.metrics)
         lines += [f"- {k}: {v}" for k, v in metrics.items() if not isinstance(v, dict | list)]
-    return "\n".join(lines) + "\n"
+    return showable("\n".join(lines) + "\n")
 
 
 def _cell(value: str) -> str:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from gpuready.core import role_defaults
-from gpuready.core.settings.base import Section
+from gpuready.core.settings.base import Int, Real, Section
 
 #: Red Hat, OpenShift 4 "Managing security context constraints", Role-based access to SCCs: an SCC cannot be
 #: assigned to pods in these default namespaces, which "should not be used for running pods or services".
@@ -30,16 +30,16 @@ class DevicePlugin(Section):
     #: own (the common role's too): SCCs do not apply to pods in OpenShift's default namespaces.
     namespace: str = Field(default_factory=lambda: role_defaults.device_plugin_namespace("kubernetes"))
     #: How long to wait for the plugin to be ready on every labelled node.
-    rollout_timeout_s: int = Field(default=300, ge=1)
+    rollout_timeout_s: Int = Field(default=300, ge=1)
     #: How MIG devices are advertised (k8s-device-plugin README, MIG_STRATEGY): none, single or mixed.
     mig_strategy: Literal["none", "single", "mixed"] = "none"
     #: How devices reach containers (README, DEVICE_LIST_STRATEGY); the cdi-* strategies need CDI in the runtime,
     #: which the container-toolkit role then enables and generates the CDI specification for.
     device_list_strategy: Literal["envvar", "volume-mounts", "cdi-annotations", "cdi-cri"] = "envvar"
     #: CUDA time-slicing (README, "Shared Access to GPUs"): each GPU is advertised this many times; 0 or 1 is off.
-    time_slicing_replicas: int = Field(default=0, ge=0, le=64)
+    time_slicing_replicas: Int = Field(default=0, ge=0, le=64)
     #: How long to wait, after the rollout, for every GPU node to advertise its class's nvidia.com/gpu count.
-    advertise_timeout_s: int = Field(default=300, ge=1)
+    advertise_timeout_s: Int = Field(default=300, ge=1)
 
 
 class Kubernetes(Section):
@@ -62,16 +62,16 @@ class Kubernetes(Section):
     #: Namespace the validation pods run in (the Dell/Red Hat TFJobs paper used a new project); created when missing.
     validation_namespace: str = "gpuready-validation"
     #: How long a cuda-vector-add pod may take to finish.
-    pod_timeout_s: int = Field(default=300, ge=1)
+    pod_timeout_s: Int = Field(default=300, ge=1)
     #: Labels put on GPU nodes beside ``gpu_label`` (never on nodes without GPUs).
     extra_gpu_labels: dict[str, str] = Field(default_factory=role_defaults.gpu_extra_labels)
     #: Server-side apply field manager: gpuready owns exactly the fields it applied, so --remove
     #: takes away only what gpuready added.
     field_manager: str = Field(default="gpuready", pattern=r"^[a-z0-9][a-z0-9.-]{0,100}$")
     #: Seconds between looks at a rollout or a pod while waiting.
-    poll_interval_s: float = Field(default=2, gt=0, le=60)
+    poll_interval_s: Real = Field(default=2, gt=0, le=60)
     #: Attempts for API calls answered 429 or 5xx (with exponential backoff) before giving up.
-    api_retries: int = Field(default=5, ge=1, le=20)
+    api_retries: Int = Field(default=5, ge=1, le=20)
 
     @model_validator(mode="before")
     @classmethod

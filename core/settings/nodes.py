@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from gpuready.core import role_defaults
-from gpuready.core.settings.base import Section
+from gpuready.core.settings.base import Int, Real, Section
 
 
 class Fabric(Section):
@@ -22,12 +22,12 @@ class Fabric(Section):
     #: mlxconfig device paths (/dev/mst/...) when ATS is to be set; discovered when empty.
     mst_devices: list[str] = Field(default_factory=list)
     #: Link rate every port must run at, in Gb/s as ``ibstat`` prints it (EDR 100, HDR 200, NDR 400). 0: any.
-    rate_gbps: int = Field(default=0, ge=0)
+    rate_gbps: Int = Field(default=0, ge=0)
     #: GPUDirect RDMA expected: the nvidia_peermem module must be loaded (NVIDIA GPUDirect RDMA guide).
     gpudirect_rdma: bool = False
     #: MTU of the ports, kept across reboots (NetworkManager, netplan or ifupdown). 0 leaves each link's MTU
     #: as the driver sets it (IPoIB datagram mode: 2044 on a 2048-byte link MTU; connected mode: up to 65520).
-    mtu: int = Field(default_factory=role_defaults.fabric_mtu, ge=0, le=65520)
+    mtu: Int = Field(default_factory=role_defaults.fabric_mtu, ge=0, le=65520)
 
 
 class NodeClass(Section):
@@ -35,18 +35,18 @@ class NodeClass(Section):
 
     #: As ``nvidia-smi --query-gpu=name`` prints it, e.g. "Tesla V100-SXM2-32GB". Empty for CPU-only.
     gpu_model: str = ""
-    gpu_count: int = Field(ge=0, le=64)
-    gpu_memory_gib: int = Field(default=0, ge=0)
+    gpu_count: Int = Field(ge=0, le=64)
+    gpu_memory_gib: Int = Field(default=0, ge=0)
     #: NVLink links each GPU must have up (V100-SXM2: 6, A100 PCIe bridged pair: 4 per bridge... see docs).
-    nvlink_links_per_gpu: int = Field(default=0, ge=0, le=18)
+    nvlink_links_per_gpu: Int = Field(default=0, ge=0, le=18)
     #: GPU index pairs that must be able to talk peer-to-peer (NVLink-bridged pairs on A100 PCIe).
-    p2p_pairs: list[tuple[int, int]] = Field(default_factory=list)
+    p2p_pairs: list[tuple[Int, Int]] = Field(default_factory=list)
     fabric: Fabric | None = None
     #: PCIe generation every GPU's link must reach (compared with the link's maximum). Unset: reported only,
     #: since a slot's wiring or a host's BIOS can legitimately hold a link below the GPU's maximum.
-    pcie_gen: int | None = Field(default=None, ge=1, le=6)
+    pcie_gen: Int | None = Field(default=None, ge=1, le=6)
     #: PCIe width (lanes) every GPU's link must have now. Unset: reported only.
-    pcie_width: int | None = Field(default=None, ge=1, le=32)
+    pcie_width: Int | None = Field(default=None, ge=1, le=32)
     #: MIG mode every GPU must be in (true: Enabled, false: Disabled). Unset: not checked.
     mig: bool | None = None
     #: HGX/DGX baseboard with NVSwitches: nvidia-fabricmanager must be running.
@@ -93,7 +93,7 @@ class SELinux(Section):
 
 
 class Preflight(Section):
-    min_free_disk_gib: int = Field(default=10, ge=0)
+    min_free_disk_gib: Int = Field(default=10, ge=0)
     #: Stop provisioning a host whose preflight found a failure.
     stop_on_failure: bool = True
 
@@ -105,7 +105,7 @@ class NodeChecks(Section):
     """How ``validate gpu-node`` judges what it reads."""
 
     #: Xid events older than this many hours (by the kernel log's clock) are reported, not failed. 0: since boot.
-    xid_window_hours: float = Field(default=24, ge=0)
+    xid_window_hours: Real = Field(default=24, ge=0)
     #: Xid classes that fail a node (NVIDIA's Xid catalogue): hardware, driver, application, unknown.
     xid_fail_classes: list[Literal["hardware", "driver", "application", "unknown"]] = Field(
         default_factory=lambda: ["hardware", "driver", "unknown"]
@@ -113,16 +113,16 @@ class NodeChecks(Section):
     #: Retired pages (single- plus double-bit) at which a GPU is due for replacement: NVIDIA's DCGM fails a GPU at
     #: DCGM_LIMIT_MAX_RETIRED_PAGES = 63 ("updated to match the field diag"; NVIDIA/DCGM
     #: common/DcgmGPUHardwareLimits.h, applied as sbe + dbe >= 63 in its health watch and software plugin).
-    retired_pages_limit: int = Field(default=63, ge=1)
+    retired_pages_limit: Int = Field(default=63, ge=1)
     #: PCIe replays per minute on one GPU above which the link fails; 0: off. NVIDIA's DCGM warns above
     #: DCGM_LIMIT_MAX_PCIREPLAY_RATE = 8 per minute ("the maximum recommended by RM"; NVIDIA/DCGM
     #: common/DcgmGPUHardwareLimits.h). nvidia-smi's replay_counter counts since the driver loaded, at most the
     #: uptime ago: gpuready divides by the uptime, so an average above 8/min means some minute exceeded 8.
-    pcie_replays_per_minute: float = Field(default=8, ge=0)
+    pcie_replays_per_minute: Real = Field(default=8, ge=0)
     #: NVLink error counter (nvidia-smi nvlink -e) per link above which the link fails. A gpuready default.
-    nvlink_error_limit: int = Field(default=100, ge=0)
+    nvlink_error_limit: Int = Field(default=100, ge=0)
     #: Corrected (single-bit) ECC errors per hour on one GPU at which it fails gpu.ecc_correctable_rate; 0: off.
     #: NVIDIA's DCGM health watch flags a GPU whose volatile single-bit count grows by DCGM_LIMIT_MAX_SBE_RATE = 10
     #: (NVIDIA/DCGM common/DcgmGPUHardwareLimits.h, which calls the value provisional); gpuready counts it per
     #: hour, over the hours the volatile counter covers (since boot, at least one).
-    correctable_errors_per_hour: float = Field(default=10, ge=0)
+    correctable_errors_per_hour: Real = Field(default=10, ge=0)

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpuready.core.settings.base import Section
+from gpuready.core.settings.base import Int, Real, Section
 
 
 class Reference(Section):
@@ -17,15 +17,15 @@ class Reference(Section):
     #: the network the figure was measured with ("*": any)
     model: str = "*"
     #: workers (GPUs) the figure is for
-    gpus: int = Field(ge=1)
+    gpus: Int = Field(ge=1)
     #: metric name; images_per_second is the total over all workers
     metric: str = "images_per_second"
     #: the expected value
-    target: float
+    target: Real
     #: lowest acceptable, as a fraction of target (-0.1: 10% below)
-    lower: float = Field(default=-0.1, le=0)
+    lower: Real = Field(default=-0.1, le=0)
     #: highest acceptable, as a fraction of target (none: no upper bound)
-    upper: float | None = None
+    upper: Real | None = None
     #: unit shown in reports
     unit: str = "images/s"
 
@@ -34,13 +34,13 @@ class Training(Section):
     #: the network: CheXNet's DenseNet-121, or ResNet-50 (scales better, Dell's bare-metal vs Kubernetes study)
     model: Literal["densenet121", "resnet50"] = "densenet121"
     #: images per worker (GPU) and step
-    batch_size: int = Field(default=32, ge=1)
+    batch_size: Int = Field(default=32, ge=1)
     #: side of the square input in pixels (CheXNet: 224)
-    image_size: int = Field(default=224, ge=32)
+    image_size: Int = Field(default=224, ge=32)
     #: timed steps per run
-    steps: int = Field(default=50, ge=1)
+    steps: Int = Field(default=50, ge=1)
     #: steps run first and not timed (graph building, autotuning)
-    warmup_steps: int = Field(default=10, ge=0)
+    warmup_steps: Int = Field(default=10, ge=0)
     #: "synthetic", or a folder of TFRecords made by `python -m gpuready.workloads.convert`
     data: str = "synthetic"
     #: tf.data pipeline for real data: "new" (Dell's CheXNet tuning article's, scales) or "old" (for comparison)
@@ -53,13 +53,13 @@ class Training(Section):
     #: where the workers run: this machine, over SSH, a Slurm job, or a Kubernetes MPIJob/TFJob
     launcher: Literal["local", "ssh", "slurm", "kubernetes"] = "local"
     #: the sweep: worker (GPU) counts to run, one run each
-    gpus: list[int] = Field(default_factory=lambda: [1])
+    gpus: list[Int] = Field(default_factory=lambda: [1])
     #: tensorflow: float16 compute with float32 master weights; pytorch: bf16 autocast
     mixed_precision: bool = False
     #: XLA auto-clustering
     xla: bool = False
     #: held-out batches for the mean AUROC (real data only; 0: skip)
-    eval_batches: int = Field(default=0, ge=0)
+    eval_batches: Int = Field(default=0, ge=0)
     #: ssh launcher: horovodrun (Gloo) or mpirun --map-by socket (Dell's CheXNet tuning article's binding)
     ssh_runner: Literal["horovodrun", "mpirun"] = "horovodrun"
     #: slurm launcher: partition to submit to ("" for the cluster's default)
@@ -67,7 +67,7 @@ class Training(Section):
     #: slurm launcher: the cluster's slurm.conf, passed to sbatch as SLURM_CONF ("" for the login node's own)
     slurm_conf: str = ""
     #: ssh and slurm launchers: workers per host (0: one per GPU of the host's node class)
-    workers_per_host: int = Field(default=0, ge=0)
+    workers_per_host: Int = Field(default=0, ge=0)
     #: kubernetes launcher: MPIJob (kubeflow.org/v2beta1) or TFJob (kubeflow.org/v1); pytorch: a PyTorchJob
     kubernetes_job: Literal["mpijob", "tfjob"] = "mpijob"
     #: kubernetes launcher: the namespace the job runs in
@@ -76,10 +76,10 @@ class Training(Section):
     image: str = "nvcr.io/nvidia/tensorflow:24.01-tf2-py3"
     #: kubernetes launcher: seconds a submitted job may wait for its operator's first status; with none it is
     #: deleted again and the run skipped (a cluster without the mpi-operator or training-operator)
-    operator_wait_s: int = Field(default=60, ge=1)
+    operator_wait_s: Int = Field(default=60, ge=1)
     #: CPU threads per worker when a worker trains on CPU (0: the worker's share of its host's cores)
-    cpu_threads: int = Field(default=0, ge=0)
+    cpu_threads: Int = Field(default=0, ge=0)
     #: seconds one run (one size of the sweep) may take before it is stopped
-    timeout_s: int = Field(default=1800, ge=10)
+    timeout_s: Int = Field(default=1800, ge=10)
     #: references checked before the published ones shipped with gpuready
     references: list[Reference] = Field(default_factory=list)

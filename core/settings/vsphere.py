@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from gpuready.core.settings.base import Section
+from gpuready.core.settings.base import Int, Section
 
 #: A PCI address as ESXi writes it: domain:bus:slot.function, lower-case hex.
 PCI_ADDRESS = r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$"
@@ -33,7 +33,7 @@ class GpuVm(Section):
 
 
 class Vsphere(Section):
-    port: int = Field(default=443, ge=1, le=65535)
+    port: Int = Field(default=443, ge=1, le=65535)
     user: str = ""
     #: Environment variable holding the password (or set ``vcenter_password`` in Ansible Vault).
     password_env: str = "GPUREADY_VCENTER_PASSWORD"
@@ -44,7 +44,7 @@ class Vsphere(Section):
     #: May provisioning power off a VM whose GPUs or pciPassthru settings change (``--allow-power-off``)?
     allow_power_off: bool = False
     #: GPU memory per model in GiB, for the 64-bit MMIO size rule.
-    gpu_memory_gib: dict[str, int] = Field(
+    gpu_memory_gib: dict[str, Int] = Field(
         default_factory=lambda: {"A100-PCIE-40GB": 40, "A100-PCIE-80GB": 80, "V100-PCIE-32GB": 32, "T4": 16}
     )
     #: GPU model of each PCI vendor:device id (lspci -n), to look up its memory.
@@ -59,13 +59,13 @@ class Vsphere(Section):
     #: Per ESXi host: the NVLink-bridged GPU pairs (PCI addresses).
     nvlink_pairs: dict[str, list[tuple[str, str]]] = Field(default_factory=dict)
     #: Most GPUs one VM may get (Dell's vSphere study's R750xa: one NVLink pair, so 2).
-    max_gpus_per_vm: int = Field(default=2, ge=1)
+    max_gpus_per_vm: Int = Field(default=2, ge=1)
     #: Oldest VM hardware version (vmx-N) accepted for GPU passthrough VMs.
-    min_hardware_version: int = Field(default=17, ge=4)
+    min_hardware_version: Int = Field(default=17, ge=4)
     #: Seconds to wait for one vSphere task (reconfigure, power) before giving up.
-    task_timeout_s: int = Field(default=600, ge=1)
+    task_timeout_s: Int = Field(default=600, ge=1)
     #: Seconds one request to vCenter (the connection, then each API call) may take before vCenter counts as
     #: unreachable (exit 3): pyVmomi's own version discovery waits forever on a vCenter that accepts and never
     #: answers.
-    request_timeout_s: int = Field(default=60, ge=1, le=3600)
+    request_timeout_s: Int = Field(default=60, ge=1, le=3600)
     gpu_vms: list[GpuVm] = Field(default_factory=list)

@@ -1,0 +1,187 @@
+"""Inventories that used to pass the check and fail later, or fail with a misleading message: each is refused by
+``gpuready inventory check`` with one line naming the cause and exit 2, and what is valid is accepted."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import gpuready
+from tests.unit.core.test_bad_inputs import make_inventory, with_settings
+
+ANSIBLE_VAULT = str(Path(sys.executable).parent / "ansible-vault")
+
+
+def check(inv: Path, tmp: Path, *more: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return gpuready("inventory", "check", "-i", str(inv), "--artifacts", str(tmp / "runs"), *more, env=env)
+
+
+def refused(done: subprocess.CompletedProcess[str], *says: str) -> None:
+    """Exit 2, one line of gpuready's own on stderr (no Ansible warnings, no traceback), saying each of ``says``."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpuready: error: "), done.stderr
+    for text in says:
+        assert text in lines[0], lines[0]
+
+
+def vault(tmp: Path, *args: str) -> str:
+    password = tmp / "vault-password"
+    password.write_text("the-right-password\n")
+    return subprocess.run(
+        [ANSIBLE_VAULT, *args, "--vault-password-file", str(password)], capture_output=True, text=True, check=True
+    ).stdout
+
+
+@pytest.fixture
+def wrong_password(tmp_path: Path) -> dict[str, str]:
+    path = tmp_path / "wrong-password"
+    path.write_text("not-the-password\n")
+    return {"ANSIBLE_VAULT_PASSWORD_FILE": str(path)}
+
+
+# ---------------------------------------------------------------- exit codes
+
+
+def test_a_wrong_or_missing_vault_password_is_bad_input_before_anything_runs(
+    tmp_path: Path, wrong_password: dict[str, str]
+) -> None:
+    inv = make_inventory(tmp_path)
+    (inv / "group_vars" / "gpu_nodes").mkdir()
+    (inv / "group_vars" / "gpu_nodes" / "vault.yml").write_text(
+        vault(tmp_path, "encrypt_string", "s3cret-become", "--name", "ansible_become_password")
+    )
+    assert not {"ANSIBLE_VAULT_PASSWORD_FILE", "ANSIBLE_VAULT_IDENTITY_LIST"} & set(os.environ)
+    refused(check(inv, tmp_path), "vault.yml:1", "no vault password is given")
+    refused(check(inv, tmp_path, env=wrong_password), "vault id 'default'", "does not open it")
+    # A command that would run does not start either: before, the run went ahead and a task failed (exit 1).
+    done = gpuready("validate", "gpu-node", "-i", str(inv), "--artifacts", str(tmp_path / "runs"), env=wrong_password)
+    refused(done, "does not open it")
+    right = {"ANSIBLE_VAULT_PASSWORD_FILE": str(tmp_path / "vault-password")}
+    assert check(inv, tmp_path, env=right).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("variables", "says"),
+    [
+        ({"ansible_host": ["10.0.0.1", "10.0.0.2"]}, "ansible_host must be one host name or address, not a list"),
+        ({"ansible_port": 70000}, "ansible_port 70000 is not a TCP port (1-65535)"),
+    ],
+    ids=["ansible_host list", "ansible_port 70000"],
+)
+def test_connection_variables_that_cannot_connect_are_refused(tmp_path: Path, variables: dict, says: str) -> None:
+    inv = make_inventory(tmp_path, hosts={"gpu_nodes": {"hosts": {"gpu01": variables}}})
+    refused(check(inv, tmp_path), "host gpu01", says)
+
+
+# ---------------------------------------------------------------- nonsense values
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        (
+            {"node_classes__v100__gpu_count": True},
+            "gpuready.node_classes.v100.gpu_count: Input should be a valid integer",
+        ),
+        ({"node_checks": {"xid_window_hours": float("inf")}}, "gpuready.node_checks.xid_window_hours"),
+        ({"node_checks": {"pcie_replays_per_minute": float("inf")}}, "gpuready.node_checks.pcie_replays_per_minute"),
+        (
+            {"node_checks": {"correctable_errors_per_hour": float("inf")}},
+            "gpuready.node_checks.correctable_errors_per_hour",
+        ),
+        ({"training": {"references": [{"gpus": 1, "target": float("nan")}]}}, "gpuready.training.references.0.target"),
+    ],
+    ids=["gpu_count true", "xid window .inf", "replay rate .inf", "ECC rate .inf", "reference target .nan"],
+)
+def test_settings_that_make_a_check_meaningless_are_refused(tmp_path: Path, changes: dict, says: str) -> None:
+    # yaml.safe_dump writes inf and nan as YAML's .inf and .nan, as a user would.
+    inv = make_inventory(tmp_path, settings=with_settings(**changes))
+    assert ".inf" in (text := (inv / "group_vars/all/gpuready.yml").read_text()) or ".nan" in text or "true" in text
+    refused(check(inv, tmp_path), says)
+
+
+@pytest.mark.parametrize(
+    ("name", "code_point"),
+    [
+        ("gpu\u202e10", "U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+        ("gpu\u200b01", "U+200B (ZERO WIDTH SPACE)"),
+        ("gpu\x1bc01", "U+001B (a control character)"),  # ESC c resets a terminal
+    ],
+    ids=["right-to-left override", "zero-width space", "terminal escape"],
+)
+def test_host_names_that_show_as_another_name_are_refused(tmp_path: Path, name: str, code_point: str) -> None:
+    inv = make_inventory(tmp_path, hosts={"gpu_nodes": {"hosts": {name: {"ansible_connection": "local"}}}})
+    done = check(inv, tmp_path)
+    refused(done, code_point)
+    assert name not in done.stderr, "the message must not carry the character itself to the terminal"
+
+
+# Ansible reads a vars file without an extension too (DataLoader.find_vars_files).
+@pytest.mark.parametrize("name", ["shadow.yml", "shadow"])
+def test_a_vars_file_linked_from_outside_the_inventory_is_refused_unless_allowed(tmp_path: Path, name: str) -> None:
+    inv = make_inventory(tmp_path)
+    outside = tmp_path / "elsewhere"  # stands for /etc/shadow: a file readable as a YAML mapping
+    outside.write_text("root:*:20228:0:99999:7:::\n")
+    (inv / "group_vars" / "all" / name).symlink_to(outside)
+    refused(check(inv, tmp_path), f"group_vars/all/{name}", f"a link to {outside}", "outside the inventory")
+    allowed = check(inv, tmp_path, env={"GPUREADY_INVENTORY_LINKS_OUTSIDE": "1"})
+    assert allowed.returncode == 0, allowed.stderr
+
+
+# ---------------------------------------------------------------- messages
+
+
+@pytest.mark.parametrize(
+    ("hosts", "says"),
+    [
+        (
+            {"gpu_nodes": {"hosts": {"gpu01": None}, "children": {"rack_a": {"children": {"gpu_nodes": {}}}}}},
+            "Adding group 'rack_a' as child to 'gpu_nodes' creates a recursive dependency loop",
+        ),
+        ({"gpu_nodes": {"hosts": ["gpu01", "gpu02"]}}, 'Invalid "hosts" entry for "gpu_nodes" group'),
+    ],
+    ids=["group cycle", "hosts as a list"],
+)
+def test_an_inventory_ansible_cannot_read_is_one_line_with_the_cause(tmp_path: Path, hosts: dict, says: str) -> None:
+    inv = make_inventory(tmp_path, hosts=hosts)
+    done = check(inv, tmp_path)
+    refused(done, "not a valid Ansible inventory", says)
+    assert "WARNING" not in done.stderr
+
+
+def test_a_vars_file_encrypted_whole_says_so_and_opens_with_its_password(
+    tmp_path: Path, wrong_password: dict[str, str]
+) -> None:
+    inv = make_inventory(tmp_path)
+    settings = inv / "group_vars" / "all" / "gpuready.yml"
+    vault(tmp_path, "encrypt", str(settings))
+    assert settings.read_text().startswith("$ANSIBLE_VAULT;")
+    refused(check(inv, tmp_path, env=wrong_password), "gpuready.yml", "encrypted with Ansible Vault", "vault id")
+    done = check(inv, tmp_path, env={"ANSIBLE_VAULT_PASSWORD_FILE": str(tmp_path / "vault-password")})
+    assert done.returncode == 0, done.stderr
+
+
+def test_group_vars_all_as_a_link_to_a_folder_in_the_inventory_is_read(tmp_path: Path) -> None:
+    inv = make_inventory(tmp_path)
+    shared = inv / "shared"
+    (inv / "group_vars" / "all").rename(shared)
+    (inv / "group_vars" / "all").symlink_to(os.path.relpath(shared, inv / "group_vars"))
+    done = check(inv, tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_single_yaml_inventory_file_is_accepted_as_ansible_accepts_it(tmp_path: Path) -> None:
+    inv = make_inventory(tmp_path)
+    site = inv / "site-hosts.yml"
+    (inv / "hosts.yml").rename(site)
+    done = check(site, tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
+    groups = next(c for c in summary["checks"] if c["id"] == "inventory.groups")
+    assert "gpu_nodes: 1" in groups["message"]
