@@ -427,8 +427,6 @@ def _check_host_ranges(document: Any, shown: str) -> None:
                 groups.append(body["children"])
 
 
-
-
 #: Set to 1 to let group_vars/ and host_vars/ files be links to files outside the inventory folder.
 OUTSIDE_LINKS_ENV = "GPUREADY_INVENTORY_LINKS_OUTSIDE"
 
