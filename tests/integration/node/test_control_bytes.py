@@ -10,7 +10,7 @@ import shlex
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from gpuready.core.lab import replay
+from gpuready.lab import replay
 from tests.conftest import ROOT, gpuready
 from tests.unit.core.test_bad_inputs import make_inventory, with_settings
 
