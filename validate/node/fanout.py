@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gpuready.core.errors import Cancelled
 from gpuready.core.results import Check, errored
 from gpuready.validate.node import connect
-from gpuready.validate.node.checks import prefetch_commands, run_catalogue
+from gpuready.validate.node.checks import perf_budget, prefetch_commands, run_catalogue
 from gpuready.validate.node.node import Node
 
 if TYPE_CHECKING:
@@ -81,7 +81,11 @@ def run(
     progress: Callable[[HostDone], None] | None = None,
     only: set[str] | None = None,
 ) -> list[Check]:
-    """All targets concurrently; checks come back grouped by host, in inventory order."""
+    """All targets concurrently; checks come back grouped by host, in inventory order.
+
+    A host's deadline is ``host_timeout`` plus the time limits of the measuring checks selected (they run in
+    a second batch on the host, each under its own limit)."""
+    deadline = host_timeout + perf_budget(settings, only)
     results: dict[str, list[Check]] = {}
     started = time.monotonic()
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets) or 1)), thread_name_prefix="gpu-node")
@@ -103,14 +107,14 @@ def run(
             for future in list(pending):
                 target = futures[future]
                 # A host's deadline runs from when a worker picked it up, not from the start of the run.
-                if target.name in begun and now - begun[target.name] > host_timeout:
+                if target.name in begun and now - begun[target.name] > deadline:
                     pending.discard(future)
                     future.cancel()
                     results[target.name] = [
                         errored(
                             REACH_ID,
                             target.name,
-                            f"no answer within {host_timeout:.0f}s; gave up on this host",
+                            f"no answer within {deadline:.0f}s; gave up on this host",
                             remedy="Look at the host: an nvidia-smi that hangs "
                             "usually means a GPU fell off the bus (Xid 79).",
                         )
