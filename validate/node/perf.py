@@ -54,6 +54,8 @@ class PerfCheck(Check):
     metric: str = ""
     #: Whether each figure belongs to one GPU (mates apply) or to a pair/the node.
     per_gpu: bool = True
+    #: Labels of the figures that already failed on their node (the run-wide rule does not repeat them).
+    failing: set[str] = field(default_factory=set, repr=False)
 
     def plain(self) -> Check:
         return Check(self.id, self.host, self.status, self.message, self.evidence, self.remedy)
@@ -83,11 +85,13 @@ def judge(
     or (per GPU) below :data:`MATES_FRACTION` of its same-model mates' median."""
     unit = references.METRICS[metric]
     problems, evidence, recorded = [], [f"measured by {source}"], []
+    failing: set[str] = set()
     for figure in figures:
         ref = references.lookup(figure.model, metric, figure.gpu, overrides)
         evidence.append(figure.describe(unit) + (f" — reference: {ref.describe()}" if ref else ""))
         if figure.busy:
             problems.append(f"{figure.label} is busy, not judged: {figure.busy}")
+            failing.add(figure.label)
             continue
         why = []
         if ref is not None and figure.median < ref.lower:
@@ -103,8 +107,9 @@ def judge(
             recorded.append(figure.label)
         if why:
             problems.append(f"{figure.label}: {figure.median:.4g} {unit} " + " and ".join(why))
+            failing.add(figure.label)
     result = PerfCheck(id, host, "passed", evidence="\n".join(evidence), figures=figures, metric=metric)
-    result.per_gpu = per_gpu
+    result.per_gpu, result.failing = per_gpu, failing
     if problems:
         result.status, result.message = "failed", "; ".join(problems)
         return result
@@ -139,7 +144,7 @@ def across_run(checks: list[Check]) -> list[Check]:
         for n, (check, figure) in enumerate(members):
             others = values[:n] + values[n + 1 :]
             middle = statistics.median(others)
-            if figure.median >= MATES_FRACTION * middle:
+            if figure.median >= MATES_FRACTION * middle or figure.label in check.failing:
                 continue
             unit = references.METRICS[check.metric]
             problem = (
