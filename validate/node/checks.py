@@ -52,8 +52,10 @@ UPTIME_COMMAND = "cat /proc/uptime"
 # so the Xid window applies to it too.
 JOURNAL_COMMAND = "dmesg >/dev/null 2>&1 || journalctl -k -b -o short-monotonic --no-pager -q"
 FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
-# How long each level of `dcgmi diag` may run: NVIDIA's DCGM user guide ("Run Levels") gives level 1 as
-# seconds, 2 about two minutes, 3 about half an hour, 4 one to two hours; each limit leaves room above that.
+# How long each level of `dcgmi diag` may run. NVIDIA's dcgmi-diag reference (docs.nvidia.com/datacenter/dcgm/
+# latest/reference/command-line-reference/dcgmi/dcgmi-diag.html, "-r"): level 1 "normally lasting seconds",
+# 2 "approximately two minutes", 3 "approximately 15 minutes", 4 "extended, longer-running" (no figure given);
+# each limit is about three times that, level 4 gpuready's guess of three hours.
 DCGM_TIMEOUTS = {1: 120, 2: 600, 3: 2700, 4: 10800}
 
 
@@ -78,10 +80,11 @@ NCCL_COMMAND = (
     "-g \"$(nvidia-smi -L | grep -c '^GPU')\"; "
     "else echo '== not installed'; fi"
 )
-# The three copies Azure's health checks measure (customTests/azure_gpu_bandwidth.nhc), run SAMPLES times.
+# The three copies Azure's health checks measure (customTests/azure_gpu_bandwidth.nhc), run SAMPLES times;
+# devices in PCI bus order, as nvidia-smi numbers them.
 NVBANDWIDTH_COMMAND = (
     "if command -v nvbandwidth >/dev/null 2>&1; then "
-    f"for i in $(seq {SAMPLES}); do timeout {NVBANDWIDTH_TIMEOUT // SAMPLES} nvbandwidth "
+    f"for i in $(seq {SAMPLES}); do CUDA_DEVICE_ORDER=PCI_BUS_ID timeout {NVBANDWIDTH_TIMEOUT // SAMPLES} nvbandwidth "
     "-t host_to_device_memcpy_ce device_to_host_memcpy_ce device_to_device_memcpy_read_ce || exit $?; done; "
     "else echo '== not installed'; fi"
 )
@@ -1165,12 +1168,13 @@ def _probe(node: Node) -> tuple[dict | None, str, Answer]:
 
 def _gpu_figures(node: Node, values: dict[int, list[float]]) -> list[perf.Figure]:
     gpus = {g.index: g for g in node.smi.gpus}
-    figures = []
-    for index, samples in sorted(values.items()):
-        gpu = gpus.get(index)
-        label = f"GPU {index} ({gpu.bus_id})" if gpu else f"GPU {index}"
-        figures.append(perf.Figure(label, gpu.name if gpu else "", samples, gpu, perf.busy([gpu] if gpu else [])))
-    return figures
+    return [
+        perf.Figure(
+            f"GPU {index} ({gpus[index].bus_id})", gpus[index].name, samples, gpus[index], perf.busy([gpus[index]])
+        )
+        for index, samples in sorted(values.items())
+        if index in gpus  # a device nvidia-smi does not list is no GPU of this node's (gpu.count says so)
+    ]
 
 
 def _from_probe(node: Node, key: str) -> _Measured:

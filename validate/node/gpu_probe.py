@@ -158,6 +158,9 @@ def run(metrics: set[str], samples: int, cpu: bool, cpu_devices: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # CUDA numbers devices fastest first unless told otherwise; nvidia-smi numbers them by PCI bus id, and the
+    # checks name GPUs as nvidia-smi does (CUDA_DEVICE_ORDER, CUDA C programming guide's environment variables).
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--metrics", default=",".join(METRICS), help="comma-separated: " + ", ".join(METRICS))
     parser.add_argument("--samples", type=int, default=5)
