@@ -1132,7 +1132,7 @@ PERF_REMEDY = (
     "A GPU below its mates or its model's reference: look at the evidence's samples, then at gpu.throttle, "
     "gpu.pcie_link and what else runs on the node; rerun, and drain the node if the figure stays low."
 )
-INSTALL_PROBE = "pip install torch (gpuready's probe measures through it)"
+INSTALL_PROBE = "pip install torch built for CUDA (gpuready's probe measures through it)"
 
 
 @dataclass
@@ -1152,7 +1152,7 @@ def _absent(answer: Answer, mark: str) -> bool:
 
 
 def _probe(node: Node) -> tuple[dict | None, str, Answer]:
-    """The probe's result, or (None, why) where torch is missing or the probe failed."""
+    """The probe's result; else (None, why) where the probe failed, (None, "") where torch (with CUDA) is missing."""
     answer = node.run(PROBE_COMMAND)
     if _absent(answer, "== no torch"):
         return None, "", answer
@@ -1161,6 +1161,8 @@ def _probe(node: Node) -> tuple[dict | None, str, Answer]:
     except nvsmi.ParseError as e:
         why = "stopped at its time limit" if answer.rc in (124, 137) else f"exit {answer.rc}"
         return None, f"gpuready's probe failed ({why}): {e}", answer
+    if data.get("no_cuda"):  # a CPU-only torch: as if there were none
+        return None, "", answer
     if data.get("error"):
         return None, f"gpuready's probe could not measure: {data['error']}", answer
     return data, "", answer

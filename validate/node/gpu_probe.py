@@ -123,7 +123,7 @@ def run(metrics: set[str], samples: int, cpu: bool, cpu_devices: int) -> dict:
         names = [f"cpu stand-in {i}" for i in range(cpu_devices)]
     else:
         if not torch.cuda.is_available():
-            result["error"] = "torch sees no CUDA device (torch.cuda.is_available() is False)"
+            result["no_cuda"] = "torch sees no CUDA device (torch.cuda.is_available() is False)"
             return result
         devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]
         names = [torch.cuda.get_device_name(i) for i in range(len(devices))]

@@ -138,12 +138,15 @@ def test_missing_tools_skip_with_what_to_install() -> None:
     node = node_for(H100_X8)  # nvbandwidth, nccl-tests and torch absent (BARE)
     assert one(node, "perf.h2d_bandwidth").message == (
         "nothing here measures it: build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, "
-        "or pip install torch (gpuready's probe measures through it)"
+        "or pip install torch built for CUDA (gpuready's probe measures through it)"
     )
     assert one(node, "perf.nccl_allreduce").message.startswith(
         "nothing here runs NCCL: build all_reduce_perf (github.com/NVIDIA/nccl-tests)"
     )
     assert one(node, "perf.matmul_tflops").status == "skipped"
+    # torch without CUDA (a CPU-only wheel): the probe says so and the checks skip as without torch.
+    cpu_only = '{"probe": "gpuready", "torch": "2.15.0+cpu", "device": "cuda", "no_cuda": "torch sees no CUDA device"}'
+    assert one(node_for(H100_X8, answers={checks.PROBE_COMMAND: cpu_only}), "perf.matmul_tflops").status == "skipped"
 
 
 def test_bad_or_partial_output_is_one_clear_line() -> None:
