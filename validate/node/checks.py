@@ -181,8 +181,11 @@ def _measure(node: Node, only: set[str] | None, results: dict[str, Check]) -> No
     view = results.get(GPU_VIEW[0])
     if view is not None and view.status != "passed":
         return
+    budget = perf_budget(node.settings, only)
+    if node.on_measure is not None:
+        node.on_measure(budget + 10)
     try:
-        node.prefetch(perf_commands(node.settings, only), timeout=perf_budget(node.settings, only))
+        node.prefetch(perf_commands(node.settings, only), timeout=budget)
     except ConnectionError as e:  # each measuring check says its command did not finish; none is run again
         for command in perf_commands(node.settings, only):
             node.record(Answer(command, 124, "", str(e)))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gpuready.core.errors import Cancelled
 from gpuready.core.results import Check, errored
 from gpuready.validate.node import connect
-from gpuready.validate.node.checks import perf_budget, prefetch_commands, run_catalogue
+from gpuready.validate.node.checks import prefetch_commands, run_catalogue
 from gpuready.validate.node.node import Node
 
 if TYPE_CHECKING:
@@ -47,7 +47,12 @@ class HostDone:
 
 
 def validate_host(
-    target: Target, settings: Settings, timeout: int, only: set[str] | None = None, command_timeout: int = 60
+    target: Target,
+    settings: Settings,
+    timeout: int,
+    only: set[str] | None = None,
+    command_timeout: int = 60,
+    on_measure: Callable[[int], None] | None = None,
 ) -> list[Check]:
     host = connect.testinfra_host(target.spec, timeout)
     node = Node(
@@ -57,6 +62,7 @@ def validate_host(
         settings,
         command_timeout=command_timeout,
         wrap=functools.partial(connect.become, target.spec),
+        on_measure=on_measure,
     )
     try:
         node.prefetch(prefetch_commands(node))
@@ -83,9 +89,9 @@ def run(
 ) -> list[Check]:
     """All targets concurrently; checks come back grouped by host, in inventory order.
 
-    A host's deadline is ``host_timeout`` plus the time limits of the measuring checks selected (they run in
-    a second batch on the host, each under its own limit)."""
-    deadline = host_timeout + perf_budget(settings, only)
+    A host's deadline is ``host_timeout``, plus the time limit of its measuring batch once that batch starts
+    (the measuring checks run in a second batch on the host, each command under its own limit)."""
+    extra: dict[str, float] = {}
     results: dict[str, list[Check]] = {}
     started = time.monotonic()
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets) or 1)), thread_name_prefix="gpu-node")
@@ -93,7 +99,16 @@ def run(
     begun: dict[str, float] = {}
     for t in targets:
         futures[
-            pool.submit(_timed, begun, t, settings, int(min(host_timeout, 30)), only, max(1, int(host_timeout) - 5))
+            pool.submit(
+                _timed,
+                begun,
+                t,
+                settings,
+                int(min(host_timeout, 30)),
+                only,
+                max(1, int(host_timeout) - 5),
+                functools.partial(extra.__setitem__, t.name),
+            )
         ] = t
     pending = set(futures)
     try:
@@ -107,6 +122,7 @@ def run(
             for future in list(pending):
                 target = futures[future]
                 # A host's deadline runs from when a worker picked it up, not from the start of the run.
+                deadline = host_timeout + extra.get(target.name, 0)
                 if target.name in begun and now - begun[target.name] > deadline:
                     pending.discard(future)
                     future.cancel()

@@ -60,6 +60,8 @@ class Node:
     command_timeout: int = 60
     #: Turns a command into what runs on the host (become: sudo -u <user>); identity when not becoming.
     wrap: Callable[[str], str] = field(default=lambda command: command, repr=False)
+    #: Told the seconds the measuring batch may take, when it starts (the fan-out extends the host's deadline).
+    on_measure: Callable[[int], None] | None = field(default=None, repr=False)
     _answers: dict[str, Answer] = field(default_factory=dict, repr=False)
 
     @classmethod

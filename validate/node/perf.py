@@ -121,7 +121,8 @@ def judge(
     else:
         ref = references.lookup(low.model, metric, low.gpu, overrides)
         bound = f", lower bound {ref.lower:g} {unit}" if ref else ""
-        result.message = f"{summary}{bound}" + (f"; {MATES_FRACTION:.0%} of mates' median" if per_gpu else "")
+        mates = f"; each at least {MATES_FRACTION:.0%} of its mates' median" if per_gpu and len(figures) > 1 else ""
+        result.message = f"{summary}{bound}{mates}"
     return result
 
 
