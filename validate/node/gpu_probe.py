@@ -23,12 +23,13 @@ import time
 METRICS = ("matmul", "memory", "h2d", "d2h", "p2p", "nccl")
 
 
-def _sync(torch, device: str) -> None:
-    if device != "cpu":
-        torch.cuda.synchronize(device)
+def _sync(torch, devices: str | tuple[str, ...]) -> None:
+    for device in (devices,) if isinstance(devices, str) else devices:
+        if device != "cpu":
+            torch.cuda.synchronize(device)
 
 
-def _timed(torch, device: str, step, repeat: int) -> float:
+def _timed(torch, device: str | tuple[str, ...], step, repeat: int) -> float:
     """Seconds per call of ``step`` (after one warm-up call)."""
     step()
     _sync(torch, device)
@@ -75,7 +76,8 @@ def peer_copy(torch, a: str, b: str, cpu: bool) -> float:
     size = (64 if cpu else 256) * 2**20
     src = torch.empty(size, dtype=torch.uint8, device=a)
     dst = torch.empty(size, dtype=torch.uint8, device=b)
-    seconds = _timed(torch, b, lambda: dst.copy_(src, non_blocking=True), 5)
+    # A copy between devices is ordered on both devices' streams: wait for both.
+    seconds = _timed(torch, (a, b), lambda: dst.copy_(src, non_blocking=True), 5)
     return size / seconds / 1e9
 
 

@@ -48,12 +48,28 @@ def test_localhost_without_gpu_fails_driver_and_gpu_checks_clearly(artifacts: Pa
     assert all(checks[i]["status"] == "skipped" for i in ("topology.nvlink", "topology.p2p", "node.ib_ports"))
 
 
+def test_skip_leaves_the_named_checks_out(artifacts: Path) -> None:
+    skip = ["diag.dcgm", "perf.matmul_tflops", "perf.nccl_allreduce"]
+    done = gpuready(
+        "validate", "gpu-node", "-i", "inventories/local", "--skip", ",".join(skip), "--artifacts", str(artifacts)
+    )
+    assert "Traceback" not in done.stdout + done.stderr
+    assert [c["id"] for c in summary(artifacts)["checks"]] == [i for i in CHECK_IDS if i not in skip]
+
+
 def test_bad_input_is_one_line_exit_2(artifacts: Path) -> None:
     done = gpuready(
         "validate", "gpu-node", "-i", "inventories/local", "--only", "gpu.nope", "--artifacts", str(artifacts)
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("gpuready: error: --only: unknown check id(s) gpu.nope")
+    done = gpuready(
+        "validate", "gpu-node", "-i", "inventories/local", "--skip", "perf.nope", "--artifacts", str(artifacts)
+    )
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+    assert done.stderr.startswith("gpuready: error: --skip: unknown check id(s) perf.nope")
+    done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--dcgm-level", "5")
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--limit", "nohost")
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     # inventories/local has no kube_control_plane host to mark nodes from; --check alone marks nothing.
