@@ -89,12 +89,12 @@ TABLE: dict[tuple[str, str], Reference] = {
     ("NVIDIA H100 PCIe", "matmul_tflops"): _peak(756, "TFLOP/s", _H100_PCIE + ": BF16 756"),
     ("NVIDIA H100 PCIe", "memory_bandwidth"): _peak(2000, "GB/s", _H100_PCIE + ": 2 TB/s"),
     # H200 SXM: ND96isr H200 v5.
-    ("NVIDIA H200*", "matmul_tflops"): _peak(989.4, "TFLOP/s", _H200 + ": BF16 989"),
-    ("NVIDIA H200*", "memory_bandwidth"): _peak(4800, "GB/s", _H200 + ": 4.8 TB/s"),
-    ("NVIDIA H200*", "h2d_bandwidth"): _azure(48, "nd96isr_h200_v5.conf line 50 (check_gpu_bw 48 335)"),
-    ("NVIDIA H200*", "d2h_bandwidth"): _azure(48, "nd96isr_h200_v5.conf line 50 (check_gpu_bw 48 335)"),
-    ("NVIDIA H200*", "p2p_bandwidth"): _azure(335, "nd96isr_h200_v5.conf line 50 (check_gpu_bw 48 335)"),
-    ("NVIDIA H200*", "nccl_allreduce_busbw"): _azure(
+    ("NVIDIA H200", "matmul_tflops"): _peak(989.4, "TFLOP/s", _H200 + ": BF16 989"),
+    ("NVIDIA H200", "memory_bandwidth"): _peak(4800, "GB/s", _H200 + ": 4.8 TB/s"),
+    ("NVIDIA H200", "h2d_bandwidth"): _azure(48, "nd96isr_h200_v5.conf line 50 (check_gpu_bw 48 335)"),
+    ("NVIDIA H200", "d2h_bandwidth"): _azure(48, "nd96isr_h200_v5.conf line 50 (check_gpu_bw 48 335)"),
+    ("NVIDIA H200", "p2p_bandwidth"): _azure(335, "nd96isr_h200_v5.conf line 50 (check_gpu_bw 48 335)"),
+    ("NVIDIA H200", "nccl_allreduce_busbw"): _azure(
         431, "nd96isr_h200_v5.conf line 53 (check_nccl_allreduce 431.0 1 16G)"
     ),
     ("NVIDIA H200*", "nvlink_links"): Reference(18, 18, "links", _H200),
