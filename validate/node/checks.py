@@ -73,10 +73,13 @@ DCGM_COMMAND = dcgm_command(1)
 SAMPLES = 3
 NCCL_TIMEOUT, NVBANDWIDTH_TIMEOUT, PROBE_TIMEOUT = 180, 240, 420
 # 8 GiB per all-reduce, as Azure's health checks run it on 32/40 GB GPUs (conf/nd96asr_v4.conf line 57,
-# check_nccl_allreduce 228.0 1 8G); -N prints each of SAMPLES cycles, -c 0 skips the result check.
+# check_nccl_allreduce 228.0 1 8G); 2 GiB on GPUs under 32 GB, where two 8 GiB buffers would not fit.
+# -N prints each of SAMPLES cycles, -c 0 skips the result check.
 NCCL_COMMAND = (
     "if command -v all_reduce_perf >/dev/null 2>&1; then "
-    f"timeout {NCCL_TIMEOUT} all_reduce_perf -b 8G -e 8G -f 2 -c 0 -N {SAMPLES} "
+    "M=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | sort -n | head -1); "
+    'if [ "${M:-0}" -ge 32000 ] 2>/dev/null; then S=8G; else S=2G; fi; '
+    f'timeout {NCCL_TIMEOUT} all_reduce_perf -b "$S" -e "$S" -f 2 -c 0 -N {SAMPLES} '
     "-g \"$(nvidia-smi -L | grep -c '^GPU')\"; "
     "else echo '== not installed'; fi"
 )

@@ -89,7 +89,9 @@ def _allreduce_worker(rank: int, world: int, store: str, cpu: bool, samples: int
     if not cpu:
         torch.cuda.set_device(rank)
     dist.init_process_group("gloo" if cpu else "nccl", init_method=f"file://{store}", rank=rank, world_size=world)
-    size = (16 if cpu else 1024) * 2**20
+    # 4 GiB where memory allows (bus bandwidth reaches its plateau at GiB sizes, as nccl-tests' tables show),
+    # at most an eighth of the GPU's memory.
+    size = 16 * 2**20 if cpu else min(4 * 2**30, torch.cuda.get_device_properties(rank).total_memory // 8)
     tensor = torch.ones(size // 4, dtype=torch.float32, device=device)
     figures = []
     for _ in range(samples):

@@ -158,6 +158,29 @@ def test_batched_answers_equal_one_by_one() -> None:
         assert (answer.rc, answer.stdout, answer.stderr) == (alone.rc, alone.stdout, alone.stderr), command
 
 
+def test_the_probe_travels_in_the_batch_and_runs_with_the_nodes_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The probe is sent as a here-document inside the measuring batch and run by the python3 on the node's
+    # PATH; here that is this venv's (torch installed, no GPU): the probe answers that torch sees no CUDA.
+    import os
+    import sys
+
+    import testinfra
+
+    from gpuready.core.settings import NodeClass
+    from gpuready.validate.node import checks, tool_output
+    from gpuready.validate.node.node import Node
+
+    if has_gpu():
+        pytest.skip("this machine has a GPU: the probe would measure it (test_real_gpu_host)")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    node = Node("localhost", testinfra.get_host("local://"), NodeClass(gpu_count=0), None)  # type: ignore[arg-type]
+    node.prefetch([checks.PROBE_COMMAND], timeout=checks.PROBE_TIMEOUT)
+    answer = node.run(checks.PROBE_COMMAND)
+    assert answer.rc == 0, answer.stderr
+    data = tool_output.probe(answer.stdout)
+    assert data["device"] == "cuda" and "torch.cuda.is_available() is False" in data["no_cuda"]
+
+
 def test_become_runs_the_batch_as_the_become_user() -> None:
     """ansible_become: the node's commands run through sudo as ansible_become_user, as Ansible would run them."""
     import functools
