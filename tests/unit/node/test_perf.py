@@ -134,6 +134,18 @@ def test_a_busy_gpu_is_never_passed_and_names_the_process() -> None:
     assert not parse_xml(capture("a10g.xml")).gpus[0].compute_processes
 
 
+def test_a_real_capture_of_a_busy_gpu() -> None:
+    # telegraf's tesla-t4.xml was recorded while Xorg (type G) and a python process (type C) ran on the GPU.
+    t4 = capture("tesla-t4.xml")
+    [gpu] = parse_xml(t4).gpus
+    assert [p.type for p in gpu.processes] == ["G", "C"]
+    result = one(node_for(t4, answers={checks.NVBANDWIDTH_COMMAND: NVBW_4090}), "perf.h2d_bandwidth")
+    assert (result.status, result.message) == (
+        "failed",
+        "GPU 0 (00000000:00:1E.0) is busy, not judged: GPU 0 (00000000:00:1E.0): pid 5762 python (1005 MiB)",
+    )
+
+
 def test_missing_tools_skip_with_what_to_install() -> None:
     node = node_for(H100_X8)  # nvbandwidth, nccl-tests and torch absent (BARE)
     assert one(node, "perf.h2d_bandwidth").message == (
