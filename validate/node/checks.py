@@ -83,11 +83,17 @@ NCCL_COMMAND = (
     "-g \"$(nvidia-smi -L | grep -c '^GPU')\"; "
     "else echo '== not installed'; fi"
 )
+# nvbandwidth on PATH, else the copy DCGM 4 ships with its CUDA plugins (NVIDIA/DCGM nvvs/plugin_src/
+# nvbandwidth/Cuda12/CMakeLists.txt installs it to libexec/datacenter-gpu-manager-4/plugins/cuda12).
+NVBANDWIDTH_FIND = (
+    "N=$(command -v nvbandwidth 2>/dev/null || "
+    "ls -1 /usr/libexec/datacenter-gpu-manager-4/plugins/cuda*/nvbandwidth 2>/dev/null | sort -V | tail -n 1); "
+)
 # The three copies Azure's health checks measure (customTests/azure_gpu_bandwidth.nhc), run SAMPLES times;
 # devices in PCI bus order, as nvidia-smi numbers them.
 NVBANDWIDTH_COMMAND = (
-    "if command -v nvbandwidth >/dev/null 2>&1; then "
-    f"for i in $(seq {SAMPLES}); do CUDA_DEVICE_ORDER=PCI_BUS_ID timeout {NVBANDWIDTH_TIMEOUT // SAMPLES} nvbandwidth "
+    NVBANDWIDTH_FIND + 'if [ -n "$N" ]; then echo "== nvbandwidth $N"; '
+    f'for i in $(seq {SAMPLES}); do CUDA_DEVICE_ORDER=PCI_BUS_ID timeout {NVBANDWIDTH_TIMEOUT // SAMPLES} "$N" '
     "-t host_to_device_memcpy_ce device_to_host_memcpy_ce device_to_device_memcpy_read_ce || exit $?; done; "
     "else echo '== not installed'; fi"
 )
@@ -96,7 +102,7 @@ PROBE_SOURCE = (files("gpuready.validate.node") / "gpu_probe.py").read_text()
 #: cuBLAS and NCCL); it measures what nvbandwidth and nccl-tests, where installed, measure instead.
 PROBE_COMMAND = (
     "if ! python3 -c 'import torch' >/dev/null 2>&1; then echo '== no torch'; else "
-    "M=matmul,memory; command -v nvbandwidth >/dev/null 2>&1 || M=$M,h2d,d2h,p2p; "
+    "M=matmul,memory; " + NVBANDWIDTH_FIND + '[ -n "$N" ] || M=$M,h2d,d2h,p2p; '
     "command -v all_reduce_perf >/dev/null 2>&1 || M=$M,nccl; "
     "f=$(mktemp); cat > \"$f\" <<'GPUREADY_PROBE'\n" + PROBE_SOURCE + "GPUREADY_PROBE\n"
     f'timeout {PROBE_TIMEOUT} python3 "$f" --metrics "$M" --samples {SAMPLES}; r=$?; rm -f "$f"; exit $r; fi'
@@ -1205,7 +1211,13 @@ def _from_nvbandwidth(node: Node, test: str) -> _Measured:
         return _Measured(
             fail=f"nvbandwidth printed no {test} figure (exit {answer.rc})", evidence=answer.evidence(1500)
         )
-    return _Measured(f"nvbandwidth -t {test}, {SAMPLES} runs", _gpu_figures(node, values))
+    return _Measured(f"{_nvbandwidth_path(answer)} -t {test}, {SAMPLES} runs", _gpu_figures(node, values))
+
+
+def _nvbandwidth_path(answer: Answer) -> str:
+    """Which nvbandwidth ran (the command's first line names it)."""
+    first = answer.stdout.split("\n", 1)[0]
+    return first.removeprefix("== nvbandwidth ").strip() if first.startswith("== nvbandwidth ") else "nvbandwidth"
 
 
 def _verdict(node: Node, id: str, metric: str, tries: list[Callable[[], _Measured]], install: str) -> Check:
@@ -1325,7 +1337,7 @@ def p2p_bandwidth(node: Node) -> Check:
             node.name,
             "p2p_bandwidth",
             _pair_figures(node, pairs),
-            f"nvbandwidth -t {tool_output.P2P_TEST}, {SAMPLES} runs",
+            f"{_nvbandwidth_path(answer)} -t {tool_output.P2P_TEST}, {SAMPLES} runs",
             overrides=node.node_class.references,
             per_gpu=False,
         )

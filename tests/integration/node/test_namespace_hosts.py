@@ -145,6 +145,7 @@ def test_a_gpu_at_half_its_mates_fails_alone_by_name(lab: dict[str, Any], artifa
         "below 80% of its 7 mate(s)' median 56.35 GB/s on this node"
     )
     assert "spread 0" in failing["evidence"] and "3 sample(s)" in failing["evidence"]
+    assert f"/{failing['host']}/bin/nvbandwidth -t host_to_device_memcpy_ce, 3 runs" in failing["evidence"]
     [healthy] = [c for c in summary["checks"] if c["host"].startswith("h100-x8-")]
     assert healthy["status"] == "passed"
 
