@@ -118,6 +118,22 @@ def _samples(measure, samples: int) -> list[float]:
     return [round(measure(), 3) for _ in range(samples)]
 
 
+def _measure_gpu(torch, gpu: dict, device: str, metrics: set[str], samples: int, cpu: bool) -> None:
+    if "matmul" in metrics:
+        gpu["matmul_tflops"] = _samples(lambda: matmul_tflops(torch, device, cpu), samples)
+    if "memory" in metrics:
+        gpu["memory_bandwidth"] = _samples(lambda: memory_bandwidth(torch, device, cpu), samples)
+    if "h2d" in metrics:
+        gpu["h2d_bandwidth"] = _samples(lambda: host_copy(torch, device, cpu, True), samples)
+    if "d2h" in metrics:
+        gpu["d2h_bandwidth"] = _samples(lambda: host_copy(torch, device, cpu, False), samples)
+
+
+def _one_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
 def run(metrics: set[str], samples: int, cpu: bool, cpu_devices: int) -> dict:
     import torch
 
@@ -135,14 +151,11 @@ def run(metrics: set[str], samples: int, cpu: bool, cpu_devices: int) -> dict:
     gpus = []
     for index, device in enumerate(devices):
         gpu: dict = {"index": index, "name": names[index]}
-        if "matmul" in metrics:
-            gpu["matmul_tflops"] = _samples(lambda d=device: matmul_tflops(torch, d, cpu), samples)
-        if "memory" in metrics:
-            gpu["memory_bandwidth"] = _samples(lambda d=device: memory_bandwidth(torch, d, cpu), samples)
-        if "h2d" in metrics:
-            gpu["h2d_bandwidth"] = _samples(lambda d=device: host_copy(torch, d, cpu, True), samples)
-        if "d2h" in metrics:
-            gpu["d2h_bandwidth"] = _samples(lambda d=device: host_copy(torch, d, cpu, False), samples)
+        try:
+            _measure_gpu(torch, gpu, device, metrics, samples, cpu)
+        except Exception as e:  # a GPU that cannot compute is named; the checks fail with this one line
+            result["error"] = f"GPU {index}: {_one_line(e)}"
+            return result
         gpus.append(gpu)
     result["gpus"] = gpus
     if "p2p" in metrics and len(devices) > 1:
@@ -157,7 +170,7 @@ def run(metrics: set[str], samples: int, cpu: bool, cpu_devices: int) -> dict:
         try:
             result["nccl_allreduce_busbw"] = nccl_busbw(len(devices), cpu, samples)
         except Exception as e:  # the per-GPU figures above still count; the check says why NCCL did not run
-            result["nccl_error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            result["nccl_error"] = _one_line(e)
     return result
 
 

@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from gpuready.core.results import Check
 from gpuready.lab import replay
 from gpuready.validate.node import checks, gpu_probe, perf, references, tool_output
@@ -180,6 +182,24 @@ def test_bad_or_partial_output_is_one_clear_line() -> None:
         "perf.nccl_allreduce",
     )
     assert (nccl.status, nccl.message) == ("failed", "no bus bandwidth figure in the output (exit 0)")
+
+
+def test_a_gpu_the_probe_cannot_compute_on_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    def broken(torch: object, device: str, cpu: bool) -> float:
+        raise RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported")
+
+    monkeypatch.setattr(gpu_probe, "memory_bandwidth", broken)
+    output = json.dumps(gpu_probe.run({"matmul", "memory"}, 1, True, 1))
+    result = one(
+        node_for(capture("a100-sxm4-80gb-535.54.03.q.xml"), answers={checks.PROBE_COMMAND: output}),
+        "perf.memory_bandwidth",
+    )
+    assert (result.status, result.message) == (
+        "failed",
+        "gpuready's probe could not measure: GPU 0: RuntimeError: CUDA error: out of memory",
+    )
 
 
 def test_the_run_wide_mates_fail_a_host_slow_against_the_others() -> None:
