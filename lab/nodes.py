@@ -23,7 +23,8 @@ from gpuready.core.errors import BadInput, Unreachable
 from gpuready.lab import Component, Lab, stop_pids, wait_for_port
 
 DEFAULT_PROFILES = (
-    "v100-x4,a100-x4,h100-x8,ecc-errors,driver-mismatch,missing-gpu,nouveau,nvlink-down,selinux-label,throttle"
+    "v100-x4,a100-x4,h100-x8,ecc-errors,driver-mismatch,missing-gpu,nouveau,nvlink-down,selinux-label,throttle,"
+    "slow-gpu,busy-gpu"
 )
 TOOLS = ("ip", "unshare", "setfattr", "ssh-keygen", "/usr/sbin/sshd", "mknod")
 MAX_HOSTS = 200

@@ -77,6 +77,9 @@ MODELS = {
     ),
 }
 
+#: nvbandwidth's host copies on an 8-GPU gen5 x16 host (tinygrad/open-gpu-kernel-modules issue #29; SOURCES.md).
+NVBANDWIDTH = "rtx-5090-x8-h2d-d2h-tinygrad-29.txt"
+
 SMI_DRIVER_FAILURE = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
     "Make sure that the latest NVIDIA driver is installed and running.\n"
@@ -100,6 +103,12 @@ class Profile:
     xid_lines: tuple[str, ...] = ()
     ib_state: str = "Active"
     ats: bool = True
+    #: A recorded nvbandwidth output the host's ``nvbandwidth`` prints (none: nvbandwidth not installed).
+    nvbandwidth: str = ""
+    #: (nvbandwidth test, GPU index) -> the figure that replaces the recorded one (a one-field edit).
+    bandwidth_edits: dict[tuple[str, int], str] = field(default_factory=dict)
+    #: GPU index -> (pid, process name, used memory): a process computing on that GPU.
+    processes: dict[int, tuple[str, str, str]] = field(default_factory=dict)
 
 
 PROFILES: dict[str, Profile] = {
@@ -107,7 +116,23 @@ PROFILES: dict[str, Profile] = {
         "v100", 4, "c4140-v100", "healthy 4x V100-SXM2 (C4140), SELinux enforcing, EDR IB", selinux="Enforcing"
     ),
     "a100-x4": Profile("a100", 4, "r750xa-a100", "healthy 4x A100 PCIe in NVLink-bridged pairs (R750xa), ATS on"),
-    "h100-x8": Profile("h100", 8, "hgx-h100", "healthy 8x H100 SXM5 (HGX)"),
+    "h100-x8": Profile("h100", 8, "hgx-h100", "healthy 8x H100 SXM5 (HGX), nvbandwidth", nvbandwidth=NVBANDWIDTH),
+    "slow-gpu": Profile(
+        "h100",
+        8,
+        "hgx-h100",
+        "GPU 5: host-to-device copies at half its mates' bandwidth (nvbandwidth)",
+        nvbandwidth=NVBANDWIDTH,
+        bandwidth_edits={("host_to_device_memcpy_ce", 5): "28.19"},
+    ),
+    "busy-gpu": Profile(
+        "h100",
+        8,
+        "hgx-h100",
+        "GPU 2: another process computes on it (nvidia-smi lists it)",
+        nvbandwidth=NVBANDWIDTH,
+        processes={2: ("4242", "python3", "30000 MiB")},
+    ),
     "ecc-errors": Profile(
         "v100",
         4,
@@ -226,6 +251,8 @@ def smi_xml(profile: Profile) -> str:
             if node is None:
                 raise KeyError(f"profile edit {path!r}: no such element in the recorded XML")
             node.text = value
+        if i in profile.processes:
+            add_process(gpu, *profile.processes[i])
         if model.architecture != "Volta":
             # Ampere and later report row remapping instead of page retirement.
             rows = gpu.find("remapped_rows")
@@ -244,6 +271,39 @@ def smi_xml(profile: Profile) -> str:
         + ET.tostring(root, encoding="unicode")
         + "\n"
     )
+
+
+def add_process(gpu: ET.Element, pid: str, name: str, memory: str) -> None:
+    """One ``<process_info>`` under the GPU's ``<processes>``, laid out as telegraf's a10g.xml records one
+    (tests/fixtures/gpu/SOURCES.md), as a compute process (type C)."""
+    processes = gpu.find("processes")
+    assert processes is not None
+    info = ET.SubElement(processes, "process_info")
+    for tag, value in (
+        ("gpu_instance_id", "N/A"),
+        ("compute_instance_id", "N/A"),
+        ("pid", pid),
+        ("type", "C"),
+        ("process_name", name),
+        ("used_memory", memory),
+    ):
+        ET.SubElement(info, tag).text = value
+
+
+def nvbandwidth(profile: Profile) -> str:
+    """The recorded nvbandwidth output with the profile's edits: each a figure of one GPU's column."""
+    text = (RECORDED / profile.nvbandwidth).read_text()
+    for (test, gpu), value in profile.bandwidth_edits.items():
+        head, found, tail = text.partition(f"Running {test}.")
+        if not found:
+            raise KeyError(f"profile edit {test!r}: not in the recording")
+        lines = tail.split("\n")
+        # The CPU's row: "0" then one figure per GPU (the column header above it has no decimals).
+        row = next(n for n, line in enumerate(lines) if line.split()[:1] == ["0"] and "." in line)
+        cell = list(re.finditer(r"\S+", lines[row]))[gpu + 1]
+        lines[row] = lines[row][: cell.start()] + value.rjust(len(cell.group())) + lines[row][cell.end() :]
+        text = head + found + "\n".join(lines)
+    return text
 
 
 def query_csv(profile: Profile) -> str:
@@ -417,6 +477,8 @@ def build(profile_name: str, dest: Path) -> Path:
         "lspci.txt": lspci(profile),
         "nvlink-errors.txt": nvlink_errors(profile),
     }
+    if profile.nvbandwidth:
+        files["nvbandwidth.txt"] = nvbandwidth(profile)
     for name, text in files.items():
         (data / name).write_text(text)
     d = shlex.quote(str(data))
@@ -452,6 +514,8 @@ def build(profile_name: str, dest: Path) -> Path:
         "mlxconfig": f"cat {d}/mlxconfig.txt\n",
         "vectorAdd": vector_add,
     }
+    if profile.nvbandwidth:  # every run prints the recording: the same figures each sample
+        tools["nvbandwidth"] = f"cat {d}/nvbandwidth.txt\n"
     for name, body in tools.items():
         path = bin_dir / name
         path.write_text(_tool(name, body))

@@ -31,6 +31,19 @@ if TYPE_CHECKING:
     "--only", default=None, metavar="IDS", callback=comma_list, help="Only these check ids (comma-separated)."
 )
 @click.option(
+    "--skip",
+    default=None,
+    metavar="IDS",
+    callback=comma_list,
+    help="Leave out these check ids (comma-separated), e.g. perf.nccl_allreduce.",
+)
+@click.option(
+    "--dcgm-level",
+    type=click.IntRange(1, 4),
+    default=None,
+    help="dcgmi diag level for diag.dcgm (1 quick ... 4 extended; default node_checks.dcgm_level, 1).",
+)
+@click.option(
     "--mark-nodes",
     is_flag=True,
     help="Kubernetes: label nodes that passed gpuready.io/validated=<date>, taint nodes that failed "
@@ -45,6 +58,8 @@ def gpu_node(
     workers: int,
     host_timeout: float,
     only: list[str] | None,
+    skip: list[str] | None,
+    dcgm_level: int | None,
     mark_nodes: bool,
     check: bool,
 ) -> None:
@@ -56,6 +71,8 @@ def gpu_node(
         "mark_nodes": mark_nodes,
         "check": check,
         "only": set(only) if only is not None else None,
+        "skip": set(skip) if skip is not None else None,
+        "dcgm_level": dcgm_level,
     }
     execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
 
@@ -70,15 +87,19 @@ def _gpu_node(ctx: Context) -> RunResult:
     import time
 
     from gpuready.core.errors import BadInput
-    from gpuready.validate.node import connect, fanout, marks
+    from gpuready.validate.node import connect, fanout, marks, perf
     from gpuready.validate.node.checks import CHECK_IDS
 
     opts = ctx.options
     if opts["check"] and not opts["mark_nodes"]:
         raise BadInput("--check only applies to --mark-nodes (the checks themselves change nothing)")
     inv = ctx.inventory
-    if opts["only"] and (unknown := sorted(opts["only"] - set(CHECK_IDS))):
-        raise BadInput(f"--only: unknown check id(s) {', '.join(unknown)} (known: {', '.join(CHECK_IDS)})")
+    for flag in ("only", "skip"):
+        if opts[flag] and (unknown := sorted(opts[flag] - set(CHECK_IDS))):
+            raise BadInput(f"--{flag}: unknown check id(s) {', '.join(unknown)} (known: {', '.join(CHECK_IDS)})")
+    selected = opts["only"]
+    if opts["skip"]:
+        selected = (selected if selected is not None else set(CHECK_IDS)) - opts["skip"]
     hosts = inv.limit(opts["limit"], "gpu_nodes")
     if not hosts:
         raise BadInput(f"{inv.path}: no host in group gpu_nodes")
@@ -93,6 +114,10 @@ def _gpu_node(ctx: Context) -> RunResult:
         ctx.note(f"validate gpu-node: {len(api_only)} host(s) of {KUBE_ONLY_GROUP} left out ({_names(api_only)})")
     if opts["mark_nodes"]:
         marks.control_plane(inv)  # refused before any host is reached
+    settings = inv.settings
+    if opts["dcgm_level"] is not None:
+        checks_settings = settings.node_checks.model_copy(update={"dcgm_level": opts["dcgm_level"]})
+        settings = settings.model_copy(update={"node_checks": checks_settings})
     targets = [fanout.Target(h, connect.connection_spec(h, inv.host_vars(h)), inv.node_class(h)) for h in hosts]
     ctx.note(f"validate gpu-node: {len(targets)} host(s), {opts['workers']} at once — artifacts in {ctx.run_dir}")
 
@@ -111,20 +136,20 @@ def _gpu_node(ctx: Context) -> RunResult:
 
     result = ctx.new_result()
     started = time.monotonic()
-    result.add(
-        *fanout.run(
-            targets,
-            inv.settings,
-            workers=opts["workers"],
-            host_timeout=opts["host_timeout"],
-            progress=progress,
-            only=opts["only"],
-        )
+    checks = fanout.run(
+        targets,
+        settings,
+        workers=opts["workers"],
+        host_timeout=opts["host_timeout"],
+        progress=progress,
+        only=selected,
     )
+    # The mates rule across hosts: a GPU slow against every other GPU of its model in this run fails.
+    result.add(*perf.across_run(checks))
     result.metrics.update(
         {
             "hosts": len(targets),
-            "hosts_failing": len(failing_hosts),
+            "hosts_failing": len({c.host for c in result.checks if c.status in ("failed", "error")}),
             "wall_seconds": round(time.monotonic() - started, 3),
         }
     )

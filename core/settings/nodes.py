@@ -45,12 +45,27 @@ class NodeClass(Section):
     #: PCIe generation every GPU's link must reach (compared with the link's maximum). Unset: reported only,
     #: since a slot's wiring or a host's BIOS can legitimately hold a link below the GPU's maximum.
     pcie_gen: Int | None = Field(default=None, ge=1, le=6)
-    #: PCIe width (lanes) every GPU's link must have now. Unset: reported only.
+    #: PCIe width (lanes) every GPU's link must have now: a slot narrower than the GPU is declared here.
+    #: Unset: the GPU's own maximum width, so a link that trained with missing lanes fails.
     pcie_width: Int | None = Field(default=None, ge=1, le=32)
     #: MIG mode every GPU must be in (true: Enabled, false: Disabled). Unset: not checked.
     mig: bool | None = None
     #: HGX/DGX baseboard with NVSwitches: nvidia-fabricmanager must be running.
     nvswitch: bool = False
+    #: Lower bounds that replace the reference table's for this class (docs/node-checks.md, "References"),
+    #: by metric: matmul_tflops, memory_bandwidth, h2d_bandwidth, d2h_bandwidth, p2p_bandwidth,
+    #: nccl_allreduce_busbw.
+    references: dict[
+        Literal[
+            "matmul_tflops",
+            "memory_bandwidth",
+            "h2d_bandwidth",
+            "d2h_bandwidth",
+            "p2p_bandwidth",
+            "nccl_allreduce_busbw",
+        ],
+        float,
+    ] = Field(default_factory=dict)
 
     @field_validator("gpu_model")
     @classmethod
@@ -126,3 +141,6 @@ class NodeChecks(Section):
     #: (NVIDIA/DCGM common/DcgmGPUHardwareLimits.h, which calls the value provisional); gpuready counts it per
     #: hour, over the hours the volatile counter covers (since boot, at least one).
     correctable_errors_per_hour: Real = Field(default=10, ge=0)
+    #: The DCGM diagnostic level diag.dcgm runs (dcgmi diag -r LEVEL): 1 quick, 2 medium, 3 long, 4 extended
+    #: (NVIDIA DCGM user guide, "Run Levels"). Each level has its own time limit (checks.DCGM_TIMEOUTS).
+    dcgm_level: Int = Field(default=1, ge=1, le=4)

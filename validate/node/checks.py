@@ -12,12 +12,14 @@ import logging
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.resources import files
+from typing import TYPE_CHECKING
 
 from gpuready.core import role_defaults
 from gpuready.core.results import Check, errored, failed, passed, skipped
-from gpuready.validate.node import nvsmi, references
+from gpuready.validate.node import nvsmi, perf, tool_output
 from gpuready.validate.node import xid as xids
-from gpuready.validate.node.node import MODULES_COMMAND, Node, NoGpuView
+from gpuready.validate.node.node import MODULES_COMMAND, Answer, Node, NoGpuView
 
 #: The Dell/Red Hat TFJobs paper: "permission denied" means these labels are wrong (SELinux enforcing only).
 #: The gpu_selinux role's file contexts of NVIDIA's devices and binaries (its kubelet context is the
@@ -50,21 +52,69 @@ UPTIME_COMMAND = "cat /proc/uptime"
 # so the Xid window applies to it too.
 JOURNAL_COMMAND = "dmesg >/dev/null 2>&1 || journalctl -k -b -o short-monotonic --no-pager -q"
 FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
-DCGM_COMMAND = "if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 1 -j; else echo '== no dcgmi'; fi"
+# How long each level of `dcgmi diag` may run. NVIDIA's dcgmi-diag reference (docs.nvidia.com/datacenter/dcgm/
+# latest/reference/command-line-reference/dcgmi/dcgmi-diag.html, "-r"): level 1 "normally lasting seconds",
+# 2 "approximately two minutes", 3 "approximately 15 minutes", 4 "extended, longer-running" (no figure given);
+# each limit is about three times that, level 4 gpuready's guess of three hours.
+DCGM_TIMEOUTS = {1: 120, 2: 600, 3: 2700, 4: 10800}
+
+
+def dcgm_command(level: int) -> str:
+    """``dcgmi diag -r LEVEL -j`` under its level's time limit (timeout(1) where the node has it)."""
+    limit = f"timeout {DCGM_TIMEOUTS[level]} " if level in DCGM_TIMEOUTS else ""
+    return (
+        f"if command -v dcgmi >/dev/null 2>&1; then if command -v timeout >/dev/null 2>&1; then "
+        f"{limit}dcgmi diag -r {level} -j; else dcgmi diag -r {level} -j; fi; else echo '== no dcgmi'; fi"
+    )
+
+
+DCGM_COMMAND = dcgm_command(1)
+#: Samples of each figure: the checks judge their median and show their spread.
+SAMPLES = 3
+NCCL_TIMEOUT, NVBANDWIDTH_TIMEOUT, PROBE_TIMEOUT = 180, 240, 420
+# 8 GiB per all-reduce, as Azure's health checks run it on 32/40 GB GPUs (conf/nd96asr_v4.conf line 57,
+# check_nccl_allreduce 228.0 1 8G); 2 GiB on GPUs under 32 GB, where two 8 GiB buffers would not fit.
+# -N prints each of SAMPLES cycles, -c 0 skips the result check.
 NCCL_COMMAND = (
     "if command -v all_reduce_perf >/dev/null 2>&1; then "
-    "all_reduce_perf -b 1G -e 1G -f 2 -g \"$(nvidia-smi -L | grep -c '^GPU')\"; "
+    "M=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | sort -n | head -1); "
+    'if [ "${M:-0}" -ge 32000 ] 2>/dev/null; then S=8G; else S=2G; fi; '
+    f'timeout {NCCL_TIMEOUT} all_reduce_perf -b "$S" -e "$S" -f 2 -c 0 -N {SAMPLES} '
+    "-g \"$(nvidia-smi -L | grep -c '^GPU')\"; "
     "else echo '== not installed'; fi"
 )
+# nvbandwidth on PATH, else the copy DCGM 4 ships with its CUDA plugins (NVIDIA/DCGM nvvs/plugin_src/
+# nvbandwidth/Cuda12/CMakeLists.txt installs it to libexec/datacenter-gpu-manager-4/plugins/cuda12).
+NVBANDWIDTH_FIND = (
+    "N=$(command -v nvbandwidth 2>/dev/null || "
+    "ls -1 /usr/libexec/datacenter-gpu-manager-4/plugins/cuda*/nvbandwidth 2>/dev/null | sort -V | tail -n 1); "
+)
+# The three copies Azure's health checks measure (customTests/azure_gpu_bandwidth.nhc), run SAMPLES times;
+# devices in PCI bus order, as nvidia-smi numbers them.
 NVBANDWIDTH_COMMAND = (
-    "if command -v nvbandwidth >/dev/null 2>&1; then nvbandwidth -t host_to_device_memcpy_ce; "
+    NVBANDWIDTH_FIND + 'if [ -n "$N" ]; then echo "== nvbandwidth $N"; '
+    f'for i in $(seq {SAMPLES}); do CUDA_DEVICE_ORDER=PCI_BUS_ID timeout {NVBANDWIDTH_TIMEOUT // SAMPLES} "$N" '
+    "-t host_to_device_memcpy_ce device_to_host_memcpy_ce device_to_device_memcpy_read_ce || exit $?; done; "
     "else echo '== not installed'; fi"
+)
+PROBE_SOURCE = (files("gpuready.validate.node") / "gpu_probe.py").read_text()
+#: gpuready's own probe, sent as a file and run with the node's python3 where torch imports (torch ships
+#: cuBLAS and NCCL); it measures what nvbandwidth and nccl-tests, where installed, measure instead.
+PROBE_COMMAND = (
+    "if ! python3 -c 'import torch' >/dev/null 2>&1; then echo '== no torch'; else "
+    "M=matmul,memory; " + NVBANDWIDTH_FIND + '[ -n "$N" ] || M=$M,h2d,d2h,p2p; '
+    "command -v all_reduce_perf >/dev/null 2>&1 || M=$M,nccl; "
+    "f=$(mktemp); cat > \"$f\" <<'GPUREADY_PROBE'\n" + PROBE_SOURCE + "GPUREADY_PROBE\n"
+    f'timeout {PROBE_TIMEOUT} python3 "$f" --metrics "$M" --samples {SAMPLES}; r=$?; rm -f "$f"; exit $r; fi'
 )
 DEVICE_PLUGIN_SOCKET = f"{role_defaults.kubelet_device_plugins_dir()}/nvidia.sock"
 KUBELET_COMMAND = "test -d /var/lib/kubelet"
 SOCKET_COMMAND = f"test -S {DEVICE_PLUGIN_SOCKET}"
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from gpuready.core.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -114,9 +164,13 @@ def run_check(definition: CheckDef, node: Node) -> Check:
 def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
     """Every check in catalogue order; one whose dependency did not pass is skipped, naming it."""
     results: dict[str, Check] = {}
+    measured = False
     for definition in CATALOGUE:
         if only is not None and definition.id not in only:
             continue
+        if not measured and definition.id in MEASURING and node.host is not None:
+            measured = True
+            _measure(node, only, results)
         cause = next((d for d in definition.depends if d in results and _blocks(results[d])), None)
         if cause is not None:
             root = results[cause]
@@ -128,6 +182,22 @@ def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
         else:
             results[definition.id] = run_check(definition, node)
     return list(results.values())
+
+
+def _measure(node: Node, only: set[str] | None, results: dict[str, Check]) -> None:
+    """The measuring commands in their own batch, after the fixed checks, only where the GPUs can be read
+    (a node that failed the GPU view would skip every measuring check anyway)."""
+    view = results.get(GPU_VIEW[0])
+    if view is not None and view.status != "passed":
+        return
+    budget = perf_budget(node.settings, only)
+    if node.on_measure is not None:
+        node.on_measure(budget + 10)
+    try:
+        node.prefetch(perf_commands(node.settings, only), timeout=budget)
+    except ConnectionError as e:  # each measuring check says its command did not finish; none is run again
+        for command in perf_commands(node.settings, only):
+            node.record(Answer(command, 124, "", str(e)))
 
 
 def _blocks(result: Check) -> bool:
@@ -495,8 +565,9 @@ def throttle(node: Node) -> Check:
 
 @check(
     "gpu.pcie_link",
-    "PCIe link at the node class's generation and width (else reported against the GPU's and the host's maximum)",
-    "Reseat the GPU or riser, set the slot to its maximum generation in the BIOS, check lspci -vv LnkSta.",
+    "PCIe link as wide as the GPU's maximum (or the node class's narrower pcie_width) and at the class's generation",
+    "Reseat the GPU or riser (a link narrower than its maximum has missing lanes), set the slot to its maximum "
+    "generation in the BIOS, check lspci -vv LnkSta; a slot narrower by design is declared as pcie_width.",
     depends=GPU_VIEW,
 )
 def pcie_link(node: Node) -> Check:
@@ -505,29 +576,35 @@ def pcie_link(node: Node) -> Check:
     def bad(g: nvsmi.Gpu) -> str:
         # An idle GPU lowers its current generation to save power: the generation is judged on the link's
         # negotiated maximum, the width on the current link (it does not drop at idle on data-centre GPUs).
+        # A link that trained narrower than the GPU's maximum width halves (or worse) its host bandwidth:
+        # it fails unless the node class declares the narrower slot, as Oracle Cloud's GPU fleet check for
+        # missing PCIe lanes fails it (oracle/oci-dr-hpc-v2, scripts/BM.GPU.H100.8/
+        # pcie_width_missing_lanes_check.py: every H100's LnkSta must read Width x16).
         problems = []
         if want_gen and g.pcie_max_gen is not None and g.pcie_max_gen < want_gen:
             problems.append(f"link gen {g.pcie_max_gen} < node class gen {want_gen}")
         if want_width and g.pcie_width is not None and g.pcie_width < want_width:
             problems.append(f"width x{g.pcie_width} < node class x{want_width}")
+        elif not want_width and g.pcie_width and g.pcie_max_width and g.pcie_width < g.pcie_max_width:
+            problems.append(
+                f"width x{g.pcie_width} < the GPU's x{g.pcie_max_width} (missing lanes; a narrower slot is "
+                "declared as the node class's pcie_width)"
+            )
         return ", ".join(problems)
 
     def note(g: nvsmi.Gpu) -> str:
-        notes = []
         gpu_max = g.pcie_device_max_gen or g.pcie_max_gen
         if g.pcie_max_gen and gpu_max and g.pcie_max_gen < gpu_max:
             limit = f", host max gen {g.pcie_host_max_gen}" if g.pcie_host_max_gen else ""
-            notes.append(f"link max gen {g.pcie_max_gen} < GPU's gen {gpu_max}{limit}")
-        if g.pcie_width and g.pcie_max_width and g.pcie_width < g.pcie_max_width and not want_width:
-            notes.append(f"width x{g.pcie_width} of x{g.pcie_max_width} (slot width? set pcie_width to enforce)")
-        return ", ".join(notes)
+            return f"link max gen {g.pcie_max_gen} < GPU's gen {gpu_max}{limit}"
+        return ""
 
     declared = " and ".join(filter(None, [want_gen and f"gen {want_gen}", want_width and f"x{want_width}"]))
     return _per_gpu(
         node,
         "gpu.pcie_link",
         bad,
-        f"links reach the node class's {declared}" if declared else "links up (no gen/width declared)",
+        f"links reach the node class's {declared}" if declared else "links at the GPUs' full width",
         note,
         facts=_pcie_facts,
     )
@@ -1020,19 +1097,27 @@ def fabric_manager(node: Node) -> Check:
 
 @check(
     "diag.dcgm",
-    "DCGM diagnostics pass (dcgmi diag -r 1, JSON) when DCGM is installed",
+    "DCGM diagnostics pass (dcgmi diag -r LEVEL -j, node_checks.dcgm_level, default 1) when DCGM is installed",
     "Read the failing test's message in the evidence; dcgmi diag -r 3 runs the longer tests; "
     "NVIDIA's DCGM user guide lists each test's remedy.",
     depends=GPU_VIEW,
 )
 def dcgm_diag(node: Node) -> Check:
-    answer = node.run(DCGM_COMMAND)
-    if "== no dcgmi" in answer.stdout:
+    level = node.settings.node_checks.dcgm_level
+    answer = node.run(dcgm_command(level))
+    if _absent(answer, "== no dcgmi"):
         return skipped(
             "diag.dcgm",
             node.name,
-            "DCGM not installed: install datacenter-gpu-manager from NVIDIA's "
-            "CUDA repository and start nvidia-dcgm to run dcgmi diag",
+            "DCGM not installed: install datacenter-gpu-manager-4 (NVIDIA's CUDA repository) "
+            "and start nvidia-dcgm to run dcgmi diag",
+        )
+    if answer.rc in (124, 137):
+        return failed(
+            "diag.dcgm",
+            node.name,
+            f"dcgmi diag -r {level} ran past its {DCGM_TIMEOUTS[level]} s limit and was stopped",
+            answer.evidence(1500),
         )
     try:
         results = nvsmi.parse_dcgm_diag(answer.stdout)
@@ -1047,75 +1132,312 @@ def dcgm_diag(node: Node) -> Check:
     failing = [f"{name}: {status}" for name, status in results if status.lower() in ("fail", "failed")]
     if failing:
         return failed(
-            "diag.dcgm", node.name, "dcgmi diag -r 1 failed: " + "; ".join(failing[:6]), answer.evidence(3000)
+            "diag.dcgm", node.name, f"dcgmi diag -r {level} failed: " + "; ".join(failing[:6]), answer.evidence(3000)
         )
     return passed(
-        "diag.dcgm", node.name, f"dcgmi diag -r 1: {len(results)} result(s), none failed", answer.evidence(800)
+        "diag.dcgm", node.name, f"dcgmi diag -r {level}: {len(results)} result(s), none failed", answer.evidence(800)
+    )
+
+
+# ---------------------------------------------------------------- performance
+PERF_REMEDY = (
+    "A GPU below its mates or its model's reference: look at the evidence's samples, then at gpu.throttle, "
+    "gpu.pcie_link and what else runs on the node; rerun, and drain the node if the figure stays low."
+)
+INSTALL_PROBE = "pip install torch built for CUDA (gpuready's probe measures through it)"
+
+
+@dataclass
+class _Measured:
+    """What one tool said about one metric: figures, or why there are none (skip or fail)."""
+
+    source: str = ""
+    figures: list[perf.Figure] | None = None
+    skip: str = ""
+    fail: str = ""
+    evidence: str = ""
+
+
+def _absent(answer: Answer, mark: str) -> bool:
+    """The tool is not there: its command printed ``mark``, or the shell found no such program (exit 127)."""
+    return mark in answer.stdout or (answer.rc == 127 and not answer.stdout.strip())
+
+
+def _probe(node: Node) -> tuple[dict | None, str, Answer]:
+    """The probe's result; else (None, why) where the probe failed, (None, "") where torch (with CUDA) is missing."""
+    answer = node.run(PROBE_COMMAND)
+    if _absent(answer, "== no torch"):
+        return None, "", answer
+    try:
+        data = tool_output.probe(answer.stdout)
+    except nvsmi.ParseError as e:
+        why = "stopped at its time limit" if answer.rc in (124, 137) else f"exit {answer.rc}"
+        return None, f"gpuready's probe failed ({why}): {e}", answer
+    if data.get("no_cuda"):  # a CPU-only torch: as if there were none
+        return None, "", answer
+    if data.get("error"):
+        return None, f"gpuready's probe could not measure: {data['error']}", answer
+    return data, "", answer
+
+
+def _gpu_figures(node: Node, values: dict[int, list[float]]) -> list[perf.Figure]:
+    gpus = {g.index: g for g in node.smi.gpus}
+    return [
+        perf.Figure(
+            f"GPU {index} ({gpus[index].bus_id})", gpus[index].name, samples, gpus[index], perf.busy([gpus[index]])
+        )
+        for index, samples in sorted(values.items())
+        if index in gpus  # a device nvidia-smi does not list is no GPU of this node's (gpu.count says so)
+    ]
+
+
+def _from_probe(node: Node, key: str) -> _Measured:
+    data, why, answer = _probe(node)
+    if data is None:
+        return _Measured(fail=why, evidence=answer.evidence(1500)) if why else _Measured(skip="no torch")
+    values = {g["index"]: g[key] for g in data.get("gpus", []) if g.get(key)}
+    source = f"gpuready's probe (torch {data.get('torch', '?')}, {data.get('dtype', '?')})"
+    if not values:
+        return _Measured(fail=f"gpuready's probe printed no {key} figure", evidence=answer.evidence(1500))
+    return _Measured(source, _gpu_figures(node, values))
+
+
+def _from_nvbandwidth(node: Node, test: str) -> _Measured:
+    answer = node.run(NVBANDWIDTH_COMMAND)
+    if _absent(answer, "== not installed"):
+        return _Measured(skip="nvbandwidth")
+    values = tool_output.nvbandwidth_per_gpu(answer.stdout, test)
+    if not values:
+        return _Measured(
+            fail=f"nvbandwidth printed no {test} figure (exit {answer.rc})", evidence=answer.evidence(1500)
+        )
+    return _Measured(f"{_nvbandwidth_path(answer)} -t {test}, {SAMPLES} runs", _gpu_figures(node, values))
+
+
+def _nvbandwidth_path(answer: Answer) -> str:
+    """Which nvbandwidth ran (the command's first line names it)."""
+    first = answer.stdout.split("\n", 1)[0]
+    return first.removeprefix("== nvbandwidth ").strip() if first.startswith("== nvbandwidth ") else "nvbandwidth"
+
+
+def _verdict(node: Node, id: str, metric: str, tries: list[Callable[[], _Measured]], install: str) -> Check:
+    """The first tool that measured decides; one that is missing hands on to the next; none: skipped."""
+    for attempt in tries:
+        measured = attempt()
+        if measured.fail:
+            return failed(id, node.name, measured.fail, measured.evidence)
+        if measured.figures is not None:
+            return perf.judge(
+                id,
+                node.name,
+                metric,
+                measured.figures,
+                measured.source,
+                overrides=node.node_class.references,
+            )
+    return skipped(id, node.name, f"nothing here measures it: {install}")
+
+
+@check(
+    "perf.matmul_tflops",
+    "dense matrix-product TFLOP/s per GPU in its fastest dense type (bf16, fp16 on Volta) at least the model's "
+    "lower bound and 80% of its mates' median (gpuready's probe through torch)",
+    PERF_REMEDY,
+    depends=GPU_VIEW,
+)
+def matmul_tflops(node: Node) -> Check:
+    return _verdict(
+        node, "perf.matmul_tflops", "matmul_tflops", [lambda: _from_probe(node, "matmul_tflops")], INSTALL_PROBE
     )
 
 
 @check(
-    "perf.nccl_allreduce",
-    "NCCL all-reduce bus bandwidth within the node (nccl-tests all_reduce_perf) at least the model's reference",
-    "Check NVLink/NVSwitch health (topology.nvlink, node.fabric_manager) and "
-    "that no other job runs; compare with the reference table in docs/node-checks.md.",
+    "perf.memory_bandwidth",
+    "device memory bandwidth per GPU (a device-to-device copy) at least the model's lower bound and 80% of its "
+    "mates' median (gpuready's probe through torch)",
+    PERF_REMEDY,
     depends=GPU_VIEW,
 )
-def nccl_allreduce(node: Node) -> Check:
-    if len(node.smi.gpus) < 2:
-        # all_reduce_perf on one GPU reports a bus bandwidth of 0: there is no link within the node to measure.
-        return skipped("perf.nccl_allreduce", node.name, "one GPU: no all-reduce within the node")
-    return _bandwidth(
+def memory_bandwidth(node: Node) -> Check:
+    return _verdict(
         node,
-        "perf.nccl_allreduce",
-        NCCL_COMMAND,
-        "nccl_allreduce_busbw",
-        "nccl-tests not installed: build all_reduce_perf from github.com/NVIDIA/nccl-tests and put it on PATH",
-        nvsmi.parse_nccl_busbw,
+        "perf.memory_bandwidth",
+        "memory_bandwidth",
+        [lambda: _from_probe(node, "memory_bandwidth")],
+        INSTALL_PROBE,
     )
 
 
 @check(
     "perf.h2d_bandwidth",
-    "host-to-device copy bandwidth per GPU (nvbandwidth) at least the PCIe reference",
+    "pinned host-to-device copy bandwidth per GPU (nvbandwidth, else gpuready's probe) at least the model's "
+    "lower bound (else the PCIe link's) and 80% of its mates' median",
     "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link.",
     depends=GPU_VIEW,
 )
 def h2d_bandwidth(node: Node) -> Check:
-    return _bandwidth(
+    return _verdict(
         node,
         "perf.h2d_bandwidth",
-        NVBANDWIDTH_COMMAND,
         "h2d_bandwidth",
-        "nvbandwidth not installed: build it from github.com/NVIDIA/nvbandwidth and put it on PATH",
-        nvsmi.parse_nvbandwidth_h2d,
+        [lambda: _from_nvbandwidth(node, tool_output.H2D_TEST), lambda: _from_probe(node, "h2d_bandwidth")],
+        "build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, or " + INSTALL_PROBE,
     )
 
 
-def _bandwidth(
-    node: Node, id: str, command: str, metric: str, hint: str, parse: Callable[[str], float | None]
-) -> Check:
-    answer = node.run(command)
-    if "== not installed" in answer.stdout:
-        return skipped(id, node.name, hint)
-    value = parse(answer.stdout)
-    if value is None:
-        return failed(id, node.name, f"no bandwidth figure in the output (exit {answer.rc})", answer.evidence(1500))
+@check(
+    "perf.d2h_bandwidth",
+    "pinned device-to-host copy bandwidth per GPU (nvbandwidth, else gpuready's probe) at least the model's "
+    "lower bound (else the PCIe link's) and 80% of its mates' median",
+    "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link.",
+    depends=GPU_VIEW,
+)
+def d2h_bandwidth(node: Node) -> Check:
+    return _verdict(
+        node,
+        "perf.d2h_bandwidth",
+        "d2h_bandwidth",
+        [lambda: _from_nvbandwidth(node, tool_output.D2H_TEST), lambda: _from_probe(node, "d2h_bandwidth")],
+        "build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, or " + INSTALL_PROBE,
+    )
+
+
+def _pair_figures(node: Node, values: dict[tuple[int, int], list[float]]) -> list[perf.Figure]:
+    gpus = {g.index: g for g in node.smi.gpus}
+    figures = []
+    for (a, b), samples in sorted(values.items()):
+        pair = [gpus[i] for i in (a, b) if i in gpus]
+        model = pair[0].name if pair else ""
+        figures.append(perf.Figure(f"GPU {a} -> GPU {b}", model, samples, None, perf.busy(pair)))
+    return figures
+
+
+@check(
+    "perf.p2p_bandwidth",
+    "peer-to-peer copy bandwidth per GPU pair that allows it (nvbandwidth device_to_device_memcpy_read_ce, else "
+    "gpuready's probe) at least the model's lower bound",
+    "Check NVLink (topology.nvlink, topology.nvlink_errors) and the NVSwitch fabric (node.fabric_manager); "
+    "a PCIe pair below its mates points at the PCIe switch or ACS settings.",
+    depends=GPU_VIEW,
+)
+def p2p_bandwidth(node: Node) -> Check:
+    id = "perf.p2p_bandwidth"
+    if len(node.smi.gpus) < 2:
+        return skipped(id, node.name, "one GPU: no peer-to-peer pair")
+    answer = node.run(NVBANDWIDTH_COMMAND)
+    if not _absent(answer, "== not installed"):
+        pairs = tool_output.nvbandwidth_per_pair(answer.stdout)
+        if not pairs:
+            # nvbandwidth waives the test where no pair has peer access (NVIDIA/nvbandwidth issue #13).
+            return skipped(
+                id, node.name, "nvbandwidth measured no peer-to-peer pair (no pair allows it)", answer.evidence(800)
+            )
+        return perf.judge(
+            id,
+            node.name,
+            "p2p_bandwidth",
+            _pair_figures(node, pairs),
+            f"{_nvbandwidth_path(answer)} -t {tool_output.P2P_TEST}, {SAMPLES} runs",
+            overrides=node.node_class.references,
+            per_gpu=False,
+        )
+    data, why, probe_answer = _probe(node)
+    if why:
+        return failed(id, node.name, why, probe_answer.evidence(1500))
+    if data is None:
+        return skipped(
+            id,
+            node.name,
+            "nothing here measures it: build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, or "
+            + INSTALL_PROBE,
+        )
+    pairs = {tuple(p["pair"]): p["p2p_bandwidth"] for p in data.get("p2p", []) if p.get("p2p_bandwidth")}
+    if not pairs:
+        return skipped(id, node.name, "no GPU pair allows peer-to-peer access (torch.cuda.can_device_access_peer)")
+    return perf.judge(
+        id,
+        node.name,
+        "p2p_bandwidth",
+        _pair_figures(node, pairs),  # type: ignore[arg-type]
+        f"gpuready's probe (torch {data.get('torch', '?')})",
+        overrides=node.node_class.references,
+        per_gpu=False,
+    )
+
+
+@check(
+    "perf.nccl_allreduce",
+    "NCCL all-reduce bus bandwidth within the node (nccl-tests all_reduce_perf, else gpuready's probe through "
+    "torch's NCCL) at least the model's lower bound",
+    "Check NVLink/NVSwitch health (topology.nvlink, node.fabric_manager) and "
+    "that no other job runs; compare with the reference table in docs/node-checks.md.",
+    depends=GPU_VIEW,
+)
+def nccl_allreduce(node: Node) -> Check:
+    id = "perf.nccl_allreduce"
     gpus = node.smi.gpus
-    ref = references.lookup(gpus[0].name if gpus else "", metric, gpus[0] if gpus else None)
-    if ref is None:
-        return passed(
-            id, node.name, f"{value:g} GB/s (no reference for this model: recorded, not judged)", answer.evidence(800)
-        )
-    evidence = f"{answer.evidence(800)}\nreference: {ref.describe()}"
-    if value < ref.lower:
+    if len(gpus) < 2:
+        # all_reduce_perf on one GPU reports a bus bandwidth of 0: there is no link within the node to measure.
+        return skipped(id, node.name, "one GPU: no all-reduce within the node")
+    answer = node.run(NCCL_COMMAND)
+    if not _absent(answer, "== not installed"):
+        samples, source, evidence = tool_output.nccl_busbw(answer.stdout), "nccl-tests all_reduce_perf", answer
+    else:
+        data, why, evidence = _probe(node)
+        if why:
+            return failed(id, node.name, why, evidence.evidence(1500))
+        if data is None:
+            return skipped(
+                id,
+                node.name,
+                "nothing here runs NCCL: build all_reduce_perf (github.com/NVIDIA/nccl-tests) and put it on PATH, "
+                "or " + INSTALL_PROBE,
+            )
+        if data.get("nccl_error"):
+            return failed(id, node.name, f"NCCL all-reduce through torch failed: {data['nccl_error']}")
+        samples, source = data.get("nccl_allreduce_busbw") or [], f"gpuready's probe (torch {data.get('torch')})"
+    if not samples or not any(samples):
         return failed(
-            id, node.name, f"{value:g} GB/s < lower bound {ref.lower:g} {ref.unit} (target {ref.target:g})", evidence
+            id, node.name, f"no bus bandwidth figure in the output (exit {evidence.rc})", evidence.evidence(1500)
         )
-    return passed(id, node.name, f"{value:g} GB/s (target {ref.target:g}, lower {ref.lower:g})", evidence)
+    figure = perf.Figure(f"{len(gpus)} GPUs", gpus[0].name, samples, None, perf.busy(gpus))
+    return perf.judge(
+        id, node.name, "nccl_allreduce_busbw", [figure], source, overrides=node.node_class.references, per_gpu=False
+    )
+
+
+#: The performance checks and the commands each may run: they run in a second batch, after the fixed one,
+#: so the other checks never wait for a measurement, and only when selected.
+PERF_COMMANDS = {
+    "perf.matmul_tflops": [PROBE_COMMAND],
+    "perf.memory_bandwidth": [PROBE_COMMAND],
+    "perf.h2d_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND],
+    "perf.d2h_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND],
+    "perf.p2p_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND],
+    "perf.nccl_allreduce": [NCCL_COMMAND, PROBE_COMMAND],
+}
+_TIMEOUTS = {PROBE_COMMAND: PROBE_TIMEOUT, NVBANDWIDTH_COMMAND: NVBANDWIDTH_TIMEOUT, NCCL_COMMAND: NCCL_TIMEOUT}
+
+
+def perf_commands(settings: Settings, only: set[str] | None = None) -> list[str]:
+    """The measuring commands of the selected checks (diag.dcgm's at its level included), each once."""
+    chosen = [i for i in [*PERF_COMMANDS, "diag.dcgm"] if only is None or i in only]
+    commands = [c for i in chosen if i in PERF_COMMANDS for c in PERF_COMMANDS[i]]
+    if "diag.dcgm" in chosen:
+        commands.append(dcgm_command(settings.node_checks.dcgm_level))
+    return list(dict.fromkeys(commands))
+
+
+def perf_budget(settings: Settings, only: set[str] | None = None) -> int:
+    """Seconds the measuring batch may take: the sum of its commands' limits (they run one after another)."""
+    level = settings.node_checks.dcgm_level
+    limits = {**_TIMEOUTS, dcgm_command(level): DCGM_TIMEOUTS[level]}
+    return sum(limits[c] for c in perf_commands(settings, only)) + 10 if perf_commands(settings, only) else 0
 
 
 CHECK_IDS = [c.id for c in CATALOGUE]
+#: Checks that measure (they run their commands in the second batch).
+MEASURING = ("diag.dcgm", *PERF_COMMANDS)
 
 
 def _ibstat(port: str) -> str:
@@ -1155,7 +1477,4 @@ PREFETCH = [
     KUBELET_COMMAND,
     SOCKET_COMMAND,
     FABRIC_MANAGER_COMMAND,
-    DCGM_COMMAND,
-    NCCL_COMMAND,
-    NVBANDWIDTH_COMMAND,
 ]

@@ -47,7 +47,12 @@ class HostDone:
 
 
 def validate_host(
-    target: Target, settings: Settings, timeout: int, only: set[str] | None = None, command_timeout: int = 60
+    target: Target,
+    settings: Settings,
+    timeout: int,
+    only: set[str] | None = None,
+    command_timeout: int = 60,
+    on_measure: Callable[[int], None] | None = None,
 ) -> list[Check]:
     host = connect.testinfra_host(target.spec, timeout)
     node = Node(
@@ -57,6 +62,7 @@ def validate_host(
         settings,
         command_timeout=command_timeout,
         wrap=functools.partial(connect.become, target.spec),
+        on_measure=on_measure,
     )
     try:
         node.prefetch(prefetch_commands(node))
@@ -81,7 +87,11 @@ def run(
     progress: Callable[[HostDone], None] | None = None,
     only: set[str] | None = None,
 ) -> list[Check]:
-    """All targets concurrently; checks come back grouped by host, in inventory order."""
+    """All targets concurrently; checks come back grouped by host, in inventory order.
+
+    A host's deadline is ``host_timeout``, plus the time limit of its measuring batch once that batch starts
+    (the measuring checks run in a second batch on the host, each command under its own limit)."""
+    extra: dict[str, float] = {}
     results: dict[str, list[Check]] = {}
     started = time.monotonic()
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets) or 1)), thread_name_prefix="gpu-node")
@@ -89,7 +99,16 @@ def run(
     begun: dict[str, float] = {}
     for t in targets:
         futures[
-            pool.submit(_timed, begun, t, settings, int(min(host_timeout, 30)), only, max(1, int(host_timeout) - 5))
+            pool.submit(
+                _timed,
+                begun,
+                t,
+                settings,
+                int(min(host_timeout, 30)),
+                only,
+                max(1, int(host_timeout) - 5),
+                functools.partial(extra.__setitem__, t.name),
+            )
         ] = t
     pending = set(futures)
     try:
@@ -103,14 +122,15 @@ def run(
             for future in list(pending):
                 target = futures[future]
                 # A host's deadline runs from when a worker picked it up, not from the start of the run.
-                if target.name in begun and now - begun[target.name] > host_timeout:
+                deadline = host_timeout + extra.get(target.name, 0)
+                if target.name in begun and now - begun[target.name] > deadline:
                     pending.discard(future)
                     future.cancel()
                     results[target.name] = [
                         errored(
                             REACH_ID,
                             target.name,
-                            f"no answer within {host_timeout:.0f}s; gave up on this host",
+                            f"no answer within {deadline:.0f}s; gave up on this host",
                             remedy="Look at the host: an nvidia-smi that hangs "
                             "usually means a GPU fell off the bus (Xid 79).",
                         )

@@ -60,6 +60,8 @@ class Node:
     command_timeout: int = 60
     #: Turns a command into what runs on the host (become: sudo -u <user>); identity when not becoming.
     wrap: Callable[[str], str] = field(default=lambda command: command, repr=False)
+    #: Told the seconds the measuring batch may take, when it starts (the fan-out extends the host's deadline).
+    on_measure: Callable[[int], None] | None = field(default=None, repr=False)
     _answers: dict[str, Answer] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -78,7 +80,11 @@ class Node:
             self._answers[command] = Answer(command, result.rc, result.stdout, result.stderr)
         return self._answers[command]
 
-    def prefetch(self, commands: list[str]) -> None:
+    def record(self, answer: Answer) -> None:
+        """Keep ``answer`` as its command's, unless the command already answered."""
+        self._answers.setdefault(answer.command, answer)
+
+    def prefetch(self, commands: list[str], timeout: int | None = None) -> None:
         """Run many commands in one round trip and keep each one's answer, as if run one by one.
 
         Over SSH every command costs a round trip and a local process; the catalogue's fixed
@@ -87,15 +93,15 @@ class Node:
         todo = [c for c in dict.fromkeys(commands) if c not in self._answers]
         if not todo:
             return
+        limit = timeout or self.command_timeout
         try:
-            result = self.host.run(self.wrap(self.batch(todo)))
+            result = self.host.run(self.wrap(self.batch(todo, limit)))
         except RuntimeError as e:  # testinfra's SSH backend raises on exit 255: ssh itself failed
             failure = e.args[0] if e.args else None
             raise ConnectionError(str(getattr(failure, "stderr", e)).strip()[:300]) from e
         if result.rc in (124, 137):
             raise ConnectionError(
-                f"the node's commands ran past {self.command_timeout}s and were stopped "
-                "(a tool hangs: try nvidia-smi by hand)"
+                f"the node's commands ran past {limit}s and were stopped (a tool hangs: try nvidia-smi by hand)"
             )
         if result.rc != 0:
             raise ConnectionError((result.stderr.strip() or f"exit {result.rc}")[:300])
@@ -110,7 +116,7 @@ class Node:
                 command, int(rc) if rc.isdigit() else 255, found.get((i, "o"), ""), found.get((i, "e"), "")
             )
 
-    def batch(self, commands: list[str]) -> str:
+    def batch(self, commands: list[str], timeout: int | None = None) -> str:
         """The one command that runs ``commands`` on the node, each answer behind its mark (what prefetch sends)."""
         parts = ["T=$(mktemp -d)"]
         for i, command in enumerate(commands):
@@ -126,7 +132,8 @@ class Node:
         # A hung tool (an nvidia-smi waiting on a GPU that fell off the bus) must not hold the host forever:
         # the batch runs under timeout(1) where the host has it.
         return (
-            f"if command -v timeout >/dev/null 2>&1; then timeout -k 5 {self.command_timeout} sh -c {script}; "
+            f"if command -v timeout >/dev/null 2>&1; then timeout -k 5 {timeout or self.command_timeout} "
+            f"sh -c {script}; "
             f"else sh -c {script}; fi"
         )
 

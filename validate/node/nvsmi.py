@@ -42,6 +42,19 @@ class ParseError(ValueError):
     """The tool answered, but not in the shape we know."""
 
 
+@dataclass(frozen=True)
+class Process:
+    """One ``<process_info>`` of ``nvidia-smi -q -x``."""
+
+    pid: str
+    type: str
+    name: str
+    used_memory: str
+
+    def describe(self) -> str:
+        return f"pid {self.pid} {self.name or '(name not reported)'} ({self.used_memory or 'memory not reported'})"
+
+
 @dataclass
 class Gpu:
     index: int
@@ -82,6 +95,13 @@ class Gpu:
     architecture: str = ""
     fabric_state: str = ""
     fabric_status: str = ""
+    #: What runs on the GPU now (``<processes>``): the performance checks never judge a busy GPU.
+    processes: list[Process] = field(default_factory=list)
+
+    @property
+    def compute_processes(self) -> list[Process]:
+        """Processes that compute on the GPU (type C, C+G, M); a display server alone (type G) is not a load."""
+        return [p for p in self.processes if p.type != "G"]
 
     @property
     def mig_enabled(self) -> bool:
@@ -175,6 +195,10 @@ def _gpu(index: int, g: ET.Element) -> Gpu:
         architecture=_text(g, "product_architecture"),
         fabric_state=_text(g, "fabric/state"),
         fabric_status=_text(g, "fabric/status"),
+        processes=[
+            Process(_text(p, "pid"), _text(p, "type"), _text(p, "process_name"), _text(p, "used_memory"))
+            for p in g.findall("processes/process_info")
+        ],
     )
 
 
@@ -361,22 +385,3 @@ def parse_dcgm_diag(text: str) -> list[tuple[str, str]]:
 
     walk(data, "dcgm")
     return found
-
-
-def parse_nccl_busbw(text: str) -> float | None:
-    """nccl-tests: the ``# Avg bus bandwidth    : 123.45`` line (GB/s)."""
-    match = re.search(r"Avg bus bandwidth\s*:\s*([\d.]+)", text)
-    return float(match.group(1)) if match else None
-
-
-def parse_nvbandwidth_h2d(text: str) -> float | None:
-    """nvbandwidth ``host_to_device_memcpy_ce``: the lowest per-GPU figure of its matrix (GB/s)."""
-    section = text.split("host_to_device_memcpy_ce", 1)[-1]
-    values = []
-    for line in section.splitlines():
-        if line.strip().startswith("SUM"):
-            break
-        cells = line.split()
-        if len(cells) > 1 and cells[0].isdigit():
-            values += [float(c) for c in cells[1:] if re.fullmatch(r"\d+\.\d+", c)]
-    return min(values) if values else None

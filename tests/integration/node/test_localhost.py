@@ -48,12 +48,28 @@ def test_localhost_without_gpu_fails_driver_and_gpu_checks_clearly(artifacts: Pa
     assert all(checks[i]["status"] == "skipped" for i in ("topology.nvlink", "topology.p2p", "node.ib_ports"))
 
 
+def test_skip_leaves_the_named_checks_out(artifacts: Path) -> None:
+    skip = ["diag.dcgm", "perf.matmul_tflops", "perf.nccl_allreduce"]
+    done = gpuready(
+        "validate", "gpu-node", "-i", "inventories/local", "--skip", ",".join(skip), "--artifacts", str(artifacts)
+    )
+    assert "Traceback" not in done.stdout + done.stderr
+    assert [c["id"] for c in summary(artifacts)["checks"]] == [i for i in CHECK_IDS if i not in skip]
+
+
 def test_bad_input_is_one_line_exit_2(artifacts: Path) -> None:
     done = gpuready(
         "validate", "gpu-node", "-i", "inventories/local", "--only", "gpu.nope", "--artifacts", str(artifacts)
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("gpuready: error: --only: unknown check id(s) gpu.nope")
+    done = gpuready(
+        "validate", "gpu-node", "-i", "inventories/local", "--skip", "perf.nope", "--artifacts", str(artifacts)
+    )
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
+    assert done.stderr.startswith("gpuready: error: --skip: unknown check id(s) perf.nope")
+    done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--dcgm-level", "5")
+    assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--limit", "nohost")
     assert (done.returncode, done.stderr.count("\n")) == (2, 1), done.stderr
     # inventories/local has no kube_control_plane host to mark nodes from; --check alone marks nothing.
@@ -140,6 +156,29 @@ def test_batched_answers_equal_one_by_one() -> None:
         alone = testinfra.get_host("local://").run(command)
         answer = batched.run(command)
         assert (answer.rc, answer.stdout, answer.stderr) == (alone.rc, alone.stdout, alone.stderr), command
+
+
+def test_the_probe_travels_in_the_batch_and_runs_with_the_nodes_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The probe is sent as a here-document inside the measuring batch and run by the python3 on the node's
+    # PATH; here that is this venv's (torch installed, no GPU): the probe answers that torch sees no CUDA.
+    import os
+    import sys
+
+    import testinfra
+
+    from gpuready.core.settings import NodeClass
+    from gpuready.validate.node import checks, tool_output
+    from gpuready.validate.node.node import Node
+
+    if has_gpu():
+        pytest.skip("this machine has a GPU: the probe would measure it (test_real_gpu_host)")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    node = Node("localhost", testinfra.get_host("local://"), NodeClass(gpu_count=0), None)  # type: ignore[arg-type]
+    node.prefetch([checks.PROBE_COMMAND], timeout=checks.PROBE_TIMEOUT)
+    answer = node.run(checks.PROBE_COMMAND)
+    assert answer.rc == 0, answer.stderr
+    data = tool_output.probe(answer.stdout)
+    assert data["device"] == "cuda" and "torch.cuda.is_available() is False" in data["no_cuda"]
 
 
 def test_become_runs_the_batch_as_the_become_user() -> None:

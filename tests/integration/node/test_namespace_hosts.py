@@ -20,15 +20,19 @@ from tests.integration.node.conftest import start
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-#: Not on these hosts: a container runtime, Kubernetes, DCGM, nccl-tests, nvbandwidth; no class asks for MIG,
-#: GPUDirect RDMA or NVSwitch.
+#: Not on these hosts: a container runtime, Kubernetes, DCGM, nccl-tests, torch (so no probe), nvbandwidth
+#: (but on the profiles that replay it); no class asks for MIG, GPUDirect RDMA or NVSwitch.
 NOT_HERE = dict.fromkeys(
     [
         "node.container_runtime",
         "node.device_plugin_socket",
         "diag.dcgm",
-        "perf.nccl_allreduce",
+        "perf.matmul_tflops",
+        "perf.memory_bandwidth",
         "perf.h2d_bandwidth",
+        "perf.d2h_bandwidth",
+        "perf.p2p_bandwidth",
+        "perf.nccl_allreduce",
         "gpu.mig",
         "node.peermem",
         "node.fabric_manager",
@@ -47,10 +51,16 @@ BY_CLASS = {
 }
 #: Everything that needs the nvidia driver: skipped ("depends on ...") when the driver is not there.
 NEEDS_DRIVER = [c.id for c in CATALOGUE if c.depends]
+#: The profiles whose hosts replay nvbandwidth's host copies (8 GPUs, no peer-to-peer section recorded).
+NVBANDWIDTH = {"perf.h2d_bandwidth": "passed", "perf.d2h_bandwidth": "passed"}
 FAULTS: dict[str, dict[str, str]] = {
     "v100-x4": {"node.selinux_labels": "passed"},
     "a100-x4": {},
-    "h100-x8": {},
+    "h100-x8": NVBANDWIDTH,
+    # GPU 5's host-to-device figure halved: that check fails, the copies the other way still pass.
+    "slow-gpu": {**NVBANDWIDTH, "perf.h2d_bandwidth": "failed"},
+    # A process on GPU 2: no measured check passes.
+    "busy-gpu": {"perf.h2d_bandwidth": "failed", "perf.d2h_bandwidth": "failed"},
     "ecc-errors": {"gpu.ecc_volatile": "failed", "gpu.xid": "failed"},
     "driver-mismatch": {"driver.version": "failed"},
     # GPU 3 is on the PCI bus but nvidia-smi does not see it: reported once, by gpu.pci_bus; the count and
@@ -122,6 +132,32 @@ def test_failures_say_what_and_how_to_fix(lab: dict[str, Any], artifacts: Path) 
     assert driver["message"] == "driver 530.30.02 is installed, the inventory pins 535.54.03"
     label = failed[("selinux-label", "node.selinux_labels")]
     assert "/dev/nvidia2 is system_u:object_r:device_t:s0" in label["message"]
+
+
+def test_a_gpu_at_half_its_mates_fails_alone_by_name(lab: dict[str, Any], artifacts: Path) -> None:
+    done, summary = run(lab, artifacts, "--limit", "slow-gpu-*:h100-x8-*", "--only", "perf.h2d_bandwidth")
+    assert done.returncode == 1, done.stdout
+    [failing] = [c for c in summary["checks"] if c["status"] == "failed"]
+    assert failing["host"].startswith("slow-gpu-") and failing["id"] == "perf.h2d_bandwidth"
+    # Exactly GPU 5, with its figure and its mates' median (and the H100's lower bound, Azure's 48 GB/s).
+    assert failing["message"] == (
+        "GPU 5 (00000000:AB:00.0): 28.19 GB/s below the NVIDIA H100 80GB HBM3 lower bound 48 GB/s and "
+        "below 80% of its 7 mate(s)' median 56.35 GB/s on this node"
+    )
+    assert "spread 0" in failing["evidence"] and "3 sample(s)" in failing["evidence"]
+    assert f"/{failing['host']}/bin/nvbandwidth -t host_to_device_memcpy_ce, 3 runs" in failing["evidence"]
+    [healthy] = [c for c in summary["checks"] if c["host"].startswith("h100-x8-")]
+    assert healthy["status"] == "passed"
+
+
+def test_a_busy_gpu_names_the_process_holding_it(lab: dict[str, Any], artifacts: Path) -> None:
+    done, summary = run(lab, artifacts, "--limit", "busy-gpu-*", "--only", "perf.h2d_bandwidth,perf.d2h_bandwidth")
+    assert done.returncode == 1
+    for check in summary["checks"]:
+        assert check["status"] == "failed"
+        assert check["message"] == (
+            "GPU 2 (00000000:3A:00.0) is busy, not judged: GPU 2 (00000000:3A:00.0): pid 4242 python3 (30000 MiB)"
+        )
 
 
 def test_healthy_hosts_exit_0_and_unreachable_alone_exits_3(lab: dict[str, Any], tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.lab import replay
-from gpuready.validate.node import nvsmi, xid
+from gpuready.validate.node import nvsmi, tool_output, xid
 
 RECORDED = replay.RECORDED
 
@@ -107,9 +107,9 @@ def test_dcgm_nccl_and_nvbandwidth_figures() -> None:
     assert ("Persistence Mode", "Fail") in nvsmi.parse_dcgm_diag(dcgm)
     with pytest.raises(nvsmi.ParseError):
         nvsmi.parse_dcgm_diag("Error: unable to connect to host engine")
-    assert nvsmi.parse_nccl_busbw("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 187.52 \n") == 187.52
+    assert tool_output.nccl_busbw("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 187.52 \n") == [187.52]
     matrix = (
         "Running host_to_device_memcpy_ce.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
         "           0         1\n 0     24.10     23.80\n\nSUM host_to_device_memcpy_ce 47.90\n"
     )
-    assert nvsmi.parse_nvbandwidth_h2d(matrix) == 23.8
+    assert tool_output.nvbandwidth_per_gpu(matrix, tool_output.H2D_TEST) == {0: [24.1], 1: [23.8]}

@@ -88,7 +88,9 @@ def test_replayed_verdicts_equal_the_live_ones(machine: str) -> None:
     # differ where the GPU's state moved (its clock reasons said gpu_idle in the recording, nothing live).
     live = json.loads((RECORDED / machine / "live-gpu-node-summary.json").read_text())
     got = {id: status for id, (status, _) in judged(replayed(machine)).items()}
-    assert got == {c["id"]: c["status"] for c in live["checks"]}
+    # Checks added to the catalogue after the recording are not in the live summary; nothing here measures them.
+    was = {c["id"]: c["status"] for c in live["checks"]}
+    assert {id: got[id] for id in was} == was
     assert got == dict.fromkeys(CHECK_IDS, "skipped") | dict.fromkeys(PASSED[machine], "passed")
 
 
