@@ -36,7 +36,10 @@ class Plan:
     pipeline: str = "new"
     distribution: str = "horovod"
     mixed_precision: bool = False
-    xla: bool = False
+    #: graph compilation (torch.compile, or XLA for TensorFlow): auto compiles on GPUs only
+    compile: str = "auto"
+    #: train on the CPU on purpose: without it a worker that finds no GPU stops, and is never judged a GPU
+    cpu: bool = False
     eval_batches: int = 0
     timeout_s: int = 1800
     #: tensorflow (Horovod or MultiWorkerMirroredStrategy) or pytorch (DDP under torchrun)
@@ -70,8 +73,10 @@ class Plan:
             args += ["--distribution", self.distribution]
         if self.mixed_precision:
             args.append("--mixed-precision")
-        if self.xla and self.framework != "pytorch":
-            args.append("--xla")
+        if self.compile != "auto":  # left out at the default, so an older worker still takes the command
+            args += ["--compile", self.compile]
+        if self.cpu:
+            args.append("--cpu")
         if self.eval_batches:
             args += ["--eval-batches", str(self.eval_batches)]
         if self.cpu_threads:
