@@ -116,7 +116,14 @@ def parse_results(text: str) -> list[dict[str, Any]]:
     return [found[r] for r in sorted(found)]
 
 
+#: a worker's own one-line refusal (no GPU, ...): the reason, ahead of whatever its launcher printed after it
+_WORKER_SAYS = re.compile(r"gpuready (?:pytorch|tensorflow) worker: .*")
+
+
 def tail(text: str, lines: int = 3) -> str:
+    said = _WORKER_SAYS.search(text)
+    if said:
+        return said.group(0).strip()
     kept = [ln for ln in text.splitlines() if ln.strip() and "GPUREADY_RESULT" not in ln]
     return " | ".join(kept[-lines:])
 

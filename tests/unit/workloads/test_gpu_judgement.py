@@ -187,3 +187,53 @@ def test_worker_arguments_carry_compile_and_cpu() -> None:
     assert train.compiles("auto", True) and not train.compiles("auto", False) and train.compiles("on", False)
     assert train.compile_seconds([12.5, 0.2], [0.1, 0.1, 0.3]) == 12.4
     assert train.compile_seconds([], [0.1]) == 0.0
+
+
+def test_the_docs_table_is_the_per_gpu_reference_table() -> None:
+    text = (ROOT / "docs" / "training.md").read_text()
+    for ref in references.PER_GPU_PUBLISHED:
+        row = (
+            f"| {ref.gpu_model} | {ref.model} ({ref.image_size} px) | {ref.batch_size} | {ref.precision} | "
+            f"{'yes' if ref.compiled else 'no'} | {ref.target:g} |"
+        )
+        assert row in text, row
+
+
+def test_this_machines_gpus_are_asked_as_the_node_checks_ask() -> None:
+    # the nodes lab's replayed nvidia-smi answers the node checks' query: the training's count must use it
+    from gpuready.validate.node.node import QUERY_COMMAND
+    from gpuready.workloads.launch_targets import GPU_QUERY
+
+    assert " ".join(["nvidia-smi", *GPU_QUERY]) == QUERY_COMMAND
+
+
+def test_this_machines_gpus_come_from_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuready.lab import replay
+    from gpuready.workloads.launch_targets import local_gpus
+
+    monkeypatch.setenv("PATH", f"{replay.build('h100-x8', tmp_path / 'replay')}:/usr/bin:/bin")
+    assert local_gpus() == ([H100] * 8, "nvidia-smi lists 8")
+    monkeypatch.setenv("PATH", f"{replay.build('nouveau', tmp_path / 'nouveau')}:/usr/bin:/bin")
+    names, found_by = local_gpus()
+    assert names == [] and found_by.startswith("nvidia-smi failed: ")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert local_gpus() == ([], "no nvidia-smi on this machine")
+
+
+def test_a_workers_own_refusal_is_the_reason_not_its_launchers_traceback(tmp_path: Path) -> None:
+    log = tmp_path / "workers-1.log"
+    log.write_text(  # the head and tail of a real torchrun log from a worker that found no GPU (this tree's tests)
+        "gpuready pytorch worker: no GPU visible to this worker (torch 2.15.0+cu132, CUDA build 13.2, no CUDA "
+        "device): train where the GPUs are, or pass --cpu to train on the CPU on purpose\n"
+        "E1127 08:36:10.038000 14660 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 2) "
+        "local_rank: 0 (pid: 14986) of binary: /work/.venv/bin/python3.11\n"
+        "Traceback (most recent call last):\n"
+        "  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "============================================================\n"
+    )
+    launch = Launch(1, log=log, returncode=1).collect()
+    assert launch.problem == (
+        "exit 1, 0/1 workers reported: gpuready pytorch worker: no GPU visible to this worker (torch 2.15.0+cu132, "
+        "CUDA build 13.2, no CUDA device): train where the GPUs are, or pass --cpu to train on the CPU on purpose"
+    )
