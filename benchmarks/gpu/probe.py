@@ -156,6 +156,9 @@ def flops(model: str, image_size: int) -> dict[str, Any]:
 
 
 def figures(summary: dict[str, Any], flop_count: dict[str, Any]) -> dict[str, Any]:
+    checks = {c["id"]: c["status"] for c in summary.get("checks", [])}
+    if "training" not in summary.get("metrics", {}):
+        return {"passed": False, "reason": "no training figures: no size trained", "checks": checks}
     training = summary["metrics"]["training"]
     row = training["sizes"][0]
     gpu = str(training.get("gpu_model") or "")
@@ -174,7 +177,7 @@ def figures(summary: dict[str, Any], flop_count: dict[str, Any]) -> dict[str, An
         "compiled": training.get("compiled", False),
         "compile_s": row.get("compile_s"),
         "peak_dense_bf16_tflops": peak,
-        "checks": {c["id"]: c["status"] for c in summary.get("checks", [])},
+        "checks": checks,
     }
     if peak:
         result["mfu"] = round(

@@ -140,6 +140,12 @@ def test_peaks_and_mfu() -> None:
     }
     figures = probe.figures(summary, {"gflops": 17.0, "training_flops_per_image": 17e9})
     assert figures["mfu"] == round(34 / 989.5, 4) and figures["precision"] == "bf16"
+    untrained = {"checks": [{"id": "training.1w.trained", "status": "failed"}], "metrics": {}}
+    assert probe.figures(untrained, {"gflops": 17.0}) == {
+        "passed": False,
+        "reason": "no training figures: no size trained",
+        "checks": {"training.1w.trained": "failed"},
+    }
 
 
 def cpu_probe(*args: str) -> dict:
