@@ -66,7 +66,9 @@ def _sizes(value: str) -> list[int]:
 )
 @click.option("--model", type=click.Choice(["densenet121", "resnet50"]), default=None)
 @click.option("--steps", type=click.IntRange(1), default=None, help="Timed steps per run.")
-@click.option("--warmup-steps", type=click.IntRange(0), default=None, help="Untimed steps first.")
+@click.option(
+    "--warmup-steps", type=click.IntRange(0), default=None, help="Untimed steps first (at least 1 runs: it compiles)."
+)
 @click.option("--batch-size", type=click.IntRange(1), default=None, help="Images per worker and step.")
 @click.option("--image-size", type=click.IntRange(32), default=None, help="Input side in pixels.")
 @click.option("--data", default=None, help="'synthetic' or a folder of TFRecords from the converter.")
