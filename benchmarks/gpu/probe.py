@@ -261,6 +261,8 @@ def noisy(ready: Path, seconds: float, side: int = 8192) -> dict[str, Any]:
     runs there shares the GPU. Writes ``ready`` (its pid and rate) once it is multiplying."""
     import torch
 
+    if not torch.cuda.is_available():
+        return {"passed": False, "reason": "torch sees no CUDA device"}
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     a = torch.randn(side, side, device="cuda", dtype=torch.bfloat16)

@@ -294,6 +294,15 @@ def test_gpu_probes_refuse_in_one_line_without_a_cuda_device() -> None:
         check=False,
     )
     assert done.returncode == 1 and json.loads(done.stdout) == {"passed": False, "reason": "torch sees no CUDA device"}
+    neighbour = subprocess.run(
+        [sys.executable, str(GPU / "probe.py"), "noisy", "--ready", "/nonexistent/ready"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        check=False,
+    )
+    assert neighbour.returncode == 1 and json.loads(neighbour.stdout)["reason"] == "torch sees no CUDA device"
     bad = subprocess.run(
         [sys.executable, str(GPU / "probe.py"), "baseline", "--variants", "eager,turbo"],
         capture_output=True,
