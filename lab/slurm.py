@@ -303,7 +303,8 @@ class SlurmLab(Component):
         return [
             f"# a Slurm cluster of {len(state.get('hosts', []))} simulated GPU nodes (Debian's slurm-wlm):",
             f"export SLURM_CONF={state.get('slurm_conf', '?')}   # for sinfo, squeue, sbatch",
-            f"gpuready validate training -i {inventory} --gpus 2 --steps 3 --image-size 32 --batch-size 4",
+            # the hosts' GPUs are replayed: the workers train on the CPU, which --cpu says on purpose
+            f"gpuready validate training -i {inventory} --cpu --gpus 2 --steps 3 --image-size 32 --batch-size 4",
             f"gpuready validate gpu-node -i {inventory}",
         ]
 

@@ -54,11 +54,21 @@ def _sizes(value: str) -> list[int]:
     "--gpus",
     default=None,
     metavar="N[,N...]",
-    help="Worker counts to sweep, one worker per GPU (on CPU: processes), e.g. 1,2,4,8.",
+    help="Worker counts to sweep, one worker per GPU (with --cpu: processes), e.g. 1,2,4,8.",
+)
+@click.option(
+    "--cpu",
+    "cpu",
+    is_flag=True,
+    default=None,
+    help="Train on the CPU on purpose (processes, not GPUs); the run is labelled CPU and judged as one. "
+    "Without it, --gpus N needs N GPUs.",
 )
 @click.option("--model", type=click.Choice(["densenet121", "resnet50"]), default=None)
 @click.option("--steps", type=click.IntRange(1), default=None, help="Timed steps per run.")
-@click.option("--warmup-steps", type=click.IntRange(0), default=None, help="Untimed steps first.")
+@click.option(
+    "--warmup-steps", type=click.IntRange(0), default=None, help="Untimed steps first (at least 1 runs: it compiles)."
+)
 @click.option("--batch-size", type=click.IntRange(1), default=None, help="Images per worker and step.")
 @click.option("--image-size", type=click.IntRange(32), default=None, help="Input side in pixels.")
 @click.option("--data", default=None, help="'synthetic' or a folder of TFRecords from the converter.")
@@ -80,7 +90,19 @@ def _sizes(value: str) -> list[int]:
     default=None,
     help="TensorFlow: float16 with loss scaling; PyTorch: bf16 autocast.",
 )
-@click.option("--xla/--no-xla", default=None)
+@click.option("--xla/--no-xla", default=None, help="TensorFlow: XLA [default: on GPUs, unless --eager].")
+@click.option(
+    "--eager",
+    is_flag=True,
+    default=None,
+    help="No graph compilation: neither torch.compile nor XLA [default: both compile on GPUs].",
+)
+@click.option(
+    "--scaling-floor",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="On GPUs, fail a size whose weak-scaling efficiency is below this fraction [default: 0.9].",
+)
 @click.option(
     "--cpu-threads",
     type=click.IntRange(0),
@@ -95,11 +117,11 @@ def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: 
     in the run folder. Examples:
 
     \b
-      gpuready validate training --gpus 1,2 --steps 10 --image-size 64 --batch-size 8
+      gpuready validate training --framework pytorch --gpus 1 --mixed-precision --batch-size 256
 
       gpuready validate training -i inventories/baremetal-c4140 --launcher slurm --gpus 1,2,4,8
 
-      gpuready validate training --framework pytorch --gpus 1,2 --steps 5 --image-size 64 --batch-size 4
+      gpuready validate training --cpu --gpus 1,2 --steps 5 --image-size 64 --batch-size 4   # no GPU here
     """
     ctx = Context(
         "validate training",
@@ -109,6 +131,13 @@ def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: 
         options={"limit": limit, **{k: v for k, v in overrides.items() if v is not None}},
     )
     execute(ctx, _body)
+
+
+def compile_mode(eager: bool, xla: bool | None) -> str:
+    """The workers' --compile: off when eager (or XLA turned off), on when XLA is asked for, else auto (GPUs only)."""
+    if eager or xla is False:
+        return "off"
+    return "on" if xla else "auto"
 
 
 def _body(ctx: Context) -> RunResult:
@@ -121,16 +150,18 @@ def _body(ctx: Context) -> RunResult:
     settings = ctx.inventory.settings.training.model_copy(
         update={k: v for k, v in options.items() if k in type(ctx.inventory.settings.training).model_fields}
     )
-    if settings.framework == "pytorch":
-        from gpuready.core.errors import BadInput
+    from gpuready.core.errors import BadInput
 
+    if settings.framework == "pytorch":
         for flag in ("distribution", "xla"):
             if options.get(flag):
                 raise BadInput(
                     f"--{flag} is for --framework tensorflow; PyTorch runs DistributedDataParallel "
-                    "(bf16: --mixed-precision)"
+                    "(bf16: --mixed-precision; no torch.compile: --eager)"
                 )
-        settings = settings.model_copy(update={"distribution": "ddp", "xla": False})
+        settings = settings.model_copy(update={"distribution": "ddp", "xla": None})
+    if settings.eager and settings.xla:
+        raise BadInput("--eager turns XLA off and --xla (or training.xla) on: give one of them")
     plan = launchers.Plan(
         model=settings.model,
         batch_size=settings.batch_size,
@@ -141,7 +172,8 @@ def _body(ctx: Context) -> RunResult:
         pipeline=settings.pipeline,
         distribution=settings.distribution,
         mixed_precision=settings.mixed_precision,
-        xla=settings.xla,
+        compile=compile_mode(settings.eager, settings.xla),
+        cpu=bool(options.get("cpu")),
         eval_batches=settings.eval_batches,
         timeout_s=settings.timeout_s,
         framework=settings.framework,

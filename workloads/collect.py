@@ -50,8 +50,9 @@ def plan_of(launches: dict[int, Launch]) -> Plan:
             r["pipeline"],
             r["distribution"],
             r["mixed_precision"],
-            r["xla"],
+            r.get("compile", "on" if r["xla"] else "off"),
             r.get("framework", "tensorflow"),
+            str(r.get("device", "")).startswith("CPU"),
         )
         for launch in launches.values()
         for r in launch.results
@@ -61,7 +62,7 @@ def plan_of(launches: dict[int, Launch]) -> Plan:
             f"the outputs ran {len(seen)} different settings (model, batch, image size, steps...); "
             "collect one sweep at a time"
         )
-    model, batch, image, steps, warmup, data, pipeline, distribution, mixed, xla, framework = seen.pop()
+    model, batch, image, steps, warmup, data, pipeline, distribution, mixed, compile_mode, framework, cpu = seen.pop()
     return Plan(
         model=model,
         batch_size=batch,
@@ -72,7 +73,8 @@ def plan_of(launches: dict[int, Launch]) -> Plan:
         pipeline=pipeline,
         distribution=distribution,
         mixed_precision=mixed,
-        xla=xla,
+        compile=compile_mode,
+        cpu=cpu,
         framework=framework,
     )
 

@@ -46,9 +46,9 @@ def load(spec: str) -> Run:
 
 
 #: setup keys that must match for images/s to be comparable
-SAME_SETUP = ("framework", "model", "batch_size", "image_size", "data", "mixed_precision", "xla")
+SAME_SETUP = ("framework", "model", "batch_size", "image_size", "data", "mixed_precision", "xla", "compiled")
 #: what a run recorded before the key existed meant
-_BEFORE = {"framework": "tensorflow"}
+_BEFORE = {"framework": "tensorflow", "compiled": False}
 
 
 def setup_differences(runs: list[Run]) -> list[str]:
@@ -130,7 +130,8 @@ def plot(runs: list[Run], path: Path) -> Path:
     for run in runs:
         sizes = sorted(run.sizes)
         ax.plot(sizes, [run.sizes[n] for n in sizes], "o-", label=run.label)
-    ax.set_xlabel("workers (GPUs)")
+    cpu = any(str(run.setup.get("device", "")).startswith("CPU") for run in runs)
+    ax.set_xlabel("workers (CPU processes)" if cpu else "workers (GPUs)")
     ax.set_ylabel("images/s (total)")
     ax.set_xticks(sorted({n for r in runs for n in r.sizes}))
     ax.set_ylim(bottom=0)

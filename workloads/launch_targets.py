@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -16,6 +18,9 @@ if TYPE_CHECKING:
     from gpuready.core.settings import Training
 
 LOCAL_NAMES = ("localhost", "127.0.0.1")
+#: the GPU query of the node checks (gpuready.validate.node.node.QUERY_COMMAND), so the nodes lab's replayed
+#: nvidia-smi answers it as a real one does
+GPU_QUERY = ["--query-gpu=index,name,pci.bus_id,driver_version,persistence_mode", "--format=csv,noheader"]
 
 
 def _gpu_hosts(inventory: Inventory, limit: str | None) -> list[str]:
@@ -25,18 +30,39 @@ def _gpu_hosts(inventory: Inventory, limit: str | None) -> list[str]:
     return hosts
 
 
+def local_gpus() -> tuple[list[str], str]:
+    """This machine's NVIDIA GPUs by name, as nvidia-smi lists them, and how they were found."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return [], "no nvidia-smi on this machine"
+    try:
+        done = subprocess.run([smi, *GPU_QUERY], capture_output=True, text=True, timeout=30, check=False)
+    except subprocess.TimeoutExpired:
+        return [], "nvidia-smi did not answer in 30s"
+    if done.returncode:
+        why = (done.stderr or done.stdout).strip().splitlines()
+        return [], f"nvidia-smi failed: {why[-1] if why else f'exit {done.returncode}'}"
+    names = [line.split(",")[1].strip() for line in done.stdout.splitlines() if line.count(",") >= 1]
+    return names, f"nvidia-smi lists {len(names)}"
+
+
 def target_for(inventory: Inventory, settings: Training, limit: str | None) -> Target:
     refs = tuple(settings.references)
+    floor = settings.scaling_floor
     if settings.launcher == "local":
+        # what this machine has, not what its node class claims: a CPU run must never pass for a GPU one
+        names, found_by = local_gpus()
         local = next((h for h in inventory.hosts("gpu_nodes") if h in LOCAL_NAMES), None)
         node = inventory.node_class(local) if local else None
-        return Target("local", "localhost", node.gpu_model if node else "", node.gpu_count if node else 0, refs)
+        model = names[0] if names else (node.gpu_model if node else "")
+        return Target("local", "localhost", model, len(names), refs, found_by, floor)
     hosts = _gpu_hosts(inventory, limit)
     node = inventory.node_class(hosts[0])
     where = hosts[0] if len(hosts) == 1 else f"{hosts[0]} (+{len(hosts) - 1})"
     if settings.launcher == "kubernetes":
         where = f"namespace {settings.namespace}"
-    return Target(settings.launcher, where, node.gpu_model, node.gpu_count, refs)
+    found_by = f"node class {inventory.node_class_name(hosts[0])}"
+    return Target(settings.launcher, where, node.gpu_model, node.gpu_count, refs, found_by, floor)
 
 
 def launcher_for(

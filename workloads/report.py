@@ -22,6 +22,11 @@ def load_raw(folder: Path) -> dict[int, list[dict[str, Any]]]:
     return {int(k): v for k, v in json.loads((folder / RAW_FILE).read_text()).items()}
 
 
+def workers_label(rows: list[dict[str, Any]]) -> str:
+    """What a worker was: a CPU run never reads as a GPU one."""
+    return "workers (CPU processes)" if any(r.get("device") == "CPU" for r in rows) else "workers (GPUs)"
+
+
 def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
     import matplotlib
 
@@ -35,7 +40,7 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
         ideal = rows[0]["images_per_second"]
         ax.plot(workers, [ideal * w for w in workers], "--", color="tab:gray", label="linear scaling")
     ax.set_ylim(bottom=0)
-    ax.set_xlabel("workers (GPUs)")
+    ax.set_xlabel(workers_label(rows))
     ax.set_ylabel("images/s (total)")
     ax.set_xticks(workers)
     ax.grid(alpha=0.3)
@@ -53,22 +58,30 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
     return path
 
 
+def _compile(r: dict[str, Any]) -> str:
+    return f"{r['compile_s']:.1f}" if r.get("compile_s") is not None else "—"
+
+
 def table(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
-        "| workers | images/s | images/s per worker | efficiency | median step (s) |",
-        "|---:|---:|---:|---:|---:|",
+        f"| {workers_label(rows)} | images/s | images/s per worker | efficiency | median step (s) | first step "
+        "beyond a step (s) |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         eff = "—" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
         lines.append(
             f"| {r['workers']} | {r['images_per_second']:.2f} | {r['images_per_second_per_worker']:.2f} "
-            f"| {eff} | {r['step_time_median_s']:.4f} |"
+            f"| {eff} | {r['step_time_median_s']:.4f} | {_compile(r)} |"
         )
     return lines
 
 
 def write(folder: Path, rows: list[dict[str, Any]], setup: dict[str, Any]) -> Path:
-    title = f"{setup['model']} · batch {setup['batch_size']}/worker · {setup['image_size']}px · {setup['launcher']}"
+    cpu = "CPU · " if str(setup.get("device", "")).startswith("CPU") else ""
+    title = (
+        f"{cpu}{setup['model']} · batch {setup['batch_size']}/worker · {setup['image_size']}px · {setup['launcher']}"
+    )
     try:
         plot(rows, folder / PLOT_FILE, title)
         curve = f"![scaling curve]({PLOT_FILE})"
@@ -85,7 +98,8 @@ def write(folder: Path, rows: list[dict[str, Any]], setup: dict[str, Any]) -> Pa
         "",
         f"Every figure is computed from `{RAW_FILE}` (each worker's timed step durations, warm-up excluded): "
         "images/s of a worker = batch size x steps / sum of its step times; a size's total is the sum over "
-        "its workers; efficiency = images/s per worker / that of 1 worker.",
+        "its workers; efficiency = images/s per worker / that of 1 worker. The first step (compiling, with "
+        "torch.compile or XLA) is never timed; the last column is how much longer it took than a timed step.",
     ]
     path = folder / REPORT_FILE
     path.write_text("\n".join(lines) + "\n")
@@ -96,13 +110,18 @@ def show(console: Any, rows: list[dict[str, Any]], folder: Path) -> None:
     """The scaling table on the terminal, and where the report and the plot are."""
     from rich.table import Table
 
-    table = Table(title="scaling (from the raw step times)")
-    for column in ("workers", "images/s", "per worker", "efficiency"):
+    cpu = any(r.get("device") == "CPU" for r in rows)
+    table = Table(title=f"scaling {'on CPU, not GPUs ' if cpu else ''}(from the raw step times)")
+    for column in ("CPU workers" if cpu else "GPUs", "images/s", "per worker", "efficiency", "compile (s)"):
         table.add_column(column, justify="right")
     for r in rows:
         eff = "—" if r["efficiency"] is None else f"{100 * r['efficiency']:.1f}%"
         table.add_row(
-            str(r["workers"]), f"{r['images_per_second']:.2f}", f"{r['images_per_second_per_worker']:.2f}", eff
+            str(r["workers"]),
+            f"{r['images_per_second']:.2f}",
+            f"{r['images_per_second_per_worker']:.2f}",
+            eff,
+            _compile(r),
         )
     console.print(table)
     plot = folder / PLOT_FILE

@@ -185,11 +185,18 @@ def build(kind: str, files: list[str], **kwargs: Any) -> Any:
     return new(files, **kwargs)
 
 
-def synthetic(*, batch_size: int, image_size: int, rank: int = 0) -> Iterator[tuple[Any, Any]]:
-    """One random batch repeated forever (compute and communication only), seeded by rank like the TF one."""
+def synthetic(
+    *, batch_size: int, image_size: int, rank: int = 0, device: Any = "cpu", channels_last: bool = False
+) -> Iterator[tuple[Any, Any]]:
+    """One random batch repeated forever (compute and communication only), seeded by rank like the TF one.
+
+    Made once on ``device`` (in the layout the model wants), so a step copies nothing from the host.
+    """
     gen = torch.Generator().manual_seed(1234 + rank)
-    images = torch.randn(batch_size, 3, image_size, image_size, generator=gen)
-    labels = (torch.rand(batch_size, len(PATHOLOGIES), generator=gen) < 0.2).float()
+    images = torch.randn(batch_size, 3, image_size, image_size, generator=gen).to(device)
+    if channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    labels = (torch.rand(batch_size, len(PATHOLOGIES), generator=gen) < 0.2).float().to(device)
     while True:
         yield images, labels
 

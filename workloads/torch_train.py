@@ -2,9 +2,13 @@
 ``torchrun --nproc-per-node N -m gpuready.workloads.torch_train [options]``.
 
 CheXNet as torchvision's DenseNet-121 (or ResNet-50) with a 14-label head, DistributedDataParallel
-(NCCL on GPUs, Gloo on CPUs), optional bf16 autocast. Like :mod:`gpuready.workloads.train`, every
-process times each step (fetching its batch included) and prints one ``GPUREADY_RESULT {json}``
-line, so the launchers, the sweep, the report and ``report compare`` treat both frameworks alike.
+(NCCL on GPUs, Gloo on CPUs) when there is more than one worker, optional bf16 autocast. On a GPU the
+step is made GPU-bound: the model is compiled (``torch.compile``, its artefacts cached under the
+user's cache folder, so the next run on the node compiles from the cache), Adam runs fused, the
+model and input are channels_last, and synthetic data stays on the device. Like
+:mod:`gpuready.workloads.train`, every process times each step (fetching its batch included) and
+prints one ``GPUREADY_RESULT {json}`` line, so the launchers, the sweep, the report and
+``report compare`` treat both frameworks alike.
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ import socket
 import time
 from typing import Any
 
-from gpuready.workloads.train import PROCESS_START_UNIX, auroc, common_arguments, emit
+from gpuready.workloads.train import (
+    PROCESS_START_UNIX,
+    auroc,
+    common_arguments,
+    compile_seconds,
+    compiles,
+    emit,
+    no_gpu,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,6 +92,51 @@ def _env_int(name: str, default: int) -> int:
     return int(os.environ.get(name, default))
 
 
+def cache_dir() -> str:
+    """Where torch.compile keeps its artefacts (Inductor's FX graph and AOTAutograd caches, Triton kernels):
+    under the user's cache folder, which outlives /tmp (torch's default), so a second run on the node
+    reuses them. An explicit TORCHINDUCTOR_CACHE_DIR wins."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(base, "gpuready", "torchinductor")
+
+
+def use_cache_dir() -> str:
+    """Set before torch compiles anything: Inductor reads its cache folder from the environment, and keeps
+    Triton's kernels under it too (``triton/<device>``) unless TRITON_CACHE_DIR says otherwise."""
+    folder = cache_dir()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    return folder
+
+
+def compile_model(model: Any, enabled: bool) -> Any:
+    """torch.compile in its default mode: the autotuning modes (max-autotune) multiply the first run's compile
+    time, and the smoke run must fit minutes. Compiled lazily: the first step pays for it."""
+    if not enabled:
+        return model
+    import torch
+
+    return torch.compile(model)
+
+
+def make_optimizer(params: Any, lr: float, on_gpu: bool) -> tuple[Any, str]:
+    """Adam; fused (one kernel for all parameters, not a few per tensor) on GPUs, where torch has it."""
+    import torch
+
+    if on_gpu:
+        return torch.optim.Adam(params, lr=lr, fused=True), "Adam (fused)"
+    return torch.optim.Adam(params, lr=lr), "Adam"
+
+
+def on_device(images: Any, labels: Any, device: Any, channels_last: bool) -> tuple[Any, Any]:
+    """The batch where the model is; a no-op for synthetic data, which already lives there."""
+    import torch
+
+    images = images.to(device, non_blocking=True)
+    if channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    return images, labels.to(device, non_blocking=True)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
@@ -90,12 +147,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     rank, size = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
     local_rank, local_size = _env_int("LOCAL_RANK", 0), _env_int("LOCAL_WORLD_SIZE", 1)
-    on_gpu = torch.cuda.is_available()
+    on_gpu = torch.cuda.is_available() and not args.cpu
+    if not on_gpu and not args.cpu:
+        no_gpu("pytorch", f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}, no CUDA device")
+    gpu_index: int | None = None
     if on_gpu:
         # one process per GPU: the local rank's GPU only
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
         device = torch.device("cuda", torch.cuda.current_device())
         device_name = f"GPU {torch.cuda.get_device_name(device)}"
+        gpu_index = device.index
         torch.backends.cudnn.benchmark = True
     else:
         # on CPU the workers of a host share its cores; torchrun's default of 1 thread would hide the machine
@@ -103,21 +164,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         torch.set_num_threads(threads)
         device, device_name = torch.device("cpu"), f"CPU ({threads} threads)"
     backend = "nccl" if on_gpu else "gloo"
-    distributed = "MASTER_ADDR" in os.environ
+    # one worker has nothing to average: no process group, no DDP buckets to copy through every step
+    distributed = "MASTER_ADDR" in os.environ and size > 1
     if distributed:
         dist.init_process_group(backend)
+    busy = other_processes(device) if on_gpu else []
 
     model = build_model(args.model, len(PATHOLOGIES)).to(device)
     if on_gpu:
         model = model.to(memory_format=torch.channels_last)
     trained = DistributedDataParallel(model, device_ids=[device.index] if on_gpu else None) if distributed else model
+    compiled = compiles(args.compile, on_gpu)
+    trained = compile_model(trained, compiled)
     # Linear scaling rule, as in the TensorFlow path: the global batch grows with the workers.
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate * size)
+    optimizer, optimizer_name = make_optimizer(model.parameters(), args.learning_rate * size, on_gpu)
     # logits + BCEWithLogits: the numerically safe form of the TF model's sigmoid + binary cross-entropy
     loss_fn = torch.nn.BCEWithLogitsLoss()
 
     if args.data == "synthetic":
-        batches = torch_data.synthetic(batch_size=args.batch_size, image_size=args.image_size, rank=rank)
+        batches = torch_data.synthetic(
+            batch_size=args.batch_size, image_size=args.image_size, rank=rank, device=device, channels_last=on_gpu
+        )
     else:
         loader_workers = (
             args.loader_workers if args.loader_workers >= 0 else torch_data.default_loader_workers(local_size, on_gpu)
@@ -135,15 +202,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         )
     before = weights_digest(model)
-    losses, step_times = [], []
+    losses, step_times, warmup_times = [], [], []
+    # the first step compiles (and autotunes cuDNN): never timed, whatever --warmup-steps says
+    warmup = max(1, args.warmup_steps)
     first_step_unix = time.time()
-    for i in range(args.warmup_steps + args.steps):
+    for i in range(warmup + args.steps):
         start = time.perf_counter()
-        images, labels = next(batches)
-        images = images.to(device, non_blocking=True)
-        if on_gpu:
-            images = images.contiguous(memory_format=torch.channels_last)
-        labels = labels.to(device, non_blocking=True)
+        images, labels = on_device(*next(batches), device, on_gpu)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.mixed_precision):
             logits = trained(images)
         loss = loss_fn(logits.float(), labels)
@@ -153,8 +218,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         value = loss.item()  # waits for the step to finish: the time is the real one
         elapsed = time.perf_counter() - start
         losses.append(value)
-        if i >= args.warmup_steps:
-            step_times.append(elapsed)
+        (step_times if i >= warmup else warmup_times).append(elapsed)
 
     result: dict[str, Any] = {
         "rank": rank,
@@ -162,6 +226,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "local_rank": local_rank,
         "host": socket.gethostname(),
         "device": device_name,
+        "gpu_index": gpu_index,
+        "gpu_other_processes": busy,
         "framework": "pytorch",
         "distribution": "ddp",
         "backend": backend,
@@ -175,7 +241,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "mixed_precision": args.mixed_precision,
         "precision": "bf16" if args.mixed_precision else "fp32",
         "xla": False,
-        "warmup_steps": args.warmup_steps,
+        "compile": args.compile,
+        "compiled": compiled,
+        "compile_s": compile_seconds(warmup_times, step_times),
+        "compile_cache": cache_dir() if compiled else "",
+        "optimizer": optimizer_name,
+        "warmup_steps": warmup,
+        "warmup_step_times": warmup_times,
         "process_start_unix": PROCESS_START_UNIX,
         "first_step_unix": first_step_unix,
         "step_times": step_times,
@@ -216,8 +288,73 @@ def evaluate(model: Any, args: argparse.Namespace, device: Any) -> list[float | 
     return auroc(np.concatenate(labels), np.concatenate(scores))
 
 
+def other_processes(device: Any) -> list[dict[str, Any]]:
+    """Other processes computing on this worker's GPU, from nvidia-smi: a shared GPU measures both."""
+    import subprocess
+
+    import torch
+
+    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", f"--query-compute-apps={COMPUTE_APPS}", "--format=csv"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [p for p in parse_compute_apps(done.stdout) if gpu_matches(p["gpu_uuid"], uuid) and p["pid"] != os.getpid()]
+
+
+#: what is asked of ``nvidia-smi --query-compute-apps`` (its fields: nvidia-smi --help-query-compute-apps)
+COMPUTE_APPS = "gpu_uuid,pid,process_name,used_gpu_memory"
+
+
+def parse_compute_apps(text: str) -> list[dict[str, Any]]:
+    """``nvidia-smi --query-compute-apps=... --format=csv``: a header naming the fields, then one process a
+    line. Read outside-in, as a process name may hold a comma: the fields before the name from the left,
+    those after it from the right."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = [h.strip().split(" [")[0] for h in lines[0].split(",")]
+    if not {"gpu_uuid", "pid", "process_name"} <= set(header):
+        return []
+    name_at = header.index("process_name")
+    after = len(header) - name_at - 1
+    found = []
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) < len(header):
+            continue
+        row = dict(zip(header[:name_at], cells[:name_at], strict=True))
+        row.update(zip(header[name_at + 1 :], cells[len(cells) - after :], strict=True))
+        row["process_name"] = ", ".join(cells[name_at : len(cells) - after])
+        if not row["pid"].isdigit():
+            continue
+        memory = row.get("used_gpu_memory", "").removesuffix(" MiB")
+        found.append(
+            {
+                "gpu_uuid": row["gpu_uuid"],
+                "pid": int(row["pid"]),
+                "name": row["process_name"],
+                "used_memory_mib": int(memory) if memory.isdigit() else None,
+            }
+        )
+    return found
+
+
+def gpu_matches(smi_uuid: str, torch_uuid: str) -> bool:
+    """nvidia-smi writes ``GPU-<uuid>``, torch the bare uuid. Without torch's uuid (an old torch) nothing
+    matches: a sibling worker on another GPU must never count as sharing this one."""
+    return bool(torch_uuid) and smi_uuid.removeprefix("GPU-") == torch_uuid.removeprefix("GPU-")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    use_cache_dir()
     emit(run(args), args.out)
 
 

@@ -21,6 +21,7 @@ RESULT_PREFIX = "GPUREADY_RESULT "
 #: when this worker's interpreter got here: launcher overhead is measured from the command to the first step
 PROCESS_START_UNIX = time.time()
 DISTRIBUTIONS = ("horovod", "mwms")
+COMPILE_MODES = ("auto", "on", "off")
 
 
 def common_arguments(prog: str, doc: str | None) -> argparse.ArgumentParser:
@@ -38,15 +39,51 @@ def common_arguments(prog: str, doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--eval-batches", type=int, default=0, help="held-out batches for AUROC (real data only)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads per worker (0: cores / local workers)")
     p.add_argument("--out", default="", help="also write rank-N.json here")
+    p.add_argument("--cpu", action="store_true", help="train on the CPU on purpose, even where a GPU is visible")
+    p.add_argument(
+        "--compile",
+        default="auto",
+        choices=COMPILE_MODES,
+        help="graph compilation (torch.compile; XLA for TensorFlow): auto = on GPUs only",
+    )
     return p
+
+
+def compiles(mode: str, on_gpu: bool) -> bool:
+    """auto compiles on GPUs only: on the CPU, compiling DenseNet-121 takes minutes for a few-step smoke run."""
+    return mode == "on" or (mode == "auto" and on_gpu)
+
+
+def no_gpu(framework: str, found: str) -> None:
+    """A worker asked for a GPU that has none stops in one line, so a CPU run never passes as a GPU check."""
+    sys.stderr.write(
+        f"gpuready {framework} worker: no GPU visible to this worker ({found}): train where the GPUs are, "
+        "or pass --cpu to train on the CPU on purpose\n"
+    )
+    sys.stderr.flush()
+    raise SystemExit(2)
+
+
+def compile_seconds(warmup_times: list[float], step_times: list[float]) -> float:
+    """What the first step took beyond a timed step's median: tracing, compiling and autotuning, which the
+    images/s leave out (the first step is never timed)."""
+    if not warmup_times:
+        return 0.0
+    import statistics
+
+    typical = statistics.median(step_times) if step_times else 0.0
+    return round(max(0.0, warmup_times[0] - typical), 3)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = common_arguments("python -m gpuready.workloads.train", __doc__)
     p.add_argument("--distribution", default="horovod", choices=DISTRIBUTIONS)
     p.add_argument("--mixed-precision", action="store_true")
-    p.add_argument("--xla", action="store_true")
-    return p.parse_args(argv)
+    p.add_argument("--xla", action="store_true", help="the same as --compile on")
+    args = p.parse_args(argv)
+    if args.xla:
+        args.compile = "on"
+    return args
 
 
 def _local_rank_and_size() -> tuple[int, int]:
@@ -61,9 +98,14 @@ def _local_rank_and_size() -> tuple[int, int]:
     return 0, 1
 
 
-def _configure_devices(tf: Any, local_rank: int, local_size: int, threads: int) -> str:
+def _configure_devices(tf: Any, local_rank: int, local_size: int, threads: int, cpu: bool) -> str:
     """One process per GPU: see only the local rank's GPU, so two workers never share one."""
     gpus = tf.config.list_physical_devices("GPU")
+    if cpu:
+        tf.config.set_visible_devices([], "GPU")
+        gpus = []
+    elif not gpus:
+        no_gpu("tensorflow", f"TensorFlow {tf.__version__} lists no GPU")
     if gpus:
         gpu = gpus[local_rank % len(gpus)]
         tf.config.set_visible_devices(gpu, "GPU")
@@ -188,8 +230,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import tensorflow as tf
 
     local_rank, local_size = _local_rank_and_size()
-    device = _configure_devices(tf, local_rank, local_size, args.threads)
-    if args.xla:
+    device = _configure_devices(tf, local_rank, local_size, args.threads, args.cpu)
+    xla = compiles(args.compile, device.startswith("GPU"))
+    if xla:
         # auto-clustering rather than jit_compile: collective ops (Horovod's) stay outside the clusters
         tf.config.optimizer.set_jit("autoclustering")
     if args.mixed_precision:
@@ -222,9 +265,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     step = dist.make_step(model, optimizer, loss_fn, args.mixed_precision)
     before = weights_digest(model.trainable_variables)
 
-    losses, step_times = [], []
+    losses, step_times, warmup_times = [], [], []
+    # the first step traces the graph (and compiles it with XLA): never timed
+    warmup = max(1, args.warmup_steps)
     first_step_unix = time.time()
-    for i in range(args.warmup_steps + args.steps):
+    for i in range(warmup + args.steps):
         start = time.perf_counter()
         loss = float(step(iterator))  # float() waits for the step to finish: the time is the real one
         elapsed = time.perf_counter() - start
@@ -232,8 +277,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             # optimizer slots exist only after the first step; every worker continues from rank 0's state
             dist.broadcast(model, optimizer)
         losses.append(loss)
-        if i >= args.warmup_steps:
-            step_times.append(elapsed)
+        (step_times if i >= warmup else warmup_times).append(elapsed)
 
     result: dict[str, Any] = {
         "rank": dist.rank,
@@ -248,8 +292,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "data": args.data,
         "pipeline": args.pipeline,
         "mixed_precision": args.mixed_precision,
-        "xla": args.xla,
-        "warmup_steps": args.warmup_steps,
+        "precision": "fp16" if args.mixed_precision else "fp32",
+        "xla": xla,
+        "compile": args.compile,
+        "compiled": xla,
+        "compile_s": compile_seconds(warmup_times, step_times),
+        "warmup_steps": warmup,
+        "warmup_step_times": warmup_times,
         "step_times": step_times,
         "losses": losses,
         "process_start_unix": PROCESS_START_UNIX,

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The GPU runbook: one command on a GPU machine, about 4 minutes on one H100, one output folder (docs/gpu-runbook.md).
+# The GPU runbook: one command on a GPU machine, at most 6 minutes on one H100 (BUDGET_S), one output folder
+# (docs/gpu-runbook.md).
 #
 #   benchmarks/gpu/runbook.sh [OUT_DIR]        (default gpu-runbook-<UTC time>)
+#   PLAN=1 benchmarks/gpu/runbook.sh [OUT_DIR] (print the steps and their commands; run nothing)
 #
 # Needs: nvidia-smi and a CUDA build of torch on $PYTHON (default python3), and gpuready, either
 # installed in $PYTHON already or as wheels in $WHEELS (default .cache/gpu-wheels, made here by
@@ -12,65 +14,90 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-gpu-runbook-$(date -u +%Y%m%dT%H%M%SZ)}
 python=${PYTHON:-python3}
 wheels=${WHEELS:-$here/../../.cache/gpu-wheels}
-steps=${STEPS:-100}
-batches=${BATCH:-64 256}
-disk_images=${DISK_IMAGES:-2048}
+steps=${STEPS:-50}
+warmup=${WARMUP_STEPS:-3}
+batches=${BATCH:-256}
+noisy=${NOISY:-1}
+baseline=${BASELINE:-1}
+disk_images=${DISK_IMAGES:-0}
 disk_batch=${DISK_BATCH:-256}
 disk_steps=${DISK_STEPS:-30}
+pipeline_probe=${PIPELINE_PROBE:-0}
+budget=${BUDGET_S:-360}
 
 refuse() { echo "runbook: $*" >&2; exit 3; }
 
-command -v nvidia-smi >/dev/null 2>&1 || refuse "no nvidia-smi on this machine: run the runbook on a GPU machine"
-gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>&1) && [ -n "$gpus" ] \
-  || refuse "nvidia-smi cannot see the GPUs: $(echo "$gpus" | tail -n 1)"
-
-if "$python" -c 'import gpuready.core.cli' >/dev/null 2>&1; then
-  py=$python
-else
-  ls "$wheels"/gpuready-*.whl >/dev/null 2>&1 || refuse "gpuready is not installed in $python and no wheels in $wheels (make them with benchmarks/gpu/pack.sh)"
+if [ "${PLAN:-0}" = 1 ]; then
+  # What a run would do, in order, without a GPU: the same steps as a run, each command printed (on fd 3,
+  # past the redirections into OUT) instead of run. OUT is made for the redirections and removed after.
+  exec 3>&1
+  py=${PYTHON:-python3}
+  run() { printf '  $ %s\n' "$*" >&3; }
+  log() { echo "runbook: $*"; }
+  [ -e "$out" ] && refuse "PLAN=1 writes nothing but needs OUT_DIR not to exist: $out"
   mkdir -p "$out"
-  venv="$out/.venv"
-  "$python" -m venv --system-site-packages "$venv" || refuse "cannot make a venv with $python"
-  # A venv made from a venv (GPU images often keep torch in one) sees only the base interpreter's
-  # packages, not the ones beside torch: add the caller's site folders after the venv's own.
-  "$python" -c 'import site; print("\n".join(f"import site; site.addsitedir({d!r})" for d in site.getsitepackages()))' \
-    > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/runbook-caller.pth" \
-    || refuse "cannot read the site folders of $python"
-  "$venv/bin/python" -m pip install -q --no-index --no-deps "$wheels"/*.whl > "$out/install.log" 2>&1 \
-    || refuse "installing the wheels failed: $(tail -n 1 "$out/install.log")"
-  py=$venv/bin/python
+  out_abs=$(cd "$out" && pwd)
+  trap 'rm -rf "$out_abs"' EXIT
+else
+  command -v nvidia-smi >/dev/null 2>&1 || refuse "no nvidia-smi on this machine: run the runbook on a GPU machine"
+  gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>&1) && [ -n "$gpus" ] \
+    || refuse "nvidia-smi cannot see the GPUs: $(echo "$gpus" | tail -n 1)"
+
+  if "$python" -c 'import gpuready.core.cli' >/dev/null 2>&1; then
+    py=$python
+  else
+    ls "$wheels"/gpuready-*.whl >/dev/null 2>&1 || refuse "gpuready is not installed in $python and no wheels in $wheels (make them with benchmarks/gpu/pack.sh)"
+    mkdir -p "$out"
+    venv="$out/.venv"
+    "$python" -m venv --system-site-packages "$venv" || refuse "cannot make a venv with $python"
+    # A venv made from a venv (GPU images often keep torch in one) sees only the base interpreter's
+    # packages, not the ones beside torch: add the caller's site folders after the venv's own.
+    "$python" -c 'import site; print("\n".join(f"import site; site.addsitedir({d!r})" for d in site.getsitepackages()))' \
+      > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/runbook-caller.pth" \
+      || refuse "cannot read the site folders of $python"
+    "$venv/bin/python" -m pip install -q --no-index --no-deps "$wheels"/*.whl > "$out/install.log" 2>&1 \
+      || refuse "installing the wheels failed: $(tail -n 1 "$out/install.log")"
+    py=$venv/bin/python
+  fi
+  # Asked of the interpreter every step uses, so a torch that only $python sees is caught here.
+  cuda=$("$py" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>&1 | tail -n 1)
+  [ "$cuda" -ge 1 ] 2>/dev/null || refuse "torch on $py sees no CUDA device ($cuda): install a CUDA build of torch"
+
+  mkdir -p "$out"
+  out_abs=$(cd "$out" && pwd)
+  run() { "$@"; }
+  log() { echo "runbook: $*" | tee -a "$out_abs/runbook.log" >&2; }
+  log "$(echo "$gpus" | wc -l) GPU(s); python $("$py" -c 'import sys; print(sys.version.split()[0])'), torch $("$py" -c 'import torch; print(torch.__version__)')"
 fi
-# Asked of the interpreter every step uses, so a torch that only $python sees is caught here.
-cuda=$("$py" -c 'import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)' 2>&1 | tail -n 1)
-[ "$cuda" -ge 1 ] 2>/dev/null || refuse "torch on $py sees no CUDA device ($cuda): install a CUDA build of torch"
-
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-log() { echo "runbook: $*" | tee -a "$out/runbook.log" >&2; }
+out=$out_abs
 started=$(date +%s)
-gpuready() { "$py" -c 'from gpuready.core.cli import main; main()' "$@"; }
-export PYTHONUNBUFFERED=1 LC_ALL=C
-log "$(echo "$gpus" | wc -l) GPU(s); python $("$py" -c 'import sys; print(sys.version.split()[0])'), torch $("$py" -c 'import torch; print(torch.__version__)')"
+step_started=$started
+# torch.compile's cache starts empty in every runbook run, so the first smoke run's compile time is a first
+# run's; gpuready keeps it under $XDG_CACHE_HOME/gpuready/torchinductor. Removed at the end (hundreds of MiB).
+export XDG_CACHE_HOME="$out/.cache" PYTHONUNBUFFERED=1 LC_ALL=C
+gpuready() { run "$py" -c 'from gpuready.core.cli import main; main()' "$@"; }
+timed() {  # STEP: one line per step in timings.tsv (seconds since the previous mark)
+  local now
+  now=$(date +%s)
+  [ "${PLAN:-0}" = 1 ] || printf '%s\t%s\n' "$1" "$((now - step_started))" >> "$out/timings.tsv"
+  step_started=$now
+}
+tail3() { [ "${PLAN:-0}" = 1 ] || tail -n 3 "$1" | tee -a "$out/runbook.log"; }
 
-log "1/6 recording the node catalogue's commands"
-"$py" "$here/record.py" "$out/recorded" 2>&1 | tee -a "$out/runbook.log"
-
-log "2/6 gpuready validate gpu-node against this machine (localhost)"
-gpuready validate gpu-node -i "$out/recorded/inventory" --artifacts "$out/gpu-node" > "$out/gpu-node.txt" 2>&1
-echo "exit $?" >> "$out/gpu-node.txt"
-tail -n 3 "$out/gpu-node.txt" | tee -a "$out/runbook.log"
-
-log "3/6 vector add on the GPU"
-"$py" "$here/probe.py" vector-add > "$out/vector-add.json" 2>&1
-tee -a "$out/runbook.log" < "$out/vector-add.json"
+node() {  # NAME: gpu-node's run in NAME/, its output in NAME.txt
+  gpuready validate gpu-node -i "$out/recorded/inventory" --artifacts "$out/$1" > "$out/$1.txt" 2>&1
+  echo "exit $?" >> "$out/$1.txt"
+  tail3 "$out/$1.txt"
+}
 
 train() {  # NAME, then validate training's options: artifacts in NAME/, output in NAME.txt, figures-NAME.json
   local name=$1
   shift
   gpuready validate training -i "$out/recorded/inventory" --framework pytorch --gpus 1 --mixed-precision \
-    --warmup-steps 10 --image-size 224 --timeout 420 --artifacts "$out/$name" "$@" > "$out/$name.txt" 2>&1
+    --warmup-steps "$warmup" --image-size 224 --timeout 420 --artifacts "$out/$name" "$@" > "$out/$name.txt" 2>&1
   echo "exit $?" >> "$out/$name.txt"
-  tail -n 3 "$out/$name.txt" | tee -a "$out/runbook.log"
+  tail3 "$out/$name.txt"
+  [ "${PLAN:-0}" = 1 ] && return
   local summary
   summary=$(ls "$out/$name"/*/summary.json 2>/dev/null | head -n 1)
   if [ -n "$summary" ]; then
@@ -79,25 +106,87 @@ train() {  # NAME, then validate training's options: artifacts in NAME/, output 
   fi
 }
 
-"$py" "$here/probe.py" flops > "$out/flops.json" 2>&1
+log "1/8 recording the node catalogue's commands"
+run "$py" "$here/record.py" "$out/recorded" 2>&1 | tee -a "$out/runbook.log"
+timed record
+
+log "2/8 gpuready validate gpu-node against this machine (localhost)"
+node gpu-node
+timed gpu-node
+
+log "3/8 vector add on the GPU, and the FLOPs of one training image"
+run "$py" "$here/probe.py" vector-add > "$out/vector-add.json" 2>&1
+[ "${PLAN:-0}" = 1 ] || tee -a "$out/runbook.log" < "$out/vector-add.json"
+run "$py" "$here/probe.py" flops > "$out/flops.json" 2>&1
+timed probes
+
 for batch in $batches; do
-  log "4/6 PyTorch smoke training: DenseNet-121, 1 GPU, bf16, batch $batch, $steps steps, synthetic data"
+  log "4/8 smoke training, first run (empty compile cache): DenseNet-121, 1 GPU, bf16, torch.compile, batch $batch, $steps steps"
   train "training-b$batch" --steps "$steps" --batch-size "$batch"
+  timed "training-b$batch"
 done
+last=${batches##* }
+
+if [ "$noisy" = 1 ]; then
+  # Another process keeps the GPU busy with matrix products: neither the node's checks nor the smoke run may pass.
+  log "5/8 noisy neighbour: matrix products on the GPU while gpu-node and the smoke run (batch $last) measure"
+  if [ "${PLAN:-0}" = 1 ]; then
+    run "$py" "$here/probe.py" noisy --ready "$out/noisy.ready" "> $out/noisy.json &"
+  else
+    "$py" "$here/probe.py" noisy --ready "$out/noisy.ready" > "$out/noisy.json" 2>&1 &
+    noisy_pid=$!
+    for _ in $(seq 120); do [ -s "$out/noisy.ready" ] && break; sleep 0.5; done
+    log "neighbour: $(cat "$out/noisy.ready" 2>/dev/null || echo 'not ready after 60s')"
+  fi
+  node gpu-node-busy
+  train "training-busy" --steps "$steps" --batch-size "$last"
+  if [ "${PLAN:-0}" = 1 ]; then
+    run kill "<the neighbour>"
+  else
+    kill "$noisy_pid" 2>/dev/null
+    wait "$noisy_pid" 2>/dev/null
+  fi
+  timed noisy
+  log "6/8 the neighbour stopped: gpu-node and the smoke run again (second run: compiled from the cache)"
+  node gpu-node-after
+  train "training-after" --steps "$steps" --batch-size "$last"
+  run "$py" "$here/probe.py" noisy-verdict "$out" > "$out/noisy-verdict.json" 2>&1
+  [ "${PLAN:-0}" = 1 ] || tee -a "$out/runbook.log" < "$out/noisy-verdict.json"
+  timed after
+fi
+
+if [ "$baseline" = 1 ]; then
+  log "7/8 the same model eagerly, and a plain PyTorch loop (torchvision DenseNet-121, same settings) to compare"
+  train "training-eager" --steps "$steps" --batch-size "$last" --eager
+  run "$py" "$here/probe.py" baseline --batch-size "$last" --steps "$steps" --warmup-steps "$warmup" \
+    > "$out/baseline.json" 2> "$out/baseline.err"
+  [ "${PLAN:-0}" = 1 ] || tee -a "$out/runbook.log" < "$out/baseline.json"
+  timed baseline
+fi
 
 if [ "$disk_images" -gt 0 ]; then
   # The seeds' point on this machine: can the CPU cores decode fast enough to keep the GPU busy?
-  log "5/6 training from disk: $disk_images generated PNGs in TFRecords, batch $disk_batch, $disk_steps steps, 'new' and 'old' pipelines"
-  "$py" "$here/probe.py" shards "$out/shards" --images "$disk_images" > "$out/shards.json" 2>&1
+  log "8/8 training from disk: $disk_images generated PNGs in TFRecords, batch $disk_batch, $disk_steps steps, 'new' and 'old' pipelines"
+  run "$py" "$here/probe.py" shards "$out/shards" --images "$disk_images" > "$out/shards.json" 2>&1
   for pipeline in new old; do
     train "disk-$pipeline" --steps "$disk_steps" --batch-size "$disk_batch" --data "$out/shards" --pipeline "$pipeline"
   done
-  rm -rf "$out/shards"
+  run rm -rf "$out/shards"
+  timed disk
+fi
+if [ "$pipeline_probe" = 1 ]; then
+  log "8/8 input pipeline images/s per CPU core (PNG decode + resize in DataLoader workers)"
+  run "$py" "$here/probe.py" pipeline > "$out/pipeline.json" 2>&1
+  [ "${PLAN:-0}" = 1 ] || tee -a "$out/runbook.log" < "$out/pipeline.json"
+  timed pipeline
 fi
 
-log "6/6 input pipeline images/s per CPU core (PNG decode + resize in DataLoader workers)"
-"$py" "$here/probe.py" pipeline > "$out/pipeline.json" 2>&1
-tee -a "$out/runbook.log" < "$out/pipeline.json"
-
-rm -rf "$out/.venv"
-log "done in $(( $(date +%s) - started ))s: $out"
+[ "${PLAN:-0}" = 1 ] || log "compile cache: $(du -sm "$out/.cache" 2>/dev/null | cut -f1) MiB, removed"
+run rm -rf "$out/.venv" "$out/.cache"
+took=$(( $(date +%s) - started ))
+[ "${PLAN:-0}" = 1 ] && exit 0
+if [ "$took" -le "$budget" ]; then
+  log "done in ${took}s (budget ${budget}s): $out"
+else
+  log "done in ${took}s, OVER the budget of ${budget}s: $out"
+fi

@@ -36,7 +36,10 @@ class Plan:
     pipeline: str = "new"
     distribution: str = "horovod"
     mixed_precision: bool = False
-    xla: bool = False
+    #: graph compilation (torch.compile, or XLA for TensorFlow): auto compiles on GPUs only
+    compile: str = "auto"
+    #: train on the CPU on purpose: without it a worker that finds no GPU stops, and is never judged a GPU
+    cpu: bool = False
     eval_batches: int = 0
     timeout_s: int = 1800
     #: tensorflow (Horovod or MultiWorkerMirroredStrategy) or pytorch (DDP under torchrun)
@@ -70,8 +73,10 @@ class Plan:
             args += ["--distribution", self.distribution]
         if self.mixed_precision:
             args.append("--mixed-precision")
-        if self.xla and self.framework != "pytorch":
-            args.append("--xla")
+        if self.compile != "auto":  # left out at the default, so an older worker still takes the command
+            args += ["--compile", self.compile]
+        if self.cpu:
+            args.append("--cpu")
         if self.eval_batches:
             args += ["--eval-batches", str(self.eval_batches)]
         if self.cpu_threads:
@@ -111,7 +116,14 @@ def parse_results(text: str) -> list[dict[str, Any]]:
     return [found[r] for r in sorted(found)]
 
 
+#: a worker's own one-line refusal (no GPU, ...): the reason, ahead of whatever its launcher printed after it
+_WORKER_SAYS = re.compile(r"gpuready (?:pytorch|tensorflow) worker: .*")
+
+
 def tail(text: str, lines: int = 3) -> str:
+    said = _WORKER_SAYS.search(text)
+    if said:
+        return said.group(0).strip()
     kept = [ln for ln in text.splitlines() if ln.strip() and "GPUREADY_RESULT" not in ln]
     return " | ".join(kept[-lines:])
 

@@ -144,6 +144,7 @@ def test_validate_training_cancel_leaves_no_worker(tmp_path: Path) -> None:
             "32",
             "--batch-size",
             "2",
+            "--cpu",
         ],
         env,
     )

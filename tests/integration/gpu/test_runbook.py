@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuready.core.results import Check, RunResult, failed, passed
 from gpuready.lab import replay
 from gpuready.validate.node.checks import PREFETCH
 from tests.conftest import ROOT, require
@@ -139,6 +140,12 @@ def test_peaks_and_mfu() -> None:
     }
     figures = probe.figures(summary, {"gflops": 17.0, "training_flops_per_image": 17e9})
     assert figures["mfu"] == round(34 / 989.5, 4) and figures["precision"] == "bf16"
+    untrained = {"checks": [{"id": "training.1w.trained", "status": "failed"}], "metrics": {}}
+    assert probe.figures(untrained, {"gflops": 17.0}) == {
+        "passed": False,
+        "reason": "no training figures: no size trained",
+        "checks": {"training.1w.trained": "failed"},
+    }
 
 
 def cpu_probe(*args: str) -> dict:
@@ -177,3 +184,130 @@ def test_shards_probe_writes_what_training_reads(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0] == "2 (4, 3, 32, 32) (4, 14)"
+
+
+def test_plan_lists_every_step_in_order_with_the_noisy_neighbour_between_its_runs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(GPU / "runbook.sh"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PLAN": "1", "PATH": "/usr/bin:/bin"},  # no GPU, no nvidia-smi: a plan needs neither
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "out").exists()  # a plan writes nothing
+    lines = done.stdout.splitlines()
+    commands = [ln.removeprefix("  $ ") for ln in lines if ln.startswith("  $ ")]
+
+    def at(words: str, start: int = 0) -> int:
+        return next(i for i, c in enumerate(commands) if i >= start and words in c)
+
+    first = at("validate training")
+    assert "--gpus 1 --mixed-precision" in commands[first] and "--batch-size 256" in commands[first]
+    start = at("probe.py noisy --ready")
+    busy_node, busy_train = at("--artifacts " + str(tmp_path / "out/gpu-node-busy")), at("training-busy")
+    stop = at("kill <the neighbour>")
+    after_node, after_train = at("gpu-node-after"), at("training-after")
+    verdict = at("probe.py noisy-verdict")
+    # the neighbour runs while gpu-node and the smoke run measure, and is gone before they measure again
+    assert first < start < busy_node < busy_train < stop < after_node < after_train < verdict
+    eager, plain = at("--eager"), at("probe.py baseline --batch-size 256 --steps 50")
+    assert verdict < eager < plain
+    assert commands[-1] == f"rm -rf {tmp_path}/out/.venv {tmp_path}/out/.cache"  # the compile cache goes too
+    steps = [ln for ln in lines if ln.startswith("runbook: ")]
+    assert [s.split()[1] for s in steps] == ["1/8", "2/8", "3/8", "4/8", "5/8", "6/8", "7/8"]
+    # the opt-in steps appear when asked for
+    more = subprocess.run(
+        [str(GPU / "runbook.sh"), str(tmp_path / "out2")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PLAN": "1", "NOISY": "0", "DISK_IMAGES": "64", "PIPELINE_PROBE": "1"},
+        check=False,
+    )
+    assert more.returncode == 0, more.stderr
+    assert "probe.py noisy" not in more.stdout
+    assert "--pipeline old" in more.stdout and "probe.py pipeline" in more.stdout
+
+
+def _summary(folder: Path, *checks: Check) -> None:
+    """A run's summary.json as gpuready writes it (RunResult.to_dict), from the given checks."""
+    result = RunResult(command=folder.name)
+    result.add(*checks)
+    (folder / "run-1").mkdir(parents=True)
+    (folder / "run-1" / "summary.json").write_text(json.dumps(result.to_dict()))
+
+
+def test_noisy_verdict_holds_only_when_busy_runs_fail_and_later_pass(tmp_path: Path) -> None:
+    from gpuready.workloads import sweep
+    from gpuready.workloads.launchers import Plan
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "noisy.json").write_text(json.dumps({"pid": 4242}))
+    neighbour = {"pid": 4242, "name": "python3", "used_memory_mib": 20480}
+    busy = {
+        "rank": 0,
+        "host": "h100",
+        "gpu_index": 0,
+        "device": "GPU NVIDIA H100 80GB HBM3",
+        "precision": "bf16",
+        "compiled": True,
+        "batch_size": 256,
+        "step_times": [256 / 1900.0] * 5,
+        "gpu_other_processes": [neighbour],
+    }
+    plan = Plan(framework="pytorch", batch_size=256, image_size=224, mixed_precision=True)
+    target = sweep.Target("local", "localhost", "NVIDIA H100 80GB HBM3", 1)
+    _summary(out / "training-busy", sweep.gpu_check(1, [busy], plan, target))
+    _summary(out / "gpu-node-busy", failed("perf.matmul_tflops", "localhost", "GPU 0: 410 TFLOP/s, below 700"))
+    healthy = {**busy, "step_times": [256 / 3650.0] * 5, "gpu_other_processes": []}
+    _summary(out / "training-after", sweep.gpu_check(1, [healthy], plan, target))
+    _summary(out / "gpu-node-after", passed("perf.matmul_tflops", "localhost", "GPU 0: 760 TFLOP/s"))
+    verdict = probe.noisy_verdict(out)
+    assert verdict["held"] is True and verdict["neighbour_pid"] == 4242
+    assert verdict["busy"]["training-busy"]["named"] is True  # the smoke run names the neighbour's pid
+    assert verdict["busy"]["gpu-node-busy"] == {
+        "status": "failed",
+        "named": False,
+        "failed": ["perf.matmul_tflops: GPU 0: 410 TFLOP/s, below 700"],
+    }
+    # a busy run that passed, or an after run that failed, and the proof does not hold
+    (out / "gpu-node-busy" / "run-1" / "summary.json").unlink()
+    (out / "gpu-node-busy" / "run-1").rmdir()
+    _summary(out / "gpu-node-busy", passed("perf.matmul_tflops", "localhost", "GPU 0: 700 TFLOP/s"))
+    assert probe.noisy_verdict(out)["held"] is False
+    missing = tmp_path / "none"
+    missing.mkdir()
+    assert probe.noisy_verdict(missing)["held"] is False
+
+
+def test_gpu_probes_refuse_in_one_line_without_a_cuda_device() -> None:
+    require(importlib.util.find_spec("torchvision"), "torch and torchvision not installed (make .venv/.stamp-torch)")
+    done = subprocess.run(
+        [sys.executable, str(GPU / "probe.py"), "baseline", "--steps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 1 and json.loads(done.stdout) == {"passed": False, "reason": "torch sees no CUDA device"}
+    neighbour = subprocess.run(
+        [sys.executable, str(GPU / "probe.py"), "noisy", "--ready", "/nonexistent/ready"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        check=False,
+    )
+    assert neighbour.returncode == 1 and json.loads(neighbour.stdout)["reason"] == "torch sees no CUDA device"
+    bad = subprocess.run(
+        [sys.executable, str(GPU / "probe.py"), "baseline", "--variants", "eager,turbo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert bad.returncode == 2 and "--variants: unknown turbo" in bad.stderr

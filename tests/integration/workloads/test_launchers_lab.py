@@ -27,7 +27,19 @@ from tests.processes import Child
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-TINY = ["--model", "resnet50", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"]
+TINY = [
+    "--model",
+    "resnet50",
+    "--steps",
+    "3",
+    "--warmup-steps",
+    "1",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "4",
+    "--cpu",
+]
 HOSTS = ["v100-x4-00", "v100-x4-01"]
 
 
@@ -108,6 +120,7 @@ def _assert_two_hosts_trained_together(run: Path) -> list[dict[str, Any]]:
     assert {c["id"]: c["status"] for c in summary["checks"]} == {
         "training.2w.trained": "passed",
         "training.2w.images_per_second": "passed",
+        "training.2w.per_gpu": "skipped",  # --cpu: never judged as GPUs are
     }
     per_worker = [r["batch_size"] * len(r["step_times"]) / sum(r["step_times"]) for r in ranks]
     # summary.json keeps 3 decimals
@@ -148,7 +161,7 @@ def test_slurm_job_across_two_nodes_and_collect(lab: dict[str, Any], tmp_path: P
     again = json.loads((_run(tmp_path / "collected") / "summary.json").read_text())
     first = json.loads((run / "summary.json").read_text())
     assert again["metrics"]["images_per_second_2w"] == first["metrics"]["images_per_second_2w"]
-    assert "scaling (from the raw step times)" in collected.stdout
+    assert "scaling on CPU, not GPUs (from the raw step times)" in collected.stdout  # read back as CPU too
 
 
 def test_slurm_bad_partition_is_reported(lab: dict[str, Any], tmp_path: Path) -> None:

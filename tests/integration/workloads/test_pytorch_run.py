@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,10 @@ from gpuready.workloads import tfrecord
 from tests.conftest import gpuready, import_torch_stack, require
 
 pytestmark = pytest.mark.slow
-TINY = ["--framework", "pytorch", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"]
+TINY = [
+    *("--framework", "pytorch", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"),
+    "--cpu",
+]
 
 
 def _need_torch() -> None:
@@ -45,7 +49,15 @@ def test_ddp_sweep_of_1_and_2_cpu_workers_reports_figures(artifacts: Path) -> No
     assert [r["rank"] for r in ranks] == [0, 1] and {r["backend"] for r in ranks} == {"gloo"}
     assert ranks[0]["losses"][0] != ranks[1]["losses"][0]  # each worker trained on its own data ...
     assert ranks[0]["weights_sha256"] == ranks[1]["weights_sha256"] != ranks[0]["weights_sha256_before"]  # averaged
-    assert (run / "training.md").is_file()
+    # labelled CPU everywhere: the terminal, the report, the figures; never judged as GPUs
+    assert training["device"] == "CPU (--cpu)" and training["gpu_model"] == "none (CPU)"
+    assert "scaling on CPU, not GPUs" in done.stdout and "CPU workers" in done.stdout
+    report = (run / "training.md").read_text()
+    assert report.startswith("# Training scaling: CPU · densenet121") and "| workers (CPU processes) |" in report
+    statuses = {c["id"]: c["status"] for c in summary["checks"]}
+    assert statuses["training.1w.per_gpu"] == statuses["training.2w.scaling"] == "skipped"
+    # eager on the CPU unless asked: compiling DenseNet-121 there takes minutes
+    assert {r["compiled"] for r in ranks} == {False} and training["compiled"] is False
 
 
 def _shards(folder: Path, count: int, per_shard: int) -> None:
@@ -95,3 +107,29 @@ def test_pytorch_refuses_tensorflow_only_options(artifacts: Path) -> None:
     done = gpuready("validate", "training", "--framework", "pytorch", "--xla", "--artifacts", str(artifacts))
     assert done.returncode == 2 and "--xla is for --framework tensorflow" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_gpu_node_whose_torch_sees_no_gpu_fails_and_never_trains_on_the_cpu(artifacts: Path, tmp_path: Path) -> None:
+    """nvidia-smi lists 8 H100s (the nodes lab's replay), but this torch has no CUDA device: the worker stops in
+    one line instead of training on the CPU, and the run fails."""
+    _need_torch()
+    from gpuready.lab import replay
+
+    tools = replay.build("h100-x8", tmp_path / "replay")
+    gpu_run = [a for a in TINY if a != "--cpu"]
+    done = gpuready(
+        "validate",
+        "training",
+        "--gpus",
+        "1",
+        *gpu_run,
+        "--artifacts",
+        str(artifacts),
+        env={"PATH": f"{tools}:{os.environ['PATH']}"},
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    _, summary = _summary(artifacts)
+    (check,) = summary["checks"]
+    assert check["id"] == "training.1w.trained" and check["status"] == "failed"
+    assert "gpuready pytorch worker: no GPU visible to this worker (torch " in check["message"]
+    assert "pass --cpu to train on the CPU on purpose" in check["message"]

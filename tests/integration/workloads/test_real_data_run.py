@@ -42,6 +42,7 @@ def test_train_on_tfrecords_with_held_out_auroc(tmp_path: Path) -> None:
             "4",
             "--eval-batches",
             "3",
+            "--cpu",
             "--out",
             str(tmp_path / "out"),
         ],

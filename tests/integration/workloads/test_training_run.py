@@ -17,7 +17,19 @@ pytestmark = [pytest.mark.train, pytest.mark.slow]
 
 # ResNet-50 builds and traces in half DenseNet-121's time on 2 cores; CheXNet's DenseNet-121 itself is
 # trained in test_real_data_run.py. What these tests prove (processes, allreduce) does not depend on it.
-TINY = ["--model", "resnet50", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"]
+TINY = [
+    "--model",
+    "resnet50",
+    "--steps",
+    "3",
+    "--warmup-steps",
+    "1",
+    "--image-size",
+    "32",
+    "--batch-size",
+    "4",
+    "--cpu",
+]
 
 
 def _run_dir(artifacts: Path) -> Path:
@@ -55,6 +67,10 @@ def test_horovod_gloo_sweep_1_and_2_workers(artifacts: Path) -> None:
         "training.2w.trained": "passed",
         "training.1w.images_per_second": "passed",
         "training.2w.images_per_second": "passed",
+        # a CPU run is never judged as GPUs are
+        "training.1w.per_gpu": "skipped",
+        "training.2w.per_gpu": "skipped",
+        "training.2w.scaling": "skipped",
     }
     # the report's figures are recomputable from the raw step times, by hand
     per_worker = {
@@ -66,7 +82,9 @@ def test_horovod_gloo_sweep_1_and_2_workers(artifacts: Path) -> None:
     assert metrics["efficiency_2w"] == pytest.approx(sum(per_worker["2"]) / 2 / per_worker["1"][0], rel=1e-3)
     assert (run / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "![scaling curve](scaling.png)" in (run / "training.md").read_text()
-    assert "scaling (from the raw step times)" in proc.stdout
+    assert "scaling on CPU, not GPUs (from the raw step times)" in proc.stdout
+    assert "# Training scaling: CPU · resnet50" in (run / "training.md").read_text()
+    assert all(r["device"].startswith("CPU") for r in raw["2"])
 
 
 def test_multiworker_mirrored_two_workers(artifacts: Path) -> None:

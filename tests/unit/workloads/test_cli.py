@@ -40,6 +40,17 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], words: str, artifacts
     assert not list(artifacts.iterdir())  # nothing half-made left behind
 
 
+def test_gpus_on_a_machine_without_them_are_refused_unless_cpu(artifacts: Path) -> None:
+    no_gpu = {"PATH": "/usr/bin:/bin"}  # no nvidia-smi: this machine has no NVIDIA GPU
+    proc = gpuready("validate", "training", "--gpus", "1,2", "--artifacts", str(artifacts), env=no_gpu)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (
+        "gpuready: error: --gpus 2 on localhost, which has 0 GPUs (no nvidia-smi on this machine): one worker per "
+        "GPU; run it on a GPU node, use --launcher ssh/slurm for more, or --cpu to train on the CPU on purpose"
+    )
+    assert not list(artifacts.iterdir())
+
+
 def _training_run(folder: Path, figures: dict[int, float]) -> Path:
     folder.mkdir(parents=True)
     sizes = [{"workers": n, "images_per_second": v} for n, v in figures.items()]

@@ -13,7 +13,7 @@ from gpuready.core.errors import BadInput, Unreachable
 from gpuready.workloads.launchers import Plan, horovodrun, kubernetes, slurm, ssh
 from tests.conftest import require
 
-PLAN = Plan(model="resnet50", batch_size=256, mixed_precision=True, xla=True, steps=100)
+PLAN = Plan(model="resnet50", batch_size=256, mixed_precision=True, compile="on", steps=100)
 
 
 @pytest.mark.parametrize(("workers", "per_node", "nodes"), [(1, 4, 1), (4, 4, 1), (8, 4, 2), (3, 2, 2)])
@@ -22,7 +22,7 @@ def test_sbatch_script_is_valid_and_one_task_per_gpu(tmp_path: Path, workers: in
     assert slurm.validate(text) == []
     assert f"#SBATCH --nodes={nodes}" in text and f"#SBATCH --ntasks={workers}" in text
     assert f"#SBATCH --gres=gpu:{min(workers, per_node)}" in text
-    assert "mpirun --map-by socket" in text and "--mixed-precision --xla" in text
+    assert "mpirun --map-by socket" in text and "--mixed-precision --compile on" in text
     # the command that runs: srun's tasks get Horovod's Gloo rendezvous from gpuready.workloads.rendezvous
     (run,) = [ln for ln in text.splitlines() if ln and not ln.startswith("#") and "rendezvous" in ln]
     assert " -m gpuready.workloads.rendezvous srun -- " in run and "-m gpuready.workloads.train" in run

@@ -104,3 +104,21 @@ def test_densenet_without_torchvision_matches_torchvision_and_costs_about_17_gfl
     assert params(densenet121(14)) == params(torchvision.models.densenet121(weights=None, num_classes=14))
     gflop = training_flops_per_image("densenet121", 224) / 1e9
     assert 16 < gflop < 18, gflop  # 2.87 GMAC forward (torchvision's model table) x 2 FLOP x 3 (fwd + bwd)
+
+
+def test_synthetic_batch_is_made_once_where_the_model_is_and_steps_copy_nothing() -> None:
+    import torch
+
+    from gpuready.workloads import torch_data
+    from gpuready.workloads.torch_train import on_device
+
+    batches = torch_data.synthetic(batch_size=2, image_size=32, rank=1, device="cpu", channels_last=True)
+    images, labels = next(batches)
+    assert images.is_contiguous(memory_format=torch.channels_last) and labels.shape == (2, 14)
+    again, _ = next(batches)
+    assert again is images  # the same tensor every step: nothing is made or copied per step
+    moved, moved_labels = on_device(images, labels, torch.device("cpu"), True)
+    assert moved.data_ptr() == images.data_ptr() and moved_labels.data_ptr() == labels.data_ptr()
+    # the same values as the host-side batch of the same rank: placing it changes nowhere else
+    plain, _ = next(torch_data.synthetic(batch_size=2, image_size=32, rank=1))
+    assert torch.equal(plain, images) and not plain.is_contiguous(memory_format=torch.channels_last)

@@ -1,0 +1,239 @@
+"""Training judged per GPU: against the model's per-GPU reference, against its same-model mates, alone on
+its GPU; scaling against its floor on GPUs only; and a CPU run never passes for a GPU one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuready.core.errors import BadInput
+from gpuready.core.settings.training import Reference
+from gpuready.workloads import references, sweep
+from gpuready.workloads.launchers import Launch, Plan
+from gpuready.workloads.torch_train import gpu_matches, parse_compute_apps
+from tests.conftest import ROOT
+
+APPS = ROOT / "tests" / "fixtures" / "gpu" / "compute-apps"
+H100 = "NVIDIA H100 80GB HBM3"
+COMPILED = Plan(framework="pytorch", distribution="ddp", batch_size=256, image_size=224, mixed_precision=True)
+
+
+def _rank(rank: int, images_per_second: float, *, device: str = f"GPU {H100}", compiled: bool = True, **extra) -> dict:
+    """One worker's result as torch_train prints it, with step times that give ``images_per_second``."""
+    steps = 10
+    return {
+        "rank": rank,
+        "host": "gpu-01",
+        "gpu_index": rank,
+        "device": device,
+        "framework": "pytorch",
+        "precision": "bf16",
+        "compiled": compiled,
+        "batch_size": 256,
+        "step_times": [256 / images_per_second] * steps,
+        "weights_sha256_before": "a",
+        "weights_sha256": "b",
+        **extra,
+    }
+
+
+def _target(**kw) -> sweep.Target:
+    return sweep.Target("local", "localhost", H100, 8, **kw)
+
+
+def test_per_gpu_reference_by_model_batch_precision_and_compilation() -> None:
+    def find(**kw):
+        base = {"gpu_model": H100, "model": "densenet121", "metric": references.PER_GPU, "batch_size": 256}
+        return references.find([], **{**base, "image_size": 224, "precision": "bf16", **kw})
+
+    assert find(compiled=True).target == 3703.0 and "torch.compile" in find(compiled=True).source
+    assert find(compiled=False).target == 1950.0 and "2026-11-26" in find(compiled=False).source
+    assert find(compiled=True, batch_size=64) is None  # host-bound there: no reference
+    assert find(compiled=True, precision="fp32") is None
+    assert find(compiled=True, gpu_model="NVIDIA A100-SXM4-80GB") is None
+    # the inventory's row wins over the published one
+    mine = [Reference(gpu_model=H100, model="densenet121", metric=references.PER_GPU, target=5000.0)]
+    assert references.find(mine, gpu_model=H100, model="densenet121", metric=references.PER_GPU).target == 5000.0
+    # and a per-GPU row never judges a run's total
+    assert references.find([], gpu_model=H100, model="densenet121", gpus=1) is None
+
+
+def test_median_of_mates_names_exactly_the_slow_gpu() -> None:
+    workers = [{"rank": i, "gpu_model": H100, "value": 3700.0 + i} for i in range(8)]
+    workers[5]["value"] = 1850.0  # half its mates
+    (slow,) = references.slow_mates(workers)
+    assert (slow.rank, slow.value, slow.mates, slow.mates_median) == (5, 1850.0, 7, 3703.0)
+    # two GPUs are enough; a lone GPU has no mates; another model is no mate
+    assert [s.rank for s in references.slow_mates(workers[4:6])] == [5]
+    assert references.slow_mates(workers[5:6]) == []
+    other = [{"rank": 0, "gpu_model": "NVIDIA A100-SXM4-80GB", "value": 1000.0}, workers[0]]
+    assert references.slow_mates(other) == []
+    # 81% of the mates' median passes
+    pair = [{"rank": 0, "gpu_model": H100, "value": 810.0}, {**workers[1], "value": 1000.0}]
+    assert references.slow_mates(pair) == []
+
+
+def test_healthy_compiled_h100_passes_against_its_reference() -> None:
+    check = sweep.gpu_check(1, [_rank(0, 3650.0)], COMPILED, _target())
+    assert check.status == "passed", check.message
+    assert check.message == (
+        f"1 GPU ({H100}): 3650.0 images/s each, every GPU alone on it and at least its per-GPU reference"
+    )
+    assert "torch.compile" in check.evidence
+
+
+def test_a_gpu_at_half_speed_fails_against_its_reference_alone() -> None:
+    check = sweep.gpu_check(1, [_rank(0, 1851.5)], COMPILED, _target())
+    assert check.status == "failed"
+    assert "worker 0 (gpu-01 GPU 0): 1851.5 images/s, below 2962.4 (reference 3703 -20%" in check.message
+
+
+def test_a_slow_gpu_among_mates_fails_by_name_without_any_reference() -> None:
+    gpu = "GPU NVIDIA L40S"  # no per-GPU row for it
+    ranks = [_rank(i, 1200.0 + i, device=gpu) for i in range(8)]
+    ranks[3] = _rank(3, 600.0, device=gpu)
+    check = sweep.gpu_check(8, ranks, COMPILED, _target())
+    assert check.status == "failed"
+    assert check.message == (
+        "1 problem: worker 3 (gpu-01 GPU 3): 600.0 images/s, below 80% of the median of its 7 same-model mates (1204.0)"
+    )
+
+
+def test_a_lone_gpu_without_reference_is_recorded_and_says_so() -> None:
+    check = sweep.gpu_check(1, [_rank(0, 1200.0, device="GPU NVIDIA L40S")], COMPILED, _target())
+    assert check.status == "passed"
+    assert check.message == (
+        "1 GPU (NVIDIA L40S): 1200.0 images/s each recorded (no reference for densenet121 bf16 batch 256 at "
+        "224 px, and no same-model mates)"
+    )
+
+
+def test_a_busy_gpu_is_never_passed_and_names_the_other_process() -> None:
+    others = parse_compute_apps((APPS / "h100-80gb-hbm3-590.48.01-load.csv").read_text())
+    check = sweep.gpu_check(1, [_rank(0, 3650.0, gpu_other_processes=others[2:])], COMPILED, _target())
+    assert check.status == "failed"
+    assert "worker 0 (gpu-01 GPU 0): its GPU is busy with another process, pid 11345 (./gpu_burn, 15690 MiB)" in (
+        check.message
+    )
+
+
+def test_compute_apps_of_a_real_h100_under_load_and_idle() -> None:
+    busy = parse_compute_apps((APPS / "h100-80gb-hbm3-590.48.01-load.csv").read_text())
+    assert [(p["pid"], p["name"], p["used_memory_mib"]) for p in busy] == [
+        (11327, "/root/tools/memhog", 2566),
+        (11328, "/root/tools/memhog", 1542),
+        (11345, "./gpu_burn", 15690),
+    ]
+    assert parse_compute_apps((APPS / "h100-80gb-hbm3-590.48.01-idle.csv").read_text()) == []
+    # torch gives the bare uuid, nvidia-smi prefixes GPU-; without torch's uuid nothing is claimed
+    assert gpu_matches(busy[0]["gpu_uuid"], "00000000-0000-0000-0000-000000000000")
+    assert not gpu_matches(busy[0]["gpu_uuid"], "11111111-0000-0000-0000-000000000000")
+    assert not gpu_matches(busy[0]["gpu_uuid"], "")
+    assert parse_compute_apps("") == [] and parse_compute_apps("No devices were found\n") == []
+
+
+def test_scaling_below_the_floor_fails_on_gpus_and_is_not_judged_on_cpu() -> None:
+    row = {"workers": 4, "efficiency": 0.85, "images_per_second_per_worker": 850.0}
+    failing = sweep.scaling_check(4, row, 1000.0, False, _target())
+    assert failing.status == "failed" and failing.message == (
+        "weak-scaling efficiency 85.0% at 4 workers, below the floor of 90%"
+    )
+    assert sweep.scaling_check(4, row, 1000.0, False, _target(scaling_floor=0.8)).status == "passed"
+    cpu = sweep.scaling_check(4, {**row, "efficiency": 0.338}, 1000.0, True, _target())
+    assert cpu.status == "skipped" and cpu.message.startswith("CPU run: weak-scaling efficiency 33.8%")
+
+
+def test_gpus_that_are_not_there_are_refused_unless_cpu_is_asked_for() -> None:
+    nothing = sweep.Target("local", "localhost", "", 0, found_by="no nvidia-smi on this machine")
+    with pytest.raises(BadInput) as refused:
+        sweep.check_plan(Plan(), [1], nothing)
+    assert str(refused.value) == (
+        "--gpus 1 on localhost, which has 0 GPUs (no nvidia-smi on this machine): one worker per GPU; run it on a "
+        "GPU node, use --launcher ssh/slurm for more, or --cpu to train on the CPU on purpose"
+    )
+    sweep.check_plan(Plan(cpu=True), [1], nothing)
+    with pytest.raises(BadInput, match=r"which has 1 GPUs .*give --gpus of at most 1"):
+        sweep.check_plan(Plan(), [1, 2], sweep.Target("local", "localhost", H100, 1, found_by="nvidia-smi lists 1"))
+    with pytest.raises(BadInput, match="whose node class has no GPUs"):
+        sweep.check_plan(Plan(), [2], sweep.Target("slurm", "c-01", "", 0, found_by="node class cpu"))
+    sweep.check_plan(Plan(), [16], sweep.Target("slurm", "c-01 (+3)", H100, 4))  # remote: the hosts decide
+
+
+def test_a_worker_that_trained_on_the_cpu_fails_a_gpu_run(tmp_path: Path) -> None:
+    cpu = _rank(0, 10.0, device="CPU (2 threads)")
+    launch = Launch(1, results=[cpu], log=tmp_path / "workers-1.log")
+    plan = Plan(steps=10)
+    check = sweep.trained_check(launch, plan, "localhost")
+    assert check.status == "failed" and check.message == "workers [0] trained on the CPU, not a GPU"
+    assert sweep.trained_check(launch, Plan(steps=10, cpu=True), "localhost").status == "passed"
+
+
+def test_worker_arguments_carry_compile_and_cpu() -> None:
+    from gpuready.validate.training import compile_mode
+    from gpuready.workloads import torch_train, train
+
+    assert "--compile" not in Plan().train_args() and "--cpu" not in Plan().train_args()
+    args = Plan(compile="off", cpu=True, framework="pytorch").train_args()
+    parsed = torch_train.parse_args(args)
+    assert (parsed.compile, parsed.cpu) == ("off", True)
+    assert train.parse_args(["--xla"]).compile == "on"  # the old flag still means XLA
+    assert [compile_mode(e, x) for e, x in ((False, None), (True, None), (False, True), (False, False))] == [
+        "auto",
+        "off",
+        "on",
+        "off",
+    ]
+    assert train.compiles("auto", True) and not train.compiles("auto", False) and train.compiles("on", False)
+    assert train.compile_seconds([12.5, 0.2], [0.1, 0.1, 0.3]) == 12.4
+    assert train.compile_seconds([], [0.1]) == 0.0
+
+
+def test_the_docs_table_is_the_per_gpu_reference_table() -> None:
+    text = (ROOT / "docs" / "training.md").read_text()
+    for ref in references.PER_GPU_PUBLISHED:
+        row = (
+            f"| {ref.gpu_model} | {ref.model} ({ref.image_size} px) | {ref.batch_size} | {ref.precision} | "
+            f"{'yes' if ref.compiled else 'no'} | {ref.target:g} |"
+        )
+        assert row in text, row
+
+
+def test_this_machines_gpus_are_asked_as_the_node_checks_ask() -> None:
+    # the nodes lab's replayed nvidia-smi answers the node checks' query: the training's count must use it
+    from gpuready.validate.node.node import QUERY_COMMAND
+    from gpuready.workloads.launch_targets import GPU_QUERY
+
+    assert " ".join(["nvidia-smi", *GPU_QUERY]) == QUERY_COMMAND
+
+
+def test_this_machines_gpus_come_from_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuready.lab import replay
+    from gpuready.workloads.launch_targets import local_gpus
+
+    monkeypatch.setenv("PATH", f"{replay.build('h100-x8', tmp_path / 'replay')}:/usr/bin:/bin")
+    assert local_gpus() == ([H100] * 8, "nvidia-smi lists 8")
+    monkeypatch.setenv("PATH", f"{replay.build('nouveau', tmp_path / 'nouveau')}:/usr/bin:/bin")
+    names, found_by = local_gpus()
+    assert names == [] and found_by.startswith("nvidia-smi failed: ")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert local_gpus() == ([], "no nvidia-smi on this machine")
+
+
+def test_a_workers_own_refusal_is_the_reason_not_its_launchers_traceback(tmp_path: Path) -> None:
+    log = tmp_path / "workers-1.log"
+    log.write_text(  # the head and tail of a real torchrun log from a worker that found no GPU (this tree's tests)
+        "gpuready pytorch worker: no GPU visible to this worker (torch 2.15.0+cu132, CUDA build 13.2, no CUDA "
+        "device): train where the GPUs are, or pass --cpu to train on the CPU on purpose\n"
+        "E1127 08:36:10.038000 14660 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 2) "
+        "local_rank: 0 (pid: 14986) of binary: /work/.venv/bin/python3.11\n"
+        "Traceback (most recent call last):\n"
+        "  error_file: <N/A>\n"
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html\n"
+        "============================================================\n"
+    )
+    launch = Launch(1, log=log, returncode=1).collect()
+    assert launch.problem == (
+        "exit 1, 0/1 workers reported: gpuready pytorch worker: no GPU visible to this worker (torch 2.15.0+cu132, "
+        "CUDA build 13.2, no CUDA device): train where the GPUs are, or pass --cpu to train on the CPU on purpose"
+    )
