@@ -177,7 +177,7 @@ def test_cuda_repository_of_an_arm64_server_is_sbsa(tmp_path: Path) -> None:
     recorded_facts.fact_cache(tmp_path / "facts", {"debian-arm64": ("ubuntu-24.04", edit)})
     run = run_playbook(
         "site.yml",
-        _inventory(tmp_path / "inventory", {"debian-arm64": {"nvidia_driver_branch": "550-open"}}),
+        _inventory(tmp_path / "inventory", {"debian-arm64": {"nvidia_driver_branch": "580-open"}}),
         tmp_path / "runs",
         check=True,
         tags=["driver"],
@@ -185,7 +185,7 @@ def test_cuda_repository_of_an_arm64_server_is_sbsa(tmp_path: Path) -> None:
     )
     plan = json.loads(next(c for c in run.hosts["debian-arm64"].checks if c.id == "driver.plan").evidence)
     assert plan["repo"] == f"{ref.CUDA}/debian12/{ref.CUDA_ARCH['aarch64']}/"
-    assert plan["packages"] == ["nvidia-open-550", "nvidia-driver"]  # [FM]
+    assert plan["packages"] == ["nvidia-open-580", "nvidia-driver"]  # [FM]
     assert plan["components"] == ["contrib"]  # [DIG]: Debian, enable contrib
 
 
