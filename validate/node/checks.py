@@ -52,6 +52,14 @@ UPTIME_COMMAND = "cat /proc/uptime"
 # so the Xid window applies to it too.
 JOURNAL_COMMAND = "dmesg >/dev/null 2>&1 || journalctl -k -b -o short-monotonic --no-pager -q"
 FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null || true"
+# HGX Blackwell baseboards (fourth-generation NVSwitch, NVLink 5) need NVIDIA's NVLink Subnet Manager on the host:
+# Fabric Manager starts /opt/nvidia/nvlsm/sbin/nvlsm and the fabric does not come up without it (NVIDIA Fabric
+# Manager user guide 2.x, "What is NVLink Subnet Manager?"). GB200/GB300 NVL racks run it on the switch trays
+# (NVIDIA NMX-Controller docs: in the GB200 NVL, NMX-C provides the Subnet Manager), not on the compute node.
+# Asked only on such nodes, so not prefetched.
+NVLSM_COMMAND = "pgrep -a -x nvlsm 2>/dev/null || true"
+# GPUs older than Hopper do not register with the NVSwitch fabric: their fabric state is N/A by design.
+NO_FABRIC_REGISTRATION = ("Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace")
 # How long each level of `dcgmi diag` may run. NVIDIA's dcgmi-diag reference (docs.nvidia.com/datacenter/dcgm/
 # latest/reference/command-line-reference/dcgmi/dcgmi-diag.html, "-r"): level 1 "normally lasting seconds",
 # 2 "approximately two minutes", 3 "approximately 15 minutes", 4 "extended, longer-running" (no figure given);
@@ -1075,12 +1083,15 @@ def fabric_manager(node: Node) -> Check:
     problems = []
     if service.stdout.strip() != "active":
         problems.append(f"nvidia-fabricmanager is {service.stdout.strip() or 'not installed'}")
-    # Hopper and later report their NVSwitch fabric registration in the XML (<fabric><state>, <status>).
+    # Hopper and later report their NVSwitch fabric registration in the XML (<fabric><state>, <status>): the fabric
+    # came up when it is Completed/Success ("In Progress" is still training). Their N/A is no registration at all;
+    # older GPUs (and schemas without product_architecture) report N/A by design.
     states = {g.index: (g.fabric_state, g.fabric_status) for g in node.smi.gpus}
+    registers = {g.index: g.architecture not in ("", *NO_FABRIC_REGISTRATION) for g in node.smi.gpus}
     problems += [
-        f"GPU {i}: fabric {state}/{status}"
+        f"GPU {i}: fabric {state or 'N/A'}/{status or 'N/A'}"
         for i, (state, status) in states.items()
-        if state not in nvsmi.NOT_AVAILABLE
+        if (state not in nvsmi.NOT_AVAILABLE or registers[i])
         and (state != "Completed" or status not in ("Success", *nvsmi.NOT_AVAILABLE))
     ]
     evidence = (
@@ -1088,6 +1099,12 @@ def fabric_manager(node: Node) -> Check:
         + "\nfabric state/status per GPU: "
         + ", ".join(f"{i}={a or 'N/A'}/{b or 'N/A'}" for i, (a, b) in states.items())
     )
+    # B200, B300 as nvidia-smi names them ("NVIDIA B200"); GB200 and GB300 are Grace Blackwell racks.
+    if any(w[:1] == "B" and w[1:].isdigit() and len(w) == 4 for g in node.smi.gpus for w in g.name.split()):
+        nvlsm = node.run(NVLSM_COMMAND)
+        evidence += "\n" + nvlsm.evidence(300)
+        if "nvlsm" not in nvlsm.stdout:
+            problems.append("NVLink Subnet Manager (nvlsm) is not running: an HGX Blackwell fabric needs it")
     if problems:
         return failed("node.fabric_manager", node.name, "; ".join(problems), evidence)
     return passed(

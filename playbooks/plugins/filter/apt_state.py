@@ -20,6 +20,8 @@ description:
     status but not-installed and config-files, as python-apt's C(is_installed)).
   - C(policy) is the output of C(apt-cache policy) (the enabled archives).
   - C(pinned) maps each package name to apt's candidate with the request's version wildcard pinned at 1001.
+  - C(offered) is the package names apt knows of the driver families' prefixes (C(apt-cache pkgnames)), one a line;
+    empty where the output has no such section.
 options:
   _input:
     description: The script's standard output.
@@ -38,7 +40,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(packages), C(policy) and C(pinned).
+  description: C(packages), C(policy), C(pinned) and C(offered).
   type: dict
 """
 
@@ -69,7 +71,8 @@ def apt_state(text):
         _, name, version, arch = fields
         packages.setdefault(name, []).append({"name": name, "version": version, "arch": arch, "source": "apt"})
     pinned = dict(CANDIDATE.findall(found["pinned"]))
-    return {"packages": packages, "policy": found["policy"], "pinned": pinned}
+    offered = found.get("offered", "").strip()
+    return {"packages": packages, "policy": found["policy"], "pinned": pinned, "offered": offered}
 
 
 class FilterModule:

@@ -50,7 +50,8 @@ REPO_URL = f"file:///{REPO_IN_ROOT}/"
 TOOLKIT_REPO_URL = f"file:///{REPO_IN_ROOT}-toolkit/"
 # The kernel the root "will boot": the stand-in repository carries its headers package.
 STANDIN_KERNEL = "6.1.0-gpuready-standin"
-DRIVER_VERSIONS = {"535": ["535.183.01"], "550": ["550.54.15", "550.90.07"]}
+# 590, a newer branch under the same unversioned names (nvidia-driver), is what apt would take without a hold.
+DRIVER_VERSIONS = {"535": ["535.183.01"], "550": ["550.54.15", "550.90.07"], "590": ["590.48.01"]}
 # The toolkit package carries NVIDIA's real nvidia-ctk, built from its Go module at this release.
 TOOLKIT_VERSION = nvidia_ctk.VERSION.removeprefix("v")
 
@@ -171,6 +172,47 @@ echo "mlx5_1 port 1 ==> ens1f1np1 (Down)"
 """
 
 
+# A node double for systemd: enough of systemctl(1) for ansible.builtin.systemd_service (show, is-enabled, enable,
+# start, restart), with unit state kept in files. nvidia-persistenced fails to start the way the real daemon does
+# while the NVIDIA device files are missing: the message of setup_devices() in NVIDIA/nvidia-persistenced,
+# nvidia-persistenced.c, which exits on it.
+SYSTEMCTL = r"""#!/bin/sh
+state=/var/lib/systemctl-double
+mkdir -p "$state"
+echo "$*" >> "$state/calls"
+action=$1; unit=${2%.service}
+case $action in
+  show)
+    active=inactive; [ -e "$state/$unit.active" ] && active=active
+    printf 'Id=%s.service\nLoadState=loaded\nActiveState=%s\nSubState=dead\n' "$unit" "$active";;
+  is-enabled)
+    if [ -e "$state/$unit.enabled" ]; then echo enabled; else echo disabled; exit 1; fi;;
+  enable) : > "$state/$unit.enabled";;
+  disable) rm -f "$state/$unit.enabled";;
+  start|restart)
+    if [ "$unit" = nvidia-persistenced ] && [ ! -e /dev/nvidiactl ]; then
+      echo "nvidia-persistenced: Failed to query NVIDIA devices. Please ensure that the NVIDIA device files" \
+        "(/dev/nvidia*) exist, and that user 0 has read and write permissions for those files." >&2
+      echo "Job for nvidia-persistenced.service failed because the control process exited with error code." >&2
+      exit 1
+    fi
+    : > "$state/$unit.active";;
+  stop) rm -f "$state/$unit.active";;
+  daemon-reload) ;;
+  *) echo "systemctl double: unsupported: $*" >&2; exit 2;;
+esac
+"""
+
+
+def install_systemctl_double(root: Path) -> Path:
+    """Put the systemctl double in the root; returns its state folder (unit files and the calls it got)."""
+    target = root / "usr" / "bin" / "systemctl"
+    target.unlink(missing_ok=True)
+    target.write_text(SYSTEMCTL)
+    target.chmod(0o755)
+    return root / "var" / "lib" / "systemctl-double"
+
+
 def build_repo(dest: Path) -> Path:
     """A signed flat apt repository of stand-in NVIDIA packages; the public key is ``3bf863cc.pub`` as NVIDIA's."""
     build = dest / "build"
@@ -247,6 +289,40 @@ def build_repo(dest: Path) -> Path:
     return repo
 
 
+# NVIDIA's own apt setup, as its documents write it. cuda-keyring installs
+# /etc/apt/sources.list.d/cuda-<distro>-<arch>.list and /usr/share/keyrings/cuda-archive-keyring.gpg (NVIDIA driver
+# installation guide, "Network repository installation"); the Container Toolkit install guide writes
+# nvidia-container-toolkit.list from NVIDIA's published file with sed, adding its keyring. One named edit each: the
+# URI is the stand-in repository's (the toolkit one keeps apt's $(ARCH)); the keyrings hold the stand-in's key,
+# dearmored as NVIDIA's instructions do.
+NVIDIA_CUDA_LIST = "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {uri} /\n"
+NVIDIA_TOOLKIT_LIST = (
+    "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] {uri}$(ARCH) /\n"
+    "#deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] {experimental}$(ARCH) /\n"
+)
+# Where the toolkit stand-in is reached with an architecture folder, as NVIDIA's stable/deb/<arch>/.
+TOOLKIT_ARCH_BASE = f"/{REPO_IN_ROOT}-deb/"
+
+
+def seed_nvidia_apt_setup(root: Path, arch: str = "amd64") -> None:
+    """NVIDIA's own sources and keyrings in the root, before gpuready runs."""
+    keyrings = root / "usr/share/keyrings"
+    keyrings.mkdir(parents=True, exist_ok=True)
+    for name in ("cuda-archive-keyring.gpg", "nvidia-container-toolkit-keyring.gpg"):
+        subprocess.run(
+            ["gpg", "--dearmor", "--yes", "-o", str(keyrings / name), str(root / REPO_IN_ROOT / "3bf863cc.pub")],
+            check=True,
+            capture_output=True,
+        )
+    (root / TOOLKIT_ARCH_BASE.strip("/")).mkdir(parents=True, exist_ok=True)
+    (root / TOOLKIT_ARCH_BASE.strip("/") / arch).symlink_to(f"../{Path(REPO_IN_ROOT).name}")
+    lists = root / "etc/apt/sources.list.d"
+    (lists / "cuda-debian12-x86_64.list").write_text(NVIDIA_CUDA_LIST.format(uri=REPO_URL))
+    (lists / "nvidia-container-toolkit.list").write_text(
+        NVIDIA_TOOLKIT_LIST.format(uri=f"file://{TOOLKIT_ARCH_BASE}", experimental=f"file://{TOOLKIT_ARCH_BASE}x/")
+    )
+
+
 def install_in_root(root: Path, *debs: str) -> None:
     """Install stand-in packages with dpkg inside the root (the state a node had before gpuready)."""
     paths = [f"/{REPO_IN_ROOT}/pool/{d}" for d in debs]
@@ -279,6 +355,8 @@ def write_inventory(
         "nvidia_container_toolkit_repo_url": TOOLKIT_REPO_URL,
         "nvidia_container_toolkit_repo_key_url": f"{TOOLKIT_REPO_URL}3bf863cc.pub",
         "gpu_selinux_relabel": False,
+        # The stand-in packages carry the version numbers of branches NVIDIA has retired (535, 550).
+        "nvidia_driver_allow_end_of_life": True,
         **(host_vars or {}),
     }
     hosts = {name: {"ansible_host": str(path)} for name, path in roots.items()}

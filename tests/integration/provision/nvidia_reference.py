@@ -37,6 +37,14 @@ Sources (read for each row):
   kernel) instead of DKMS; NVIDIA GPU Operator, "Precompiled and Canonical signed drivers": user space
   nvidia-utils-<branch>-server and nvidia-compute-utils-<branch>-server. packages.ubuntu.com lists e.g.
   linux-modules-nvidia-595-server-7.0.0-30-generic and linux-modules-nvidia-615-server-open-generic.
+- [DIG580] NVIDIA Driver Installation Guide, "Kernel Modules": "All releases beyond driver version 570 will use these
+  packaging conventions": RHEL/Rocky/Alma 8/9 `dnf module enable nvidia-driver:580-open` then `dnf install nvidia-open`;
+  "Advanced Options", "Switching between Driver Module Flavors": `cuda-drivers` is the proprietary flavour's package.
+- [OPEN] NVIDIA, "NVIDIA Transitions Fully Towards Open-Source GPU Kernel Modules" (2024): Grace Hopper and Blackwell
+  must use the open kernel modules.
+- [LIFE] NVIDIA Data Center Drivers, "Supported Drivers and CUDA Toolkit Versions" (R620 edition): R580 LTSB (June
+  2028), R595 PB (March 2027), R620 LTSB (September 2029); New Feature Branches (590) have no end-of-life date; R570
+  is no longer listed.
 - [CTK] NVIDIA Container Toolkit install guide: apt list
   `deb https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /` (apt's $(ARCH) is dpkg's
   architecture: amd64, arm64); rpm repo `https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch`
@@ -64,7 +72,13 @@ HOSTS: dict[str, tuple[str, dict[str, str] | None]] = {
     "ubuntu-24.04": ("ubuntu-24.04-x86_64", None),
     "ubuntu-24.04-open": ("ubuntu-24.04-x86_64", None),
     "ubuntu-24.04-arm64": ("ubuntu-24.04", None),
+    "ubuntu-22.04-580": ("ubuntu-22.04", None),
+    "rhel-9-580-open": ("rhel-9", None),
+    "rocky-8-590": ("rhel-8", None),
+    "ubuntu-24.04-gh200": ("ubuntu-24.04-x86_64", None),
 }
+# Rows that pin a branch NVIDIA has retired [LIFE] set nvidia_driver_allow_end_of_life; the current ones do not.
+CURRENT = {"ubuntu-22.04-580", "rhel-9-580-open", "rocky-8-590", "ubuntu-24.04-gh200"}
 
 # host -> (branch, version) pinned, then what the vendors say the node gets.
 DRIVER: dict[str, dict] = {
@@ -161,6 +175,38 @@ DRIVER: dict[str, dict] = {
         "crb": "",
         "epel": False,
     },
+    "ubuntu-22.04-580": {  # the branch the measured H100 runs (580.159.04)
+        "pin": ("580", ""),
+        "repo": "",
+        "stream": "",
+        "packages": ["nvidia-driver-580-server", "nvidia-utils-580-server"],  # [UBU]
+        "crb": "",
+        "epel": False,
+    },
+    "rhel-9-580-open": {
+        "pin": ("580-open", ""),
+        "repo": f"{CUDA}/rhel9/x86_64/",
+        "stream": "nvidia-driver:580-open",  # [DIG580]
+        "packages": ["nvidia-open"],  # [DIG580]: `dnf install nvidia-open` once the stream is enabled
+        "crb": "codeready-builder-for-rhel-9-x86_64-rpms",
+        "epel": True,
+    },
+    "rocky-8-590": {  # the rhel-8 recording: a New Feature Branch, proprietary modules
+        "pin": ("590", ""),
+        "repo": f"{CUDA}/rhel8/x86_64/",
+        "stream": "nvidia-driver:590-dkms",
+        "packages": ["cuda-drivers"],  # [DIG580]
+        "crb": "codeready-builder-for-rhel-8-x86_64-rpms",
+        "epel": True,
+    },
+    "ubuntu-24.04-gh200": {  # node class gh200: a plain branch takes the open modules [OPEN]
+        "pin": ("580", ""),
+        "repo": "",
+        "stream": "",
+        "packages": ["nvidia-driver-580-server-open", "nvidia-utils-580-server"],
+        "crb": "",
+        "epel": False,
+    },
     "ubuntu-24.04-arm64": {
         "pin": ("550", ""),
         "repo": "",
@@ -177,8 +223,15 @@ REFUSED: dict[str, tuple[str, str]] = {
     "rhel-9-server": ("550-server", "the -server packages exist only in the Ubuntu archive"),
     # [DKMS]: open streams from 515 on.
     "rhel-8-old-open": ("470-open", "open kernel module packages start at branch 515"),
+    # [LIFE]: without nvidia_driver_allow_end_of_life.
+    "ubuntu-22.04-570": ("570", "driver branch 570 has reached its end of life"),
 }
-HOSTS |= {"rhel-9-server": ("rhel-9", None), "rhel-8-old-open": ("rhel-8", None)}
+HOSTS |= {
+    "rhel-9-server": ("rhel-9", None),
+    "rhel-8-old-open": ("rhel-8", None),
+    "ubuntu-22.04-570": ("ubuntu-22.04", None),
+}
+CURRENT |= {"ubuntu-22.04-570", "rhel-9-b200-plain-580", "ubuntu-22.04-secure-boot-580"}
 
 # host -> the Container Toolkit repository [CTK].
 TOOLKIT_REPO: dict[str, str] = {
@@ -197,7 +250,9 @@ CUDA_ARCH = {"x86_64": "x86_64", "aarch64": "sbsa"}
 NODE_CLASSES: dict[str, dict] = {
     "hgx-h100": {"gpu_count": 8, "gpu_model": "NVIDIA H100 80GB HBM3", "nvswitch": True},
     "hgx-b200": {"gpu_count": 8, "gpu_model": "NVIDIA B200", "nvswitch": True},
+    "gh200": {"gpu_count": 1, "gpu_model": "NVIDIA GH200 480GB"},
 }
+NODE_CLASS = {"ubuntu-24.04-gh200": "gh200"}
 # The Ubuntu 24.04 recording made into Debian 12 (os_family stays Debian): the fields that name the release.
 DEBIAN_12 = {
     "distribution": "Debian",
@@ -268,16 +323,18 @@ FABRIC_MANAGER: dict[str, dict] = {
         "packages": ["@nvidia-driver:570-open/fm", "nvlink5-570"],  # [FMY], [FMG]
         "package": "nvidia-fabricmanager-570",
     },
+    "rhel-9-b200-plain-580": {
+        "facts": ("rhel-9", None),
+        "class": "hgx-b200",
+        # A plain branch on Blackwell: the open modules [OPEN]; the fm profile brings Fabric Manager [FMY].
+        "pin": ("580", ""),
+        "packages": ["@nvidia-driver:580-open/fm", "nvlink5-580"],
+        "package": "nvidia-fabricmanager-580",
+    },
 }
 
 # host -> (recorded facts, node class, branch, what the refusal must say) for NVLink 5 systems no package serves.
 FABRIC_REFUSED: dict[str, tuple[tuple[str, dict | None], str, str, str]] = {
-    "rhel-9-b200-proprietary": (
-        ("rhel-9", None),
-        "hgx-b200",
-        "570",
-        "it runs only the open kernel modules; use 570-open",
-    ),
     "ubuntu-24.04-b200": (
         ("ubuntu-24.04-x86_64", None),
         "hgx-b200",
@@ -313,6 +370,20 @@ SECURE_BOOT: dict[str, dict] = {
             "nvidia-compute-utils-570-server",
         ],
         "running_kernel_modules": ["linux-modules-nvidia-570-server-open-6.8.0-151-generic"],
+        "headers": [],
+    },
+    # The scenario: Ubuntu 22.04, kernel 5.15.0-204, Secure Boot on, branch 580. Canonical signs 580-server modules
+    # for that kernel (tests/fixtures/apt): the plan names them and installs.
+    "ubuntu-22.04-secure-boot-580": {
+        "facts": ("ubuntu-22.04", None),
+        "pin": ("580", ""),
+        "packages": [
+            "linux-modules-nvidia-580-server-generic",
+            "linux-modules-nvidia-580-server-5.15.0-204-generic",
+            "nvidia-utils-580-server",
+            "nvidia-compute-utils-580-server",
+        ],
+        "running_kernel_modules": ["linux-modules-nvidia-580-server-5.15.0-204-generic"],
         "headers": [],
     },
     # RHEL: NVIDIA's DKMS streams stay; the DKMS key must be enrolled as a MOK (the driver role checks it).

@@ -453,3 +453,106 @@ def test_with_the_kernel_managed_the_loaded_modules_are_read_from_sysfs(
     assert done.returncode == 0, done.stdout + done.stderr
     loaded = _checks(summary)["driver.loaded"]
     assert "/sys/module/nvidia/version 550.54.15; nouveau loaded" in loaded["evidence"], loaded
+
+
+def test_a_first_install_reaches_the_reboot_decision_while_persistenced_cannot_start(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Before the reboot that loads the new module there is no /dev/nvidiactl and nvidia-persistenced exits (the node
+    double fails as the daemon does): the role must enable it for the boot, not start it and lose the host."""
+    for root in _root(tmp_path, repo):
+        units = dr.install_systemctl_double(root)
+        inventory = dr.write_inventory(
+            tmp_path / "inventory",
+            {"first1": root},
+            host_vars={"nvidia_driver_manage_services": True, "nvidia_driver_manage_kernel": True},
+        )
+        done, summary = _provision(inventory, tmp_path / "runs", "--tags", "driver")
+        checks = _checks(summary)
+        # No task failed: the one failure is the finding that a reboot, not allowed here, is needed.
+        assert {c["id"] for c in summary["checks"] if c["status"] == "failed"} == {"driver.loaded"}, summary["checks"]
+        loaded = checks["driver.loaded"]
+        assert (loaded["status"], loaded["message"]) == (
+            "failed",
+            "reboot required: driver 550.54.15 installed, none loaded",
+        )
+        persistenced = checks["driver.persistenced"]
+        assert (persistenced["status"], persistenced["message"]) == (
+            "skipped",
+            "nvidia-persistenced enabled, not started: it starts once driver 550.54.15 is loaded (after the reboot)",
+        )
+        assert (units / "nvidia-persistenced.enabled").exists()
+        calls = (units / "calls").read_text().splitlines()
+        assert not [c for c in calls if c.split()[0] in ("start", "restart")], calls
+        assert done.returncode == 1  # the reboot the inventory does not allow is the one failure
+
+
+def test_a_node_set_up_the_way_nvidia_documents_keeps_a_working_apt(repo: Path, tmp_path: Path) -> None:
+    """cuda-keyring's source and the toolkit guide's list are there before gpuready: its roles reuse them, so apt
+    sees one keyring per repository and `apt-get update` works (a second entry with another keyring fails it with
+    "Conflicting values set for option Signed-By")."""
+    for root in _root(tmp_path, repo):
+        dr.seed_nvidia_apt_setup(root)
+        inventory = dr.write_inventory(
+            tmp_path / "inventory",
+            {"nvidia1": root},
+            host_vars={"nvidia_container_toolkit_repo_url": f"file://{dr.TOOLKIT_ARCH_BASE}amd64/"},
+        )
+        done, summary = _provision(inventory, tmp_path / "first", "--tags", "driver,container_runtime")
+        assert done.returncode == 0, done.stdout + done.stderr
+        update = subprocess.run(["chroot", str(root), "apt-get", "update"], capture_output=True, text=True)
+        assert update.returncode == 0, update.stdout + update.stderr
+        assert "Conflicting values" not in update.stderr
+        lists = root / "etc/apt/sources.list.d"
+        # NVIDIA's two files, and gpuready's only for Debian's contrib component (another repository).
+        assert sorted(p.name for p in lists.iterdir()) == [
+            "cuda-debian12-x86_64.list",
+            "gpuready-debian-components.sources",
+            "nvidia-container-toolkit.list",
+        ]
+        assert _checks(summary)["driver.repository"]["message"] == (
+            "CUDA repository served by /etc/apt/sources.list.d/cuda-debian12-x86_64.list "
+            "(Signed-By /usr/share/keyrings/cuda-archive-keyring.gpg): kept, no second entry"
+        )
+        installed = _dpkg(root)
+        assert installed["nvidia-driver"] == "550.54.15-1"
+        assert installed["nvidia-container-toolkit"] == f"{dr.TOOLKIT_VERSION}-1"
+        again, summary = _provision(inventory, tmp_path / "second", "--tags", "driver,container_runtime")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert summary["metrics"]["changed"] == 0, summary["metrics"]["playbooks"]
+
+
+def test_debian_holds_the_branch_against_a_newer_one_in_the_same_repository(repo: Path, tmp_path: Path) -> None:
+    """The stand-in repository, as NVIDIA's, has a newer branch (590) under the same unversioned names: with branch
+    550 and no version, apt must install and keep 550's newest, by apt's own candidate choice."""
+    for root in _root(tmp_path, repo):
+        inventory = dr.write_inventory(
+            tmp_path / "inventory",
+            {"hold1": root},
+            settings={"driver": {"branch": "550", "version": "", "repo_url": dr.REPO_URL}},
+        )
+        done, _ = _provision(inventory, tmp_path / "runs", "--tags", "driver")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert _dpkg(root)["nvidia-driver"] == "550.90.07-1"
+        policy = subprocess.run(
+            ["chroot", str(root), "apt-cache", "policy", "nvidia-driver"], capture_output=True, text=True, check=True
+        ).stdout
+        assert "Candidate: 550.90.07-1" in policy, policy  # a later apt upgrade stays on the branch
+        assert "590.48.01-1" in policy  # the newer branch is there, held off
+
+
+def test_a_branch_the_repository_does_not_offer_is_refused_with_what_it_offers(repo: Path, tmp_path: Path) -> None:
+    for root in _root(tmp_path, repo):
+        inventory = dr.write_inventory(
+            tmp_path / "inventory",
+            {"absent1": root},
+            settings={"driver": {"branch": "580", "version": "", "repo_url": dr.REPO_URL}},
+        )
+        done, summary = _provision(inventory, tmp_path / "runs", "--tags", "driver")
+        assert done.returncode != 0
+        [failure] = [c for c in summary["checks"] if c["status"] == "failed"]
+        assert (
+            f"driver branch 580 with proprietary kernel modules is not in {dr.REPO_URL} (branches there: "
+            "535 proprietary only, 550 proprietary only, 590 proprietary only)"
+        ) in " ".join(failure["message"].split())
+        assert "nvidia-driver" not in _dpkg(root)

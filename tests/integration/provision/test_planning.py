@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuready.core.runner import run_playbook
+from gpuready.core.runner import collection_dir, run_playbook
 from tests.conftest import require
 from tests.integration.provision import netplan, recorded_facts
 from tests.integration.provision import nvidia_reference as ref
+from tests.unit.provision.local_play import run_local_play
 
 HANDLERS = [
     "Driver | Rebuild the initramfs",
@@ -67,11 +68,15 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp = tmp_path_factory.mktemp("planning")
     hosts: dict[str, dict[str, Any]] = {
         name: {"nvidia_driver_branch": pin[0], "nvidia_driver_version": pin[1]}
+        | ({"gpuready_node_class": ref.NODE_CLASS[name]} if name in ref.NODE_CLASS else {})
         for name, pin in ((n, e["pin"]) for n, e in ref.DRIVER.items())
     }
     hosts |= {name: {"nvidia_driver_branch": branch} for name, (branch, _) in ref.REFUSED.items()}
     hosts["debian-11"] = {}
-    hosts["ubuntu-24.04-old-branch"] = {"nvidia_driver_branch": "418"}
+    # Plan only: the branch is looked up in Ubuntu's archive as recorded (noble's package names).
+    noble = tmp / "ubuntu-noble-names.json"
+    noble.write_text(json.dumps(ARCHIVE["noble"]))
+    hosts["ubuntu-24.04-old-branch"] = {"nvidia_driver_branch": "418", "nvidia_driver_plan_index": str(noble)}
     records = ref.HOSTS | {"debian-11": ("debian-11", None), "ubuntu-24.04-old-branch": ("ubuntu-24.04", None)}
     for name, want in ref.FABRIC_MANAGER.items():
         branch, version = want["pin"]
@@ -92,6 +97,9 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
             "nvidia_driver_secure_boot": True,
         }
         records[name] = want["facts"]
+    for name, host in hosts.items():
+        # Rows pinned to a branch NVIDIA has retired say so; the current ones, and the end-of-life refusal, do not.
+        host.setdefault("nvidia_driver_allow_end_of_life", name not in ref.CURRENT)
     cache = recorded_facts.fact_cache(tmp / "facts", records)
     return run_playbook(
         "site.yml",
@@ -169,7 +177,7 @@ def test_cuda_repository_of_an_arm64_server_is_sbsa(tmp_path: Path) -> None:
     recorded_facts.fact_cache(tmp_path / "facts", {"debian-arm64": ("ubuntu-24.04", edit)})
     run = run_playbook(
         "site.yml",
-        _inventory(tmp_path / "inventory", {"debian-arm64": {"nvidia_driver_branch": "550-open"}}),
+        _inventory(tmp_path / "inventory", {"debian-arm64": {"nvidia_driver_branch": "580-open"}}),
         tmp_path / "runs",
         check=True,
         tags=["driver"],
@@ -177,7 +185,7 @@ def test_cuda_repository_of_an_arm64_server_is_sbsa(tmp_path: Path) -> None:
     )
     plan = json.loads(next(c for c in run.hosts["debian-arm64"].checks if c.id == "driver.plan").evidence)
     assert plan["repo"] == f"{ref.CUDA}/debian12/{ref.CUDA_ARCH['aarch64']}/"
-    assert plan["packages"] == ["nvidia-open-550", "nvidia-driver"]  # [FM]
+    assert plan["packages"] == ["nvidia-open-580", "nvidia-driver"]  # [FM]
     assert plan["components"] == ["contrib"]  # [DIG]: Debian, enable contrib
 
 
@@ -202,7 +210,9 @@ def test_an_unsupported_distribution_fails_only_that_host(planned: Any) -> None:
 def test_a_branch_the_distribution_lacks_fails_only_that_host(planned: Any) -> None:
     [(task, message)] = planned.hosts["ubuntu-24.04-old-branch"].failed_tasks
     assert task == REFUSAL_TASK
-    assert "driver branch 418 does not exist for Ubuntu 24" in message
+    assert (
+        "driver branch 418 does not exist for Ubuntu 24 in ubuntu-noble-names.json (branches: 460, 470, 515," in message
+    )
 
 
 # ibdev2netdev's lines as NVIDIA's OFED documentation shows them: "<rdma device> port <n> ==> <netdev> (<state>)".
@@ -371,3 +381,45 @@ def test_every_package_an_ubuntu_plan_names_is_in_ubuntus_archive(planned: Any, 
             unpublished.append(f"{request} (the archive has {', '.join(archive[name])})")
     assert not unpublished
     assert not set(missing) - set(plan["running_kernel_modules"]), missing
+
+
+def test_ubuntu_22_04_kernel_5_15_0_204_secure_boot_branch_580_plans_an_install(planned: Any, tmp_path: Path) -> None:
+    """The scenario end to end: the plan's every package is in Ubuntu's archive for jammy, the running kernel's signed
+    modules included, and the role's own refusal task, given what apt answered on that kernel (recorded), lets it
+    through."""
+    plan = _plan(planned, "ubuntu-22.04-secure-boot-580")
+    assert plan["signed_modules"] is True
+    archive = ARCHIVE["jammy"]
+    assert [p for p in plan["packages"] if p not in archive] == []
+    assert plan["running_kernel_modules"] == ["linux-modules-nvidia-580-server-5.15.0-204-generic"]
+    recorded = Path(__file__).parents[2] / "fixtures" / "apt" / "jammy-signed-modules.txt"
+    apt = f"lookup('ansible.builtin.file', {str(recorded)!r}) | gpuready.gpu.apt_state"
+    play = [
+        {
+            "hosts": "all",
+            "gather_facts": False,
+            "vars": {"nvidia_driver_kernel_release": "5.15.0-204-generic", "nvidia_driver_plan": plan},
+            "tasks": [
+                {
+                    "ansible.builtin.set_fact": {
+                        "nvidia_driver_apt": f"{{{{ {apt} }}}}",
+                        "nvidia_driver_installed_packages": f"{{{{ ({apt}).packages }}}}",
+                    }
+                },
+                {
+                    "ansible.builtin.import_tasks": str(
+                        collection_dir() / "roles/nvidia_driver/tasks/signed-modules.yml"
+                    )
+                },
+            ],
+        }
+    ]
+    done = run_local_play(tmp_path, play)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Refuse a branch Ubuntu builds no signed modules" in done.stdout
+    assert "skipping: [localhost]" in done.stdout
+
+
+def test_current_branches_plan_without_the_end_of_life_allowance(planned: Any) -> None:
+    for host in sorted(ref.CURRENT & set(ref.DRIVER)):
+        assert planned.hosts[host].failures == 0, planned.hosts[host].failed_tasks

@@ -400,11 +400,51 @@ def test_recorded_h100_replays_fail_when_the_link_replayed_them_within_minutes()
     assert message == "GPU 0 (00000000:53:00.0): 150 PCIe replays in 18 min = 8.33/min > 8/min"
 
 
+# The NVLink Subnet Manager as Fabric Manager runs it on an HGX B300 (a public bring-up log's `systemctl status
+# nvidia-fabricmanager`, CGroup line `31060 /opt/nvidia/nvlsm/sbin/nvlsm -F ... -g 0x7425540300353de9`), in the shape
+# `pgrep -a` prints: PID, then the command line.
+NVLSM_RUNNING = (
+    "31060 /opt/nvidia/nvlsm/sbin/nvlsm -F /usr/share/nvidia/nvlsm/nvlsm.conf -B "
+    "--pid_file /var/run/nvidia-fabricmanager/nvlsm.pid -g 0x7425540300353de9\n"
+)
+
+
 def test_fabric_registration_on_the_hgx_b200() -> None:
-    node = node_for(
-        capture("hgx-b200-x8-580.105.08-v13.xml"), nvswitch=True, answers={checks.FABRIC_MANAGER_COMMAND: "active\n"}
-    )
+    answers = {checks.FABRIC_MANAGER_COMMAND: "active\n", checks.NVLSM_COMMAND: NVLSM_RUNNING}
+    node = node_for(capture("hgx-b200-x8-580.105.08-v13.xml"), nvswitch=True, answers=answers)
     assert one(node, "node.fabric_manager") == ("passed", "nvidia-fabricmanager active, fabric registration complete")
+
+
+def test_an_hgx_b200_without_the_nvlink_subnet_manager_has_no_fabric() -> None:
+    node = node_for(
+        capture("hgx-b200-x8-580.105.08-v13.xml"),
+        nvswitch=True,
+        answers={checks.FABRIC_MANAGER_COMMAND: "active\n", checks.NVLSM_COMMAND: ""},
+    )
+    got, message = one(node, "node.fabric_manager")
+    assert (got, message) == (
+        "failed",
+        "NVLink Subnet Manager (nvlsm) is not running: an HGX Blackwell fabric needs it",
+    )
+
+
+def test_a_gb200_rack_tray_is_not_asked_for_the_subnet_manager() -> None:
+    """GB200 NVL racks run the subnet manager on the switch trays (NMX-Controller), not on the compute node."""
+    node = node_for(
+        capture("gb200-x4-arm64-580.173.02-v13.xml"), nvswitch=True, answers={checks.FABRIC_MANAGER_COMMAND: "active\n"}
+    )
+    assert one(node, "node.fabric_manager")[0] == "passed"
+
+
+def test_a_hopper_gpu_that_reports_no_fabric_state_has_not_registered() -> None:
+    """One named field edit of the recorded HGX H100: fabric/state N/A. Hopper registers with the fabric, so N/A
+    is no registration; the recorded Ampere A100 (k8s-test-infra qx-a100) reports N/A by design and passes."""
+    xml = edit(capture(HGX_H100), "fabric/state", "N/A")
+    node = node_for(xml, nvswitch=True, answers={checks.FABRIC_MANAGER_COMMAND: "active\n"})
+    got, message = one(node, "node.fabric_manager")
+    assert (got, message) == ("failed", "GPU 0: fabric N/A/Success")
+    ampere = node_for(capture("qx-a100.xml"), nvswitch=True, answers={checks.FABRIC_MANAGER_COMMAND: "active\n"})
+    assert one(ampere, "node.fabric_manager")[0] == "passed"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,147 @@
+# Copyright: gpuready contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The node's apt sources, read with one raw command (``apt_sources_command``), and the one among them that already
+serves a repository gpuready would add (``apt_source_for``).
+
+apt refuses every source when two entries for the same URI and suite name different keyrings ("Conflicting values
+set for option Signed-By", sources.list(5): Signed-By must agree between entries of one repository). NVIDIA's own
+setup writes such entries: the cuda-keyring package (/etc/apt/sources.list.d/cuda-<distro>-<arch>.list with
+/usr/share/keyrings/cuda-archive-keyring.gpg) and the Container Toolkit guide's nvidia-container-toolkit.list (with
+/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg). A role that finds the repository served already keeps that
+entry, and its keyring, instead of adding its own.
+"""
+
+import re
+import shlex
+
+from ansible.errors import AnsibleFilterError
+
+DOCUMENTATION = r"""
+name: apt_sources
+author: gpuready contributors
+short_description: the apt source entry (and its keyring) that already serves a repository URI
+description:
+  - C(apt_sources_command) builds a sh command for ansible.builtin.raw that prints every file apt reads its sources
+    from (/etc/apt/sources.list, /etc/apt/sources.list.d/*.list and *.sources), each after a C(### <path>) line.
+  - C(apt_source_for) reads that output and returns the first enabled C(deb) entry, one-line (sources.list(5)
+    C(deb [signed-by=...] URI suite)) or deb822 (C(Types), C(URIs), C(Signed-By)), whose URI is the given one, in
+    any file but the role's own. apt's C($(ARCH)) in a URI is the node's Debian architecture.
+options:
+  _input:
+    description: The command's standard output.
+    type: str
+    required: true
+  uri:
+    description: The repository URI the role would add.
+    type: str
+    required: true
+  arch:
+    description: The node's Debian architecture (amd64, arm64), for C($(ARCH)).
+    type: str
+  exclude:
+    description: The role's own source file, which does not count.
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: Read the node's apt sources
+  ansible.builtin.raw: "{{ '/etc/apt' | gpuready.gpu.apt_sources_command }}"
+  register: sources
+  changed_when: false
+  check_mode: false
+
+- name: Add the repository only where no source serves it yet
+  ansible.builtin.copy:
+    dest: /etc/apt/sources.list.d/x.sources
+    content: "..."
+    mode: "0644"
+  when: not (sources.stdout | gpuready.gpu.apt_source_for('https://example.invalid/repo/', 'amd64', '/etc/apt/sources.list.d/x.sources'))
+"""
+
+RETURN = r"""
+_value:
+  description: >-
+    C(file) (where the entry is) and C(signed_by) (its keyring path, empty when it names none) of the entry that
+    serves the URI; an empty dict when none does.
+  type: dict
+"""
+
+SCRIPT = r"""LC_ALL=C
+export LC_ALL
+for f in "$1/sources.list" "$1"/sources.list.d/*.list "$1"/sources.list.d/*.sources; do
+  [ -f "$f" ] || continue
+  echo "### $f"
+  cat -- "$f" 2>/dev/null
+  echo
+done
+exit 0"""
+
+ONE_LINE = re.compile(r"^deb\s+(?:\[(?P<options>[^\]]*)\]\s+)?(?P<uri>\S+)")
+
+
+def apt_sources_command(etc_apt="/etc/apt"):
+    if not isinstance(etc_apt, str) or not etc_apt.startswith("/"):
+        raise AnsibleFilterError(f"apt_sources_command: needs apt's absolute configuration folder, not {etc_apt!r}")
+    return " ".join(["sh", "-c", shlex.quote(SCRIPT), "apt-sources", shlex.quote(etc_apt.rstrip("/") or "/")])
+
+
+def _same(found, uri, arch):
+    return found.replace("$(ARCH)", arch).rstrip("/") == uri.rstrip("/")
+
+
+def _files(text):
+    parts = re.split(r"^### (/\S+)$", text, flags=re.MULTILINE)
+    return list(zip(parts[1::2], parts[2::2]))
+
+
+def _one_line_entries(body):
+    for line in body.splitlines():
+        match = ONE_LINE.match(line.strip())
+        if not match:
+            continue
+        options = dict(
+            item.split("=", 1) for item in (match.group("options") or "").split() if "=" in item
+        )
+        yield match.group("uri"), options.get("signed-by", "")
+
+
+def _deb822_entries(body):
+    for stanza in re.split(r"\n\s*\n", body):
+        fields = {}
+        last = None
+        for line in stanza.splitlines():
+            if line.startswith("#"):
+                continue
+            if line[:1] in (" ", "\t") and last:
+                fields[last] += "\n" + line.strip()
+                continue
+            name, sep, value = line.partition(":")
+            if sep:
+                last = name.strip().lower()
+                fields[last] = value.strip()
+        if "deb" not in fields.get("types", "").split() or fields.get("enabled", "yes").lower() == "no":
+            continue
+        signed_by = fields.get("signed-by", "")
+        for uri in fields.get("uris", "").split():
+            # An inline key block is no file to reuse: the entry is named with an empty keyring path.
+            yield uri, signed_by if "\n" not in signed_by else ""
+
+
+def apt_source_for(text, uri, arch="", exclude=""):
+    if not isinstance(text, str):
+        raise AnsibleFilterError(f"apt_source_for: needs the read's standard output, not {type(text).__name__}")
+    if not isinstance(uri, str) or not uri:
+        raise AnsibleFilterError("apt_source_for: needs the repository URI")
+    for path, body in _files(text):
+        if path == exclude:
+            continue
+        entries = _deb822_entries(body) if path.endswith(".sources") else _one_line_entries(body)
+        for found, signed_by in entries:
+            if _same(found, uri, arch):
+                return {"file": path, "signed_by": signed_by}
+    return {}
+
+
+class FilterModule:
+    def filters(self):
+        return {"apt_sources_command": apt_sources_command, "apt_source_for": apt_source_for}
