@@ -88,7 +88,8 @@ class Driver(Section):
     #: Remove the driver on ``provision cluster --remove`` (off: the driver is kept).
     remove_on_uninstall: bool = False
     #: UEFI Secure Boot on the nodes: ``auto`` asks ``mokutil --sb-state`` on each node. On, Ubuntu nodes get
-    #: Canonical's signed precompiled modules and DKMS nodes need the DKMS key enrolled (docs/secure-boot.md).
+    #: Canonical's signed precompiled modules and DKMS nodes need the DKMS key enrolled
+    #: (docs/provisioning-nvidia.md, "Secure Boot").
     secure_boot: Literal["auto"] | bool = "auto"
 
     @field_validator("branch", mode="before")
