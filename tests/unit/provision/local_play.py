@@ -20,8 +20,11 @@ def run_local_play(
     from gpuready.core.runner import ansible_environment
 
     (tmp_path / "play.yml").write_text(json.dumps(play))
+    # A YAML inventory, as gpuready hands Ansible: its configuration enables only the yaml and ini inventory
+    # plugins, so a host list ("localhost,") would not parse.
+    (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"localhost": {}}}}))
     return subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", "localhost,", "-c", "local", *args, "play.yml"],
+        [str(BIN / "ansible-playbook"), "-i", "hosts.yml", "-c", "local", *args, "play.yml"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
