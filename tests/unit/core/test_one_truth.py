@@ -94,7 +94,7 @@ def test_the_fact_is_in_the_role_defaults_and_python_reads_it_from_there() -> No
     from gpuready.validate.node import checks
 
     kubernetes = Kubernetes()
-    assert kubernetes.device_plugin.version == role_defaults.device_plugin_release() == "v0.17.1"
+    assert kubernetes.device_plugin.version == role_defaults.device_plugin_release() == "v0.20.0"
     assert kubernetes.gpu_label == role_defaults.gpu_label()
     assert role_defaults.nvidia_vendor_id() == 0x10DE
     assert checks.LSPCI_COMMAND.startswith("lspci -n -d 10de: 2>/dev/null || ")
