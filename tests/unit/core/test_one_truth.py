@@ -23,7 +23,7 @@ COMMON = ROLE_DEFAULTS.format("common")
 #: Each fact's pattern and the one role defaults file that writes it; every other shipped file (another role's
 #: defaults too) reads it from there.
 FACTS = {
-    "device-plugin release": (r"v0\.17\.1", ROLE_DEFAULTS.format("nvidia_device_plugin")),
+    "device-plugin release": (r"v0\.20\.0", ROLE_DEFAULTS.format("nvidia_device_plugin")),
     "device-plugin pod label": (r"nvidia-device-plugin-ds", ROLE_DEFAULTS.format("nvidia_device_plugin")),
     "GPU node label": (r"openshift\.com/gpu-accelerator", COMMON),
     "extra GPU node label": (r"nvidia\.com/gpu\.present", ROLE_DEFAULTS.format("gpu_node_labels")),
