@@ -79,7 +79,9 @@ def _values(settings: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _chart_daemonset(helm: Path, values: dict[str, Any], tmp: Path) -> dict[str, Any]:
+def _chart_daemonset(
+    helm: Path, values: dict[str, Any], tmp: Path, name: str = "nvidia-device-plugin"
+) -> dict[str, Any]:
     (tmp / "values.yaml").write_text(yaml.safe_dump(values))
     done = subprocess.run(
         [str(helm), "template", RELEASE, str(CHART), "--namespace", "kube-system", "-f", str(tmp / "values.yaml")],
@@ -92,22 +94,22 @@ def _chart_daemonset(helm: Path, values: dict[str, Any], tmp: Path) -> dict[str,
     [ds] = [
         d
         for d in yaml.safe_load_all(done.stdout)
-        if d and d["kind"] == "DaemonSet" and d["metadata"]["name"] == f"{RELEASE}-nvidia-device-plugin"
+        if d and d["kind"] == "DaemonSet" and d["metadata"]["name"] == f"{RELEASE}-{name}"
     ]
     return ds
 
 
-def _compared(ds: dict[str, Any]) -> dict[str, Any]:
-    """The fields that decide what the plugin does, by path; named list items by their name."""
+def _compared(ds: dict[str, Any], name: str = CONTAINER) -> dict[str, Any]:
+    """The fields that decide what the container does, by path; named list items by their name."""
     spec = ds["spec"]["template"]["spec"]
-    [container] = [c for c in spec["containers"] if c["name"] == CONTAINER]
+    [container] = [c for c in spec["containers"] if c["name"] == name]
     out: dict[str, Any] = {
         "image": container.get("image"),
         "command": container.get("command"),
         "args": container.get("args"),
         "runtimeClassName": spec.get("runtimeClassName"),
     }
-    for key in (ds["spec"]["template"]["metadata"].get("annotations") or {}):
+    for key in ds["spec"]["template"]["metadata"].get("annotations") or {}:
         out[f"annotations.{key}"] = "set"  # a hash of each side's own ConfigMap: only whether there is one
     for env in container.get("env") or []:
         out[f"env[{env['name']}]"] = env.get("value", env.get("valueFrom"))
@@ -128,9 +130,9 @@ def _flat(value: Any, path: str) -> dict[str, Any]:
     return {path: value}
 
 
-def _documented() -> set[str]:
-    """The field paths in the docs' table of differences (first column, in backquotes)."""
-    section = DOCS.read_text().split("### Differences from NVIDIA's Helm chart", 1)[1].split("\n## ", 1)[0]
+def _documented(heading: str = "### Differences from NVIDIA's Helm chart") -> set[str]:
+    """The field paths in one of the docs' tables of differences (first column, in backquotes)."""
+    section = DOCS.read_text().split(heading + "\n", 1)[1].split("\n#", 1)[0]
     return {m.group(1) for m in re.finditer(r"^\| `([^`]+)` \|", section, re.MULTILINE)}
 
 
@@ -182,3 +184,16 @@ def test_what_mig_cdi_and_time_slicing_need_is_never_a_difference(differences: d
     }
     for scenario, paths in must_match.items():
         assert paths & differences[scenario] == set(), scenario
+
+
+@pytest.mark.parametrize("mig", ["none", "single"])
+def test_gpu_feature_discovery_renders_as_the_charts_gfd(mig: str, tmp_path: Path) -> None:
+    helm = _helm()
+    settings = {"device_plugin": {"feature_discovery": True, "mig_strategy": mig}}
+    values = {"gfd": {"enabled": True}, "failOnInitError": True, "migStrategy": mig}
+    theirs = _chart_daemonset(helm, values, tmp_path, "nvidia-device-plugin-gpu-feature-discovery")
+    [ours] = _render("nvidia_device_plugin", "gfd.yml.j2", kubernetes=settings)
+    a, b = _compared(theirs, "gpu-feature-discovery-ctr"), _compared(ours, "gpu-feature-discovery-ctr")
+    assert {p for p in a.keys() | b.keys() if a.get(p) != b.get(p)} == _documented(
+        "### Differences of GPU Feature Discovery from NVIDIA's Helm chart"
+    )

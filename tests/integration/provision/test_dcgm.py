@@ -139,7 +139,7 @@ def test_check_mode_on_a_fresh_root_changes_nothing(fresh: tuple[Path, Path], tm
     assert done.returncode == 0, done.stdout + done.stderr
     assert dr.snapshot(root, "etc", "usr", "var/lib/dpkg") == before
     finding = _checks(summary)["dcgm.install"]
-    assert finding["status"] == "skipped"
+    assert finding["status"] == "skipped", finding
     assert finding["message"].startswith("check mode: would install datacenter-gpu-manager-4-cuda12 (CUDA 12,")
 
 
