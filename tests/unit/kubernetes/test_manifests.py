@@ -336,3 +336,31 @@ def test_openshift_refuses_a_default_namespace_for_the_plugin(namespace: str) ->
     with pytest.raises(ValueError, match=f"{namespace} is one of OpenShift's default namespaces"):
         Kubernetes(flavour="openshift", device_plugin={"namespace": namespace})
     assert Kubernetes(flavour="openshift", device_plugin={"namespace": "gpu"}).device_plugin.namespace == "gpu"
+
+
+def test_the_vector_add_pod_is_pinned_to_the_kubernetes_node_not_the_inventory_name() -> None:
+    # The Node object's own hostname label, as the kubelet set it (it may differ from the node's name).
+    by_label = cuda_vector_add_pod("stor1.r5a.local", "img", "r1", hostname="stor1")
+    assert by_label["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "stor1"}
+    assert "affinity" not in by_label["spec"] and "runtimeClassName" not in by_label["spec"]
+    # A node without that label: its name, through the scheduler (as the DaemonSet controller pins its pods).
+    by_name = cuda_vector_add_pod("stor1.r5a.local", "img", "r1")
+    [term] = by_name["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term == {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["stor1.r5a.local"]}]}
+    assert "nodeSelector" not in by_name["spec"]
+
+
+def test_in_runtimeclass_mode_the_vector_add_pod_names_the_roles_runtimeclass() -> None:
+    from gpuready.core import role_defaults
+
+    [rc] = _render("nvidia_device_plugin", "runtimeclass.yml.j2", kubernetes=SHARED)
+    assert role_defaults.runtime_class_name() == rc["metadata"]["name"]
+    pod = cuda_vector_add_pod("n", "img", "r1", runtime_class=role_defaults.runtime_class_name())
+    assert pod["spec"]["runtimeClassName"] == "nvidia"
+
+
+def test_the_default_vector_add_image_is_nvidias_cuda_sample() -> None:
+    # NVIDIA's vectorAdd sample of CUDA 12.5.0 on Ubuntu 22.04, which runs on GH200 (arm64) as on x86_64 nodes.
+    assert Kubernetes().cuda_vector_add_image == "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
