@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.kubernetes.conftest import LabCluster
+from tests.integration.kubernetes.conftest import LabCluster, eventually
 
 pytestmark = pytest.mark.slow
 GPU_NODES = ["stor1.lab.local", "stor2.lab.local"]
@@ -102,3 +102,36 @@ def test_the_plugin_names_the_runtimeclass_gpuready_applied(lab: LabCluster, inv
     assert runtime_class["handler"] == "nvidia"
     ds = lab.kubectl.json("get", "daemonset", "-n", "kube-system", DS)
     assert ds["spec"]["template"]["spec"]["runtimeClassName"] == "nvidia"
+
+
+def _provision_time_slicing(lab: LabCluster, inventory: Path, replicas: int, runs: Path) -> tuple[set[str], str]:
+    """Provision with ``replicas`` time-slicing replicas; the plugin pods' UIDs once the rollout settled, and the
+    pod template's configuration checksum."""
+    settings_file = inventory / "group_vars/all/gpuready.yml"
+    settings = yaml.safe_load(settings_file.read_text())
+    # The lab's node stand-in advertises each profile's GPUs, not time-sliced replicas: the advertise wait would
+    # only time out, so it is kept short; the rollout is what this test is about.
+    settings["gpuready"]["kubernetes"]["device_plugin"] = {"time_slicing_replicas": replicas, "advertise_timeout_s": 1}
+    settings_file.write_text(yaml.safe_dump(settings))
+    _, out, err, summary = lab.run("provision", "cluster", "--tags", "kubernetes", artifacts=runs, inventory=inventory)
+    rollout = next(c for c in summary["checks"] if c["id"] == "kubernetes.device_plugin.rollout")
+    assert rollout["status"] == "passed", out + err
+    ds = lab.kubectl.json("get", "daemonset", "-n", "kube-system", DS)
+    checksum = ds["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+    def settled() -> set[str]:
+        pods = lab.kubectl.json("get", "pods", "-n", "kube-system", "-l", "name=nvidia-device-plugin-ds")["items"]
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        return {p["metadata"]["uid"] for p in live} if len(live) == len(pods) == len(GPU_NODES) else set()
+
+    return eventually(settled, timeout=120, what="the plugin pods to settle"), checksum
+
+
+def test_a_new_time_slicing_configuration_restarts_the_plugin(lab: LabCluster, inventory: Path, tmp_path: Path) -> None:
+    """The real DaemonSet controller replaces the plugin pods when only the configuration changed."""
+    before, first = _provision_time_slicing(lab, inventory, 2, tmp_path / "two")
+    after, second = _provision_time_slicing(lab, inventory, 4, tmp_path / "four")
+    assert first != second
+    assert before and after and not before & after, (before, after)
+    config = lab.kubectl.json("get", "configmap", "-n", "kube-system", "nvidia-device-plugin-config")
+    assert "replicas: 4" in config["data"]["config.yaml"]
