@@ -40,6 +40,8 @@ def inventory(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Path
     settings_file = inventory / "group_vars/all/gpuready.yml"
     settings = yaml.safe_load(settings_file.read_text())
     settings["gpuready"]["kubernetes"]["nvidia_runtime"] = "runtimeclass"
+    # A pod pinned to a node that is not there stays Pending: say so within a minute, not five.
+    settings["gpuready"]["kubernetes"]["pod_timeout_s"] = 60
     settings_file.write_text(yaml.safe_dump(settings))
     rc, out, err, _ = lab.run(
         "provision", "cluster", "--tags", "kubernetes", artifacts=tmp_path_factory.mktemp("runs"), inventory=inventory
