@@ -83,6 +83,11 @@ def device_plugin_release() -> str:
     return str(role_default("nvidia_device_plugin", "nvidia_device_plugin_release"))
 
 
+def runtime_class_name() -> str:
+    """The RuntimeClass of the NVIDIA runtime that the device plugin and GPU pods name in runtimeclass mode."""
+    return str(role_default("nvidia_device_plugin", "nvidia_device_plugin_runtime_class_name"))
+
+
 def device_plugin_pod_selector() -> str:
     """The label selector of the device plugin's pods, as a Kubernetes label selector string."""
     labels = role_default("nvidia_device_plugin", "nvidia_device_plugin_pod_labels")

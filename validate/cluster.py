@@ -2,7 +2,8 @@
 
 For each GPU node: the device-plugin pod is Running and Ready, its log says it registered
 with the kubelet, Capacity and Allocatable ``nvidia.com/gpu`` equal the inventory's count, and
-a cuda-vector-add pod pinned to the node Succeeds and logs ``Test PASSED``. Nodes without
+a cuda-vector-add pod pinned to the node (by the Node object's own hostname label, else its name) Succeeds and
+logs ``Test PASSED``; where the NVIDIA runtime is offered through a RuntimeClass, the pod names it. Nodes without
 GPUs must advertise none. Test pods are removed afterwards, whatever happens.
 """
 
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from gpuready.core.settings import Kubernetes
 
 GPU = "nvidia.com/gpu"
+#: The well-known label the kubelet sets from the node's hostname (Kubernetes "Well-Known Labels"); it can differ
+#: from the node's name (--hostname-override, cloud providers), and from the inventory's name for the host.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 PLUGIN_SELECTOR = role_defaults.device_plugin_pod_selector()
 TEST_LABEL = "gpuready.io/test"
 REGISTERED = "Registered device plugin"
@@ -127,7 +131,7 @@ def _run_checks(
             result.add(_scc(client, settings))
 
     try:
-        result.add(*_vector_add(ctx, client, settings, runnable, while_pods_run))
+        result.add(*_vector_add(ctx, client, settings, runnable, nodes, while_pods_run))
     except KeyboardInterrupt:
         from gpuready.core import cancel
 
@@ -276,7 +280,12 @@ def _scc(client: Kube, settings: Kubernetes) -> Any:
 
 
 def _vector_add(
-    ctx: Context, client: Kube, settings: Kubernetes, hosts: list[str], meanwhile: Callable[[], None]
+    ctx: Context,
+    client: Kube,
+    settings: Kubernetes,
+    hosts: list[str],
+    nodes: dict[str, Any],
+    meanwhile: Callable[[], None],
 ) -> list[Any]:
     """Create one cuda-vector-add pod per node at once, run ``meanwhile`` while the cluster runs them, wait for
     all, and always delete them."""
@@ -299,8 +308,13 @@ def _vector_add(
             )
     pods: dict[str, str] = {}
 
+    runtime_class = role_defaults.runtime_class_name() if settings.nvidia_runtime == "runtimeclass" else ""
+
     def create(host: str) -> None:
-        body = cuda_vector_add_pod(host, settings.cuda_vector_add_image, run)
+        labels = nodes[host].metadata.labels or {}
+        body = cuda_vector_add_pod(
+            host, settings.cuda_vector_add_image, run, hostname=labels.get(HOSTNAME_LABEL), runtime_class=runtime_class
+        )
         created = client.read(
             partial(client.core.create_namespaced_pod, namespace, body), f"create a cuda-vector-add pod in {namespace}"
         )
@@ -357,8 +371,30 @@ def _remove_test_pods(client: Kube, namespace: str, run: str, known: set[str]) -
     client.each(delete, sorted(names))
 
 
-def cuda_vector_add_pod(node: str, image: str, run: str) -> dict[str, Any]:
-    """The Dell/Red Hat TFJobs paper's cuda-vector-add pod, pinned to one node, one GPU, run once."""
+def cuda_vector_add_pod(
+    node: str, image: str, run: str, *, hostname: str | None = None, runtime_class: str = ""
+) -> dict[str, Any]:
+    """The Dell/Red Hat TFJobs paper's cuda-vector-add pod, pinned to one node, one GPU, run once.
+
+    Pinned by the node's ``kubernetes.io/hostname`` label as the Node object carries it (``hostname``), else by the
+    node's name through the scheduler (node affinity on ``metadata.name``, as the DaemonSet controller pins its
+    pods), so the scheduler still checks the GPU is free. ``runtime_class`` names the RuntimeClass of the NVIDIA
+    runtime when it is not the runtime's default (k8s-device-plugin README: GPU pods then set runtimeClassName).
+    """
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [{"name": "cuda-vector-add", "image": image, "resources": {"limits": {GPU: "1"}}}],
+    }
+    if hostname:
+        spec["nodeSelector"] = {HOSTNAME_LABEL: hostname}
+    else:
+        by_name = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+        spec["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [by_name]}}
+        }
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -370,12 +406,7 @@ def cuda_vector_add_pod(node: str, image: str, run: str) -> dict[str, Any]:
                 "app.kubernetes.io/managed-by": "gpuready",
             },
         },
-        "spec": {
-            "restartPolicy": "Never",
-            "nodeSelector": {"kubernetes.io/hostname": node},
-            "tolerations": [{"key": GPU, "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "cuda-vector-add", "image": image, "resources": {"limits": {GPU: "1"}}}],
-        },
+        "spec": spec,
     }
 
 

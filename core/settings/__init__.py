@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from gpuready.core.settings.base import Section
+from gpuready.core.settings.dcgm import Dcgm
 from gpuready.core.settings.kubernetes import Kubernetes
 from gpuready.core.settings.nodes import (
     ContainerRuntime,
@@ -33,6 +34,7 @@ class Settings(Section):
 
     node_classes: dict[str, NodeClass] = Field(min_length=1)
     driver: Driver
+    dcgm: Dcgm = Dcgm()
     container_runtime: ContainerRuntime = "containerd"
     selinux: SELinux = SELinux()
     preflight: Preflight = Preflight()
@@ -52,6 +54,7 @@ class Settings(Section):
 __all__ = [
     "HOST_VARS",
     "ContainerRuntime",
+    "Dcgm",
     "Driver",
     "Fabric",
     "GpuVm",

@@ -40,6 +40,10 @@ class DevicePlugin(Section):
     time_slicing_replicas: Int = Field(default=0, ge=0, le=64)
     #: How long to wait, after the rollout, for every GPU node to advertise its class's nvidia.com/gpu count.
     advertise_timeout_s: Int = Field(default=300, ge=1)
+    #: Deploy GPU Feature Discovery from the plugin's image (the chart's gfd.enabled): it writes the labels
+    #: nvidia.com/gpu.product, .count, .memory and more, which Node Feature Discovery (not deployed by gpuready)
+    #: puts on the GPU nodes.
+    feature_discovery: bool = False
 
 
 class Kubernetes(Section):
@@ -57,8 +61,10 @@ class Kubernetes(Section):
     #: The label put on GPU nodes; the default is the common role's (the gpu_node_labels and device-plugin roles').
     gpu_label: str = Field(default_factory=role_defaults.gpu_label, pattern=r"^[^=\s]+=[^=\s]*$")
     device_plugin: DevicePlugin = DevicePlugin()
-    #: The validation pod's image (the Dell/Red Hat TFJobs paper's cuda-vector-add); mirror it for private registries.
-    cuda_vector_add_image: str = "registry.k8s.io/cuda-vector-add:v0.1"
+    #: The validation pod's image: NVIDIA's CUDA vectorAdd sample (the Dell/Red Hat TFJobs paper's cuda-vector-add
+    #: test), the Ubuntu 22.04 build of CUDA 12.5.0 that runs on x86_64 and on arm64 GPU nodes (GH200, GB200);
+    #: mirror it for private registries.
+    cuda_vector_add_image: str = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
     #: Namespace the validation pods run in (the Dell/Red Hat TFJobs paper used a new project); created when missing.
     validation_namespace: str = "gpuready-validation"
     #: How long a cuda-vector-add pod may take to finish.

@@ -47,7 +47,7 @@ def test_provision_without_tags_then_again_then_validate(lab: LabCluster, tmp_pa
     assert rc == 0, out + err
     plays = plays_and_hosts(tmp_path)
     # Every play of site.yml started; only the Kubernetes play had a host (the API, reached locally).
-    assert len(plays) == 9, plays
+    assert len(plays) == 10, plays
     assert {play: h for play, h in plays.items() if h} == {
         "Kubernetes | GPU node labels, the NVIDIA device plugin and, on OpenShift, its SCC": {"lab-kube-api"}
     }

@@ -213,6 +213,22 @@ def install_systemctl_double(root: Path) -> Path:
     return root / "var" / "lib" / "systemctl-double"
 
 
+DCGMI = """#!/bin/sh
+# Stand-in for DCGM's dcgmi: the real one talks to the nv-hostengine of the nvidia-dcgm service.
+echo "dcgmi (gpuready stand-in)"
+"""
+# NVIDIA's unit as the DCGM 4 packages install it (the service the DCGM docs enable: nvidia-dcgm).
+DCGM_UNIT = """[Unit]
+Description=NVIDIA DCGM service (gpuready stand-in)
+[Service]
+ExecStart=/usr/bin/nv-hostengine -n --service-account nvidia-dcgm
+[Install]
+WantedBy=multi-user.target
+"""
+#: The CUDA majors of the stand-in DCGM 4 packages (datacenter-gpu-manager-4-cuda<major>).
+DCGM_CUDA_MAJORS = (12, 13)
+
+
 def build_repo(dest: Path) -> Path:
     """A signed flat apt repository of stand-in NVIDIA packages; the public key is ``3bf863cc.pub`` as NVIDIA's."""
     build = dest / "build"
@@ -252,6 +268,23 @@ def build_repo(dest: Path) -> Path:
         "4.30.0-1",
         files={"/usr/bin/mlxconfig": MLXCONFIG, "/usr/bin/ibdev2netdev": IBDEV2NETDEV, "/usr/bin/mst": MST},
     )
+    # As NVIDIA splits DCGM 4: a core package (dcgmi, the service) and one package per CUDA major beside it.
+    _deb(
+        build,
+        pool,
+        "datacenter-gpu-manager-4-core",
+        "4.4.2-1",
+        files={"/usr/bin/dcgmi": DCGMI, "/usr/lib/systemd/system/nvidia-dcgm.service": DCGM_UNIT},
+    )
+    for major in DCGM_CUDA_MAJORS:
+        _deb(
+            build,
+            pool,
+            f"datacenter-gpu-manager-4-cuda{major}",
+            "4.4.2-1",
+            depends="datacenter-gpu-manager-4-core (= 4.4.2-1)",
+            files={f"/usr/lib/datacenter-gpu-manager-4/cuda{major}/README": f"stand-in CUDA {major} build\n"},
+        )
     packages = subprocess.run(
         ["dpkg-scanpackages", "--multiversion", "pool", "/dev/null"],
         cwd=repo,

@@ -24,7 +24,7 @@ COMMON = ROLE_DEFAULTS.format("common")
 #: Each fact's pattern and the one role defaults file that writes it; every other shipped file (another role's
 #: defaults too) reads it from there.
 FACTS = {
-    "device-plugin release": (r"v0\.17\.1", ROLE_DEFAULTS.format("nvidia_device_plugin")),
+    "device-plugin release": (r"v0\.20\.0", ROLE_DEFAULTS.format("nvidia_device_plugin")),
     "device-plugin pod label": (r"nvidia-device-plugin-ds", ROLE_DEFAULTS.format("nvidia_device_plugin")),
     "GPU node label": (r"openshift\.com/gpu-accelerator", COMMON),
     "extra GPU node label": (r"nvidia\.com/gpu\.present", ROLE_DEFAULTS.format("gpu_node_labels")),
@@ -95,7 +95,7 @@ def test_the_fact_is_in_the_role_defaults_and_python_reads_it_from_there() -> No
     from gpuready.validate.node import checks
 
     kubernetes = Kubernetes()
-    assert kubernetes.device_plugin.version == role_defaults.device_plugin_release() == "v0.17.1"
+    assert kubernetes.device_plugin.version == role_defaults.device_plugin_release() == "v0.20.0"
     assert kubernetes.gpu_label == role_defaults.gpu_label()
     assert role_defaults.nvidia_vendor_id() == 0x10DE
     assert checks.LSPCI_COMMAND.startswith("lspci -n -d 10de: 2>/dev/null || ")

@@ -3,6 +3,7 @@ the upstream OpenAPI schemas of Kubernetes 1.27..1.31 (kubernetes-validate), and
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -23,6 +24,15 @@ SHARED = {
     "device_plugin": {"time_slicing_replicas": 4, "mig_strategy": "single", "device_list_strategy": "cdi-cri"},
 }
 OPENSHIFT = {"flavour": "openshift"}
+#: One plugin setting at a time: each MIG strategy, each device list strategy NVIDIA documents, time-slicing.
+PLUGIN_SCENARIOS = {
+    "mig-single": {"device_plugin": {"mig_strategy": "single"}},
+    "mig-mixed": {"device_plugin": {"mig_strategy": "mixed"}},
+    "cdi-cri": {"device_plugin": {"device_list_strategy": "cdi-cri"}},
+    "cdi-annotations": {"device_plugin": {"device_list_strategy": "cdi-annotations"}},
+    "volume-mounts": {"device_plugin": {"device_list_strategy": "volume-mounts"}},
+    "time-slicing": {"device_plugin": {"time_slicing_replicas": 4}},
+}
 # validate gpu-node --mark-nodes: one node passed, one failed, one the cluster does not know.
 NODE_MARKS = {
     "node_validation_marks_verdicts": {
@@ -68,6 +78,9 @@ def _render(
                 if isinstance(value, str) and "{{" in value
                 else value
             )
+    if role == "nvidia_device_plugin":  # the set_fact before the apply: the rendered configuration's hash
+        config = env.from_string((ROLES / role / "templates" / "config.yml.j2").read_text()).render(context)
+        context["nvidia_device_plugin_config_checksum"] = hashlib.sha256(config.encode()).hexdigest()
     context.update(overrides or {})
     text = env.from_string((ROLES / role / "templates" / template).read_text()).render(context)
     return [doc for doc in yaml.safe_load_all(text) if doc]
@@ -88,6 +101,12 @@ def manifests() -> list[tuple[str, dict[str, Any]]]:
     ]
     docs += [("runtimeclass", d) for d in _render("nvidia_device_plugin", "runtimeclass.yml.j2", kubernetes=SHARED)]
     docs += [("plugin-config", d) for d in _render("nvidia_device_plugin", "config.yml.j2", kubernetes=SHARED)]
+    docs += [("gfd", d) for d in _render("nvidia_device_plugin", "gfd.yml.j2", kubernetes=SHARED)]
+    docs += [
+        (f"daemonset-{name}", d)
+        for name, settings in PLUGIN_SCENARIOS.items()
+        for d in _render("nvidia_device_plugin", "daemonset.yml.j2", kubernetes=settings)
+    ]
     docs += [("node-labels", d) for d in _render("gpu_node_labels", "node-labels.yml.j2")]
     docs += [
         ("node-labels-absent", d)
@@ -100,7 +119,14 @@ def manifests() -> list[tuple[str, dict[str, Any]]]:
     ]
     docs += [("scc-role", d) for d in _render("openshift_gpu_scc", "role.yml.j2", kubernetes=OPENSHIFT)]
     docs += [("scc-rolebinding", d) for d in _render("openshift_gpu_scc", "rolebinding.yml.j2", kubernetes=OPENSHIFT)]
-    docs += [("cuda-vector-add", cuda_vector_add_pod("stor1.r5a.local", Kubernetes().cuda_vector_add_image, "r1"))]
+    image = Kubernetes().cuda_vector_add_image
+    docs += [("cuda-vector-add", cuda_vector_add_pod("stor1.r5a.local", image, "r1"))]
+    docs += [
+        (
+            "cuda-vector-add-runtimeclass",
+            cuda_vector_add_pod("stor1.r5a.local", image, "r1", hostname="stor1", runtime_class="nvidia"),
+        )
+    ]
     return docs
 
 
@@ -120,16 +146,22 @@ def test_daemonset_follows_the_seed_and_the_issue() -> None:
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     assert spec["priorityClassName"] == "system-node-critical"
     assert spec["volumes"][0]["hostPath"]["path"] == "/var/lib/kubelet/device-plugins"
-    assert spec["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+    assert spec["containers"][0]["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
     assert spec["containers"][0]["resources"]["requests"]
 
 
-# NVIDIA k8s-device-plugin README, "As command line flags or envvars": the plugin's options and their values.
+# NVIDIA k8s-device-plugin README, "As command line flags or envvars": the plugin's options and their values;
+# the NVIDIA Container Toolkit's NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES and NVIDIA_MIG_MONITOR_DEVICES
+# ("Environment variables (OCI spec)"), which the chart sets on the plugin container.
 PLUGIN_OPTIONS = {
     "FAIL_ON_INIT_ERROR": {"true", "false"},
     "MIG_STRATEGY": {"none", "single", "mixed"},
     "DEVICE_LIST_STRATEGY": {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"},
     "CONFIG_FILE": None,
+    "NVIDIA_DRIVER_ROOT": None,
+    "NVIDIA_VISIBLE_DEVICES": {"all"},
+    "NVIDIA_DRIVER_CAPABILITIES": {"compute,utility"},
+    "NVIDIA_MIG_MONITOR_DEVICES": {"all"},
 }
 
 
@@ -137,11 +169,49 @@ def _env(ds: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in ds["spec"]["template"]["spec"]["containers"][0]["env"]}
 
 
-def test_plugin_fails_on_init_error_and_sets_only_options_nvidia_documents() -> None:
-    env = _env(_render("nvidia_device_plugin", "daemonset.yml.j2")[0])
+@pytest.mark.parametrize("scenario", [None, *PLUGIN_SCENARIOS])
+def test_plugin_fails_on_init_error_and_sets_only_options_nvidia_documents(scenario: str | None) -> None:
+    env = _env(_render("nvidia_device_plugin", "daemonset.yml.j2", kubernetes=PLUGIN_SCENARIOS.get(scenario or ""))[0])
     assert env["FAIL_ON_INIT_ERROR"] == "true"
     for name, value in env.items():
         assert name in PLUGIN_OPTIONS and (PLUGIN_OPTIONS[name] is None or value in PLUGIN_OPTIONS[name]), name
+
+
+def _mounts(ds: dict[str, Any]) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in ds["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+
+
+def test_a_new_time_slicing_configuration_changes_the_pod_template() -> None:
+    """The pod template carries the configuration's checksum (the chart's checksum/config), so the DaemonSet
+    controller replaces the plugin pods when the configuration changes."""
+    [two, four] = [
+        _render("nvidia_device_plugin", "daemonset.yml.j2", kubernetes={"device_plugin": {"time_slicing_replicas": n}})[
+            0
+        ]
+        for n in (2, 4)
+    ]
+    assert two["spec"]["template"] != four["spec"]["template"]
+    assert two["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+
+@pytest.mark.parametrize("strategy", ["single", "mixed"])
+def test_mig_strategies_get_what_nvidias_chart_adds(strategy: str) -> None:
+    [ds] = _render("nvidia_device_plugin", "daemonset.yml.j2", kubernetes={"device_plugin": {"mig_strategy": strategy}})
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    assert container["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}
+    assert _env(ds)["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+
+
+@pytest.mark.parametrize("strategy", ["cdi-cri", "cdi-annotations"])
+def test_cdi_strategies_mount_the_driver_root_and_the_cdi_folder(strategy: str) -> None:
+    [ds] = _render(
+        "nvidia_device_plugin", "daemonset.yml.j2", kubernetes={"device_plugin": {"device_list_strategy": strategy}}
+    )
+    assert _mounts(ds)["driver-root"] == "/driver-root" and _mounts(ds)["cdi-root"] == "/var/run/cdi"
+    volumes = {v["name"]: v["hostPath"]["path"] for v in ds["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["driver-root"] == _env(ds)["NVIDIA_DRIVER_ROOT"] == "/"
+    plain = _render("nvidia_device_plugin", "daemonset.yml.j2")[0]
+    assert "driver-root" not in _mounts(plain) and "NVIDIA_MIG_MONITOR_DEVICES" not in _env(plain)
 
 
 def test_runtimeclass_time_slicing_mig_and_cdi_reach_the_daemonset() -> None:
@@ -266,3 +336,31 @@ def test_openshift_refuses_a_default_namespace_for_the_plugin(namespace: str) ->
     with pytest.raises(ValueError, match=f"{namespace} is one of OpenShift's default namespaces"):
         Kubernetes(flavour="openshift", device_plugin={"namespace": namespace})
     assert Kubernetes(flavour="openshift", device_plugin={"namespace": "gpu"}).device_plugin.namespace == "gpu"
+
+
+def test_the_vector_add_pod_is_pinned_to_the_kubernetes_node_not_the_inventory_name() -> None:
+    # The Node object's own hostname label, as the kubelet set it (it may differ from the node's name).
+    by_label = cuda_vector_add_pod("stor1.r5a.local", "img", "r1", hostname="stor1")
+    assert by_label["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "stor1"}
+    assert "affinity" not in by_label["spec"] and "runtimeClassName" not in by_label["spec"]
+    # A node without that label: its name, through the scheduler (as the DaemonSet controller pins its pods).
+    by_name = cuda_vector_add_pod("stor1.r5a.local", "img", "r1")
+    [term] = by_name["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term == {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["stor1.r5a.local"]}]}
+    assert "nodeSelector" not in by_name["spec"]
+
+
+def test_in_runtimeclass_mode_the_vector_add_pod_names_the_roles_runtimeclass() -> None:
+    from gpuready.core import role_defaults
+
+    [rc] = _render("nvidia_device_plugin", "runtimeclass.yml.j2", kubernetes=SHARED)
+    assert role_defaults.runtime_class_name() == rc["metadata"]["name"]
+    pod = cuda_vector_add_pod("n", "img", "r1", runtime_class=role_defaults.runtime_class_name())
+    assert pod["spec"]["runtimeClassName"] == "nvidia"
+
+
+def test_the_default_vector_add_image_is_nvidias_cuda_sample() -> None:
+    # NVIDIA's vectorAdd sample of CUDA 12.5.0 on Ubuntu 22.04, which runs on GH200 (arm64) as on x86_64 nodes.
+    assert Kubernetes().cuda_vector_add_image == "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"

@@ -1,0 +1,154 @@
+"""The dcgm role applied for real to Debian 12 roots through `gpuready provision cluster --tags driver,dcgm`.
+
+Real parts: a Debian 12 root built with mmdebstrap, Ansible's chroot connection, apt and dpkg inside the root,
+the CUDA repository source the driver role writes (a signed local apt repository of stand-in NVIDIA packages,
+split as NVIDIA splits DCGM 4: a core package and one per CUDA major), and, for the CUDA major, the header of
+nvidia-smi as recorded on an H100 with driver 580.159.04.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT, gpuready, require
+from tests.integration.provision import debian_root as dr
+
+pytestmark = [pytest.mark.root, pytest.mark.slow]
+#: nvidia-smi on an H100 80GB HBM3 with driver 580.159.04 (tests/fixtures/gpu/SOURCES.md): "CUDA Version: 13.0".
+H100_NVIDIA_SMI = ROOT / "tests" / "fixtures" / "gpu" / "recorded" / "h100-80gb-hbm3-580.159.04" / "22-nvidia-smi.out"
+#: What a root cannot do is switched off, as in the other Debian root tests; DCGM is wanted although the class has 0.
+HOST_VARS = {"dcgm_wanted": True, "dcgm_manage_services": False}
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ok, why = dr.prerequisites()
+    require(ok, why)
+    return dr.build_repo(tmp_path_factory.mktemp("standin"))
+
+
+def _node(repo: Path, tmp: Path) -> Iterator[tuple[Path, Path]]:
+    root = dr.fresh_root(tmp / "root", repo)
+    with dr.booted_like(root):
+        yield root, dr.write_inventory(tmp / "inventory", {"node1": root}, host_vars=HOST_VARS)
+
+
+@pytest.fixture(scope="module")
+def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    yield from _node(repo, tmp_path_factory.mktemp("node"))
+
+
+def _provision(inventory: Path, runs: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    done = gpuready("provision", "cluster", "-i", str(inventory), "--artifacts", str(runs), *args, timeout=900)
+    [summary] = sorted(runs.glob("*/summary.json"))[-1:]
+    return done, json.loads(summary.read_text())
+
+
+def _checks(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in summary["checks"]}
+
+
+def _installed(root: Path) -> set[str]:
+    out = subprocess.run(
+        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${db:Status-Abbrev}\n"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {p for p, status in (line.split(" ", 1) for line in out.splitlines()) if status.startswith("ii")}
+
+
+@pytest.fixture(scope="module")
+def first(node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
+    _, inventory = node
+    return _provision(inventory, tmp_path_factory.mktemp("first"), "--tags", "driver,dcgm")
+
+
+def test_dcgm_for_the_driver_branchs_cuda_major_comes_from_the_cuda_repository(
+    first: Any, node: tuple[Path, Path]
+) -> None:
+    root, _ = node
+    done, summary = first
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = _checks(summary)
+    # The stand-in nvidia-smi names no CUDA version (no GPU to ask): the 550 branch's major, CUDA 12.
+    assert checks["dcgm.install"]["status"] == "passed", checks["dcgm.install"]
+    assert checks["dcgm.install"]["message"] == (
+        "datacenter-gpu-manager-4-cuda12 installed (CUDA 12, from driver branch 550)"
+    )
+    installed = _installed(root)
+    assert {"datacenter-gpu-manager-4-cuda12", "datacenter-gpu-manager-4-core"} <= installed
+    assert "datacenter-gpu-manager-4-cuda13" not in installed
+    # The role adds no source: apt found it through the driver role's CUDA repository only.
+    sources = sorted(p.name for p in (root / "etc/apt/sources.list.d").iterdir())
+    assert not [s for s in sources if "dcgm" in s.lower()], sources
+    assert (checks["dcgm.service"]["status"], checks["dcgm.service"]["message"]) == (
+        "skipped",
+        "dcgm_manage_services is false: enable and start nvidia-dcgm on the node (systemctl --now enable nvidia-dcgm)",
+    )
+
+
+@pytest.fixture(scope="module")
+def second(first: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+    root, inventory = node
+    before = dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
+    done, summary = _provision(inventory, tmp_path_factory.mktemp("second"), "--tags", "dcgm")
+    return done, summary, before, dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
+
+
+def test_the_second_run_changes_nothing(second: Any) -> None:
+    done, summary, before, after = second
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert summary["metrics"]["changed"] == 0, summary["metrics"]["playbooks"]
+    assert after == before
+    assert _checks(summary)["dcgm.install"]["message"].startswith("datacenter-gpu-manager-4-cuda12 already installed")
+
+
+def test_a_driver_of_another_cuda_major_gets_its_dcgm_build(
+    second: Any, node: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """nvidia-smi answers as the recorded H100 with driver 580 does: CUDA 13, whatever the inventory's branch."""
+    root, inventory = node
+    smi = root / "usr/bin/nvidia-smi"
+    smi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{H100_NVIDIA_SMI.read_text()}EOF\n")
+    done, summary = _provision(inventory, tmp_path / "runs", "--tags", "dcgm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    finding = _checks(summary)["dcgm.install"]
+    assert finding["message"] == "datacenter-gpu-manager-4-cuda13 installed (CUDA 13, from nvidia-smi)", finding
+    assert "CUDA Version: 13.0" in finding["evidence"]
+    installed = _installed(root)
+    assert "datacenter-gpu-manager-4-cuda13" in installed
+    assert "datacenter-gpu-manager-4-cuda12" not in installed  # built for a driver the node no longer has
+
+
+@pytest.fixture(scope="module")
+def fresh(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    yield from _node(repo, tmp_path_factory.mktemp("fresh"))
+
+
+def test_check_mode_on_a_fresh_root_changes_nothing(fresh: tuple[Path, Path], tmp_path: Path) -> None:
+    root, inventory = fresh
+    before = dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
+    done, summary = _provision(inventory, tmp_path / "runs", "--check", "--tags", "driver,dcgm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert dr.snapshot(root, "etc", "usr", "var/lib/dpkg") == before
+    finding = _checks(summary)["dcgm.install"]
+    assert finding["status"] == "skipped", finding
+    assert finding["message"].startswith("check mode: would install datacenter-gpu-manager-4-cuda12 (CUDA 12,")
+
+
+def test_without_the_cuda_repository_the_install_fails_in_one_line(fresh: tuple[Path, Path], tmp_path: Path) -> None:
+    _, inventory = fresh
+    done, summary = _provision(inventory, tmp_path / "runs", "--tags", "dcgm")
+    assert done.returncode == 1, done.stdout + done.stderr
+    finding = _checks(summary)["dcgm.install"]
+    assert finding["status"] == "failed"
+    assert finding["message"].startswith("cannot install datacenter-gpu-manager-4-cuda12: ")
+    assert "\n" not in finding["message"]
+    assert "--tags driver" in finding["remedy"]
