@@ -37,8 +37,8 @@ def _choose(tmp_path: Path, smi: str, branch: str, cuda_major: int = 0) -> dict[
                 {
                     "name": "Test | Write what the role chose",
                     "ansible.builtin.copy": {
-                        "content": "{{ {'major': dcgm_cuda_major | int, 'from': dcgm_cuda_from, 'package': dcgm_package}"
-                        " | to_json }}",
+                        "content": "{{ {'major': dcgm_cuda_major | int, 'from': dcgm_cuda_from, "
+                        "'package': dcgm_package} | to_json }}",
                         "dest": str(out),
                         "mode": "0644",
                     },
