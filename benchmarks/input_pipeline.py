@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=24)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    from gpuready.workloads import convert
+    from gpuready.workloads.dataset import convert
 
     with tempfile.TemporaryDirectory() as tmp:
         nih, data = Path(tmp) / "nih", Path(tmp) / "tfrecords"

@@ -21,8 +21,8 @@ from PIL import Image
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from torchvision.transforms.v2 import functional as F
 
-from gpuready.workloads import tfrecord
 from gpuready.workloads.chexnet import PATHOLOGIES
+from gpuready.workloads.dataset import tfrecord
 
 PIPELINES = ("new", "old")
 _MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics, as CheXNet normalised its inputs

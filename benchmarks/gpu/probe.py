@@ -80,7 +80,7 @@ def make_shards(folder: Path, images: int, side: int = 512, shards: int = 8) -> 
     """NIH-like grey PNGs (smooth noise compresses like an X-ray) in TFRecords, as the converter writes them."""
     import torch
 
-    from gpuready.workloads import tfrecord
+    from gpuready.workloads.dataset import tfrecord
     from gpuready.workloads.torch_data import png
 
     gen = torch.Generator().manual_seed(7)

@@ -51,7 +51,7 @@ class Training(Section):
     steps: Int = Field(default=50, ge=1)
     #: steps run first and not timed (graph building, autotuning)
     warmup_steps: Int = Field(default=10, ge=0)
-    #: "synthetic", or a folder of TFRecords made by `python -m gpuready.workloads.convert`
+    #: "synthetic", or a folder of TFRecords made by `python -m gpuready.workloads.dataset.convert`
     data: str = "synthetic"
     #: tf.data pipeline for real data: "new" (Dell's CheXNet tuning article's, scales) or "old" (for comparison)
     pipeline: Literal["new", "old"] = "new"

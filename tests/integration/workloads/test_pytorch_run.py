@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.workloads import tfrecord
+from gpuready.workloads.dataset import tfrecord
 from tests.conftest import gpuready, import_torch_stack, require
 
 pytestmark = pytest.mark.slow

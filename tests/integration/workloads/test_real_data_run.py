@@ -21,7 +21,7 @@ def test_train_on_tfrecords_with_held_out_auroc(tmp_path: Path) -> None:
         importlib.util.find_spec("tensorflow") and importlib.util.find_spec("horovod"),
         "TensorFlow and Horovod (make test installs the train extra)",
     )
-    from gpuready.workloads import convert
+    from gpuready.workloads.dataset import convert
 
     make_nih(tmp_path / "nih", images=48)
     assert convert.convert(tmp_path / "nih", tmp_path / "records", size=36, shards=4) == {"train": 36, "test": 12}

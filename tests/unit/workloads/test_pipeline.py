@@ -41,7 +41,7 @@ def nih(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, tuple
 
 @pytest.fixture(scope="module")
 def records(nih: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from gpuready.workloads import convert
+    from gpuready.workloads.dataset import convert
 
     out = tmp_path_factory.mktemp("tfrecords")
     counts = convert.convert(nih[0], out, size=36, shards=4)
@@ -94,7 +94,7 @@ def test_sharding_gives_each_worker_a_disjoint_part(kind: str, records: Path) ->
 
 
 def test_patient_wise_split_keeps_each_patient_on_one_side(tmp_path: Path) -> None:
-    from gpuready.workloads.convert import Entry, split
+    from gpuready.workloads.dataset.convert import Entry, split
 
     entries = [Entry(f"{p:08d}_{k:03d}.png", tmp_path, (0,) * 14, str(p)) for p in range(200) for k in range(3)]
     parts = split(entries, tmp_path, test_fraction=0.2)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.workloads import tfrecord
+from gpuready.workloads.dataset import tfrecord
 
 EXAMPLE = {
     "image": [b"\x89PNG fake bytes"],

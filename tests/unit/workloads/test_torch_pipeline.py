@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.workloads import tfrecord
+from gpuready.workloads.dataset import tfrecord
 from tests.conftest import import_torch_stack
 
 pytestmark = pytest.mark.skipif(

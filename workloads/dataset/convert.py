@@ -5,7 +5,7 @@ by ``|``, ``Patient ID``) and the PNGs anywhere below the folder (``images/``, `
 Held-out split: NIH's ``test_list.txt`` when present, otherwise a patient-wise hash split, so no
 patient appears in both.
 
-    python -m gpuready.workloads.convert NIH_DIR OUT_DIR [--size 256] [--shards 64]
+    python -m gpuready.workloads.dataset.convert NIH_DIR OUT_DIR [--size 256] [--shards 64]
 """
 
 from __future__ import annotations
