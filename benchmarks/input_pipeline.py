@@ -41,7 +41,7 @@ def make_nih(root: Path, images: int, side: int) -> None:
 def rate(kind: str, data: Path, batches: int, cores: int | None, workers: int = 1) -> float:
     import tensorflow as tf
 
-    from gpuready.workloads import pipeline
+    from gpuready.workloads.tensorflow import data as pipeline
 
     ds = pipeline.build(kind, pipeline.shard_files(str(data), "train"), batch_size=32, image_size=224, workers=workers)
     if cores:

@@ -75,7 +75,7 @@ def trained_check(launch: Launch, plan: Plan, where: str) -> Check:
             where,
             f"{n}-worker run failed: {launch.problem}",
             evidence,
-            "read the log; check that every host can run `python -m gpuready.workloads.train --help`",
+            "read the log; check that every host can run `python -m gpuready.workloads.tensorflow.train --help`",
         )
     short = [r["rank"] for r in launch.results if len(r["step_times"]) != plan.steps]
     if short:

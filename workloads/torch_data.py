@@ -1,6 +1,6 @@
 """PyTorch input pipelines for the converter's ChestX-ray14 TFRecords: the "new" and "old" approaches.
 
-The new one follows the same principles as the tf.data one (:mod:`gpuready.workloads.pipeline`):
+The new one follows the same principles as the tf.data one (:mod:`gpuready.workloads.tensorflow.data`):
 the file list is sharded first, by training process and then by DataLoader worker, so each reader
 opens only its own files; PNGs are decoded and resized in parallel worker processes; batches are
 prefetched (``prefetch_factor``) and pinned for the copy to the GPU. The old one reads and decodes
@@ -21,8 +21,8 @@ from PIL import Image
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from torchvision.transforms.v2 import functional as F
 
-from gpuready.workloads.chexnet import PATHOLOGIES
 from gpuready.workloads.dataset import tfrecord
+from gpuready.workloads.tensorflow.model import PATHOLOGIES
 
 PIPELINES = ("new", "old")
 _MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics, as CheXNet normalised its inputs

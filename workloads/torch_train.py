@@ -6,7 +6,7 @@ CheXNet as torchvision's DenseNet-121 (or ResNet-50) with a 14-label head, Distr
 step is made GPU-bound: the model is compiled (``torch.compile``, its artefacts cached under the
 user's cache folder, so the next run on the node compiles from the cache), Adam runs fused, the
 model and input are channels_last, and synthetic data stays on the device. Like
-:mod:`gpuready.workloads.train`, every process times each step (fetching its batch included) and
+:mod:`gpuready.workloads.tensorflow.train`, every process times each step (fetching its batch included) and
 prints one ``GPUREADY_RESULT {json}`` line, so the launchers, the sweep, the report and
 ``report compare`` treat both frameworks alike.
 """
@@ -20,7 +20,7 @@ import socket
 import time
 from typing import Any
 
-from gpuready.workloads.train import (
+from gpuready.workloads.tensorflow.train import (
     PROCESS_START_UNIX,
     auroc,
     common_arguments,
@@ -79,7 +79,7 @@ def training_flops_per_image(name: str, image_size: int) -> float:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from gpuready.workloads.chexnet import PATHOLOGIES
+    from gpuready.workloads.tensorflow.model import PATHOLOGIES
 
     model = build_model(name, len(PATHOLOGIES))
     counter = FlopCounterMode(display=False)
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from torch.nn.parallel import DistributedDataParallel
 
     from gpuready.workloads import torch_data
-    from gpuready.workloads.chexnet import PATHOLOGIES
+    from gpuready.workloads.tensorflow.model import PATHOLOGIES
 
     rank, size = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
     local_rank, local_size = _env_int("LOCAL_RANK", 0), _env_int("LOCAL_WORLD_SIZE", 1)

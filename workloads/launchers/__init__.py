@@ -1,7 +1,7 @@
 """Launchers: start one training process per GPU somewhere, and collect each worker's result line.
 
 Every launcher gets a :class:`Plan` and a worker count and returns a :class:`Launch`; workers
-print ``GPUREADY_RESULT {json}`` (see :mod:`gpuready.workloads.train`), which reaches us through
+print ``GPUREADY_RESULT {json}`` (see :mod:`gpuready.workloads.tensorflow.train`), which reaches us through
 horovodrun's or mpirun's output, a Slurm output file, or a pod's log alike.
 """
 
@@ -166,7 +166,7 @@ def worker_env() -> dict[str, str]:
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1"), "PYTHONUNBUFFERED": "1"}
 
 
-TRAIN_MODULE = ["-m", "gpuready.workloads.train"]
+TRAIN_MODULE = ["-m", "gpuready.workloads.tensorflow.train"]
 TORCH_MODULE = ["-m", "gpuready.workloads.torch_train"]
 #: torchrun's rendezvous port on the first host (ssh and Slurm launchers)
 RENDEZVOUS_PORT = 29400

@@ -149,7 +149,7 @@ def test_validate_training_cancel_leaves_no_worker(tmp_path: Path) -> None:
         env,
     )
     deadline = time.monotonic() + 120
-    while sum("gpuready.workloads.train" in p for p in leftovers(env, settle=0)) < 2:
+    while sum("gpuready.workloads.tensorflow.train" in p for p in leftovers(env, settle=0)) < 2:
         assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
         time.sleep(0.2)
     child.signal_and_wait(signal.SIGINT, limit=10)

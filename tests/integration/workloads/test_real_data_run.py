@@ -29,7 +29,7 @@ def test_train_on_tfrecords_with_held_out_auroc(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "gpuready.workloads.train",
+            "gpuready.workloads.tensorflow.train",
             "--data",
             str(tmp_path / "records"),
             "--steps",

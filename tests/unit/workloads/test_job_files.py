@@ -25,7 +25,7 @@ def test_sbatch_script_is_valid_and_one_task_per_gpu(tmp_path: Path, workers: in
     assert "mpirun --map-by socket" in text and "--mixed-precision --compile on" in text
     # the command that runs: srun's tasks get Horovod's Gloo rendezvous from gpuready.workloads.rendezvous
     (run,) = [ln for ln in text.splitlines() if ln and not ln.startswith("#") and "rendezvous" in ln]
-    assert " -m gpuready.workloads.rendezvous srun -- " in run and "-m gpuready.workloads.train" in run
+    assert " -m gpuready.workloads.rendezvous srun -- " in run and "-m gpuready.workloads.tensorflow.train" in run
 
 
 def test_sbatch_tasks_per_node_spreads_workers_over_hosts(tmp_path: Path) -> None:

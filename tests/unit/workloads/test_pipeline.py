@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.workloads.chexnet import PATHOLOGIES
+from gpuready.workloads.tensorflow.model import PATHOLOGIES
 from tests.conftest import require
 
 N_IMAGES = 24
@@ -50,7 +50,7 @@ def records(nih: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def _read_all(kind: str, records: Path, rank: int, workers: int) -> list[tuple[str, list[int], float, tuple]]:
-    from gpuready.workloads import pipeline
+    from gpuready.workloads.tensorflow import data as pipeline
 
     ds = pipeline.build(
         kind,

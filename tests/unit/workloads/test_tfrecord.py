@@ -48,7 +48,7 @@ def test_corrupt_files_are_refused(tmp_path: Path) -> None:
 def test_tensorflow_reads_ours_and_we_read_tensorflows(tmp_path: Path) -> None:
     import tensorflow as tf
 
-    from gpuready.workloads.pipeline import FEATURES
+    from gpuready.workloads.tensorflow.data import FEATURES
 
     ours = tmp_path / "ours.tfrecord"
     tfrecord.write_records(ours, [tfrecord.encode_example(EXAMPLE)])

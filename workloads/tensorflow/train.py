@@ -1,4 +1,4 @@
-"""The training entry point one worker runs: ``python -m gpuready.workloads.train [options]``.
+"""The training entry point one worker runs: ``python -m gpuready.workloads.tensorflow.train [options]``.
 
 Launched once per GPU (horovodrun, mpirun, srun, an MPIJob or a TFJob); each process pins the
 GPU of its local rank, trains for ``--steps``, times every step, and prints one line
@@ -76,7 +76,7 @@ def compile_seconds(warmup_times: list[float], step_times: list[float]) -> float
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = common_arguments("python -m gpuready.workloads.train", __doc__)
+    p = common_arguments("python -m gpuready.workloads.tensorflow.train", __doc__)
     p.add_argument("--distribution", default="horovod", choices=DISTRIBUTIONS)
     p.add_argument("--mixed-precision", action="store_true")
     p.add_argument("--xla", action="store_true", help="the same as --compile on")
@@ -239,7 +239,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
     dist = Horovod(tf) if args.distribution == "horovod" else MultiWorkerMirrored(tf)
 
-    from gpuready.workloads import chexnet, pipeline
+    from gpuready.workloads.tensorflow import data as pipeline
+    from gpuready.workloads.tensorflow import model as chexnet
 
     def make_dataset(rank: int, workers: int) -> Any:
         if args.data == "synthetic":
@@ -314,7 +315,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def evaluate(model: Any, args: argparse.Namespace) -> list[float | None]:
     import numpy as np
 
-    from gpuready.workloads import pipeline
+    from gpuready.workloads.tensorflow import data as pipeline
 
     ds = pipeline.new(
         pipeline.shard_files(args.data, "test"),
