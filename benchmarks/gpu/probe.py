@@ -81,7 +81,7 @@ def make_shards(folder: Path, images: int, side: int = 512, shards: int = 8) -> 
     import torch
 
     from gpuready.workloads.dataset import tfrecord
-    from gpuready.workloads.torch_data import png
+    from gpuready.workloads.pytorch.data import png
 
     gen = torch.Generator().manual_seed(7)
     records: list[list[bytes]] = [[] for _ in range(shards)]
@@ -101,7 +101,7 @@ def make_shards(folder: Path, images: int, side: int = 512, shards: int = 8) -> 
 
 
 def pipeline_rate(files: list[str], loader_workers: int, batches: int, batch_size: int = 32) -> float:
-    from gpuready.workloads import torch_data
+    from gpuready.workloads.pytorch import data as torch_data
 
     loader = torch_data.new(files, batch_size=batch_size, image_size=224, loader_workers=loader_workers)
     it = iter(loader)
@@ -143,7 +143,7 @@ def shards(folder: Path, images: int, side: int, count: int) -> dict[str, Any]:
 
 
 def flops(model: str, image_size: int) -> dict[str, Any]:
-    from gpuready.workloads.torch_train import training_flops_per_image
+    from gpuready.workloads.pytorch.train import training_flops_per_image
 
     value = training_flops_per_image(model, image_size)
     return {
@@ -201,7 +201,7 @@ def baseline(batch_size: int, steps: int, warmup_steps: int, image_size: int, va
     try:
         from torchvision.models import densenet121
     except ImportError:  # torch without torchvision: the same layers from gpuready (docs/gpu-runbook.md)
-        from gpuready.workloads.torch_densenet import densenet121 as _ours
+        from gpuready.workloads.pytorch.model import densenet121 as _ours
 
         def densenet121(num_classes: int, weights: None = None) -> Any:
             return _ours(num_classes)

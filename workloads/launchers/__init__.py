@@ -167,7 +167,7 @@ def worker_env() -> dict[str, str]:
 
 
 TRAIN_MODULE = ["-m", "gpuready.workloads.tensorflow.train"]
-TORCH_MODULE = ["-m", "gpuready.workloads.torch_train"]
+TORCH_MODULE = ["-m", "gpuready.workloads.pytorch.train"]
 #: torchrun's rendezvous port on the first host (ssh and Slurm launchers)
 RENDEZVOUS_PORT = 29400
 

@@ -176,7 +176,7 @@ def test_shards_probe_writes_what_training_reads(tmp_path: Path) -> None:
     assert written["bytes"] == sum(f.stat().st_size for f in files)
     # torch in a child process: in pytest's own, Ansible's patch of sys.intern breaks torch._dynamo's import.
     read = (
-        "from gpuready.workloads import torch_data as t; "
+        "from gpuready.workloads.pytorch import data as t; "
         f"f = t.shard_files({str(tmp_path / 'shards')!r}, 'train'); "
         "i, l = next(iter(t.new(f, batch_size=4, image_size=32, loader_workers=0))); "
         "print(len(f), tuple(i.shape), tuple(l.shape))"

@@ -363,7 +363,7 @@ def _training_processes(steps: str) -> list[str]:
         except OSError:
             continue
         words = [a.decode(errors="replace") for a in args]
-        if "gpuready.workloads.torch_train" in words and steps in words:
+        if "gpuready.workloads.pytorch.train" in words and steps in words:
             found.append(f"{entry.name}: {' '.join(words).strip()}")
     return found
 

@@ -63,7 +63,7 @@ def test_ddp_sweep_of_1_and_2_cpu_workers_reports_figures(artifacts: Path) -> No
 def _shards(folder: Path, count: int, per_shard: int) -> None:
     import torch
 
-    from gpuready.workloads.torch_data import png
+    from gpuready.workloads.pytorch.data import png
 
     gen = torch.Generator().manual_seed(3)
     for s in range(count):

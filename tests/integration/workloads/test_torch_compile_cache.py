@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 #: model small enough to compile on a shared 2-core machine; prints the caches' counters
 COMPILE = """
 import json
-from gpuready.workloads import torch_train
+from gpuready.workloads.pytorch import train as torch_train
 folder = torch_train.use_cache_dir()
 import torch
 from torch._dynamo.utils import counters

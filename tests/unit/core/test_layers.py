@@ -77,14 +77,14 @@ def test_imports_follow_the_layers(layer: str, path: Path) -> None:
 #: Programs that run as processes of their own, not as library code: a training worker (torchrun starts it) and the
 #: GPU probe (sent to a node and run there by its python3). Their main() may set what torch reads from the
 #: environment before torch is imported (the compile cache's folder, CUDA's device order).
-WORKER_ENTRY_POINTS = {("workloads", "torch_train.py"), ("validate", "gpu_probe.py")}
+WORKER_ENTRY_POINTS = {"workloads/pytorch/train.py", "validate/node/gpu_probe.py"}
 LIBRARY = [
     (layer, p)
     for layer, p in FILES
     if layer != "lab"
     and p.name not in ("cli.py", "__main__.py")
     and not p.name.endswith("_cli.py")
-    and (layer, p.name) not in WORKER_ENTRY_POINTS
+    and str(p.relative_to(ROOT)) not in WORKER_ENTRY_POINTS
 ]
 MUTATION = re.compile(
     r"os\.environ\[[^]]+\]\s*=(?!=)|os\.environ\.(update|setdefault|pop|clear)\("

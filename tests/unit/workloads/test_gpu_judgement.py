@@ -11,7 +11,7 @@ from gpuready.core.errors import BadInput
 from gpuready.core.settings.training import Reference
 from gpuready.workloads import references, sweep
 from gpuready.workloads.launchers import Launch, Plan
-from gpuready.workloads.torch_train import gpu_matches, parse_compute_apps
+from gpuready.workloads.pytorch.train import gpu_matches, parse_compute_apps
 from tests.conftest import ROOT
 
 APPS = ROOT / "tests" / "fixtures" / "gpu" / "compute-apps"
@@ -171,7 +171,7 @@ def test_a_worker_that_trained_on_the_cpu_fails_a_gpu_run(tmp_path: Path) -> Non
 
 def test_worker_arguments_carry_compile_and_cpu() -> None:
     from gpuready.validate.training import compile_mode
-    from gpuready.workloads import torch_train
+    from gpuready.workloads.pytorch import train as torch_train
     from gpuready.workloads.tensorflow import train
 
     assert "--compile" not in Plan().train_args() and "--cpu" not in Plan().train_args()

@@ -14,10 +14,11 @@ PLAN = Plan(model="densenet121", batch_size=64, mixed_precision=True, steps=20, 
 
 
 def test_worker_arguments_are_the_torch_entry_points() -> None:
-    assert PLAN.module == ["-m", "gpuready.workloads.torch_train"]
+    assert PLAN.module == ["-m", "gpuready.workloads.pytorch.train"]
     args = PLAN.train_args()
     assert "--mixed-precision" in args and "--distribution" not in args and "--xla" not in args
-    from gpuready.workloads import torch_train  # the entry point accepts exactly what the launchers pass
+    # the entry point accepts exactly what the launchers pass
+    from gpuready.workloads.pytorch import train as torch_train
 
     parsed = torch_train.parse_args(args)
     assert (parsed.batch_size, parsed.steps, parsed.mixed_precision) == (64, 20, True)
@@ -26,7 +27,7 @@ def test_worker_arguments_are_the_torch_entry_points() -> None:
 def test_local_launcher_runs_torchrun_one_process_per_worker() -> None:
     cmd = local.command(PLAN, 2)
     assert cmd[1:6] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    assert cmd[6:8] == ["-m", "gpuready.workloads.torch_train"]
+    assert cmd[6:8] == ["-m", "gpuready.workloads.pytorch.train"]
 
 
 def test_ssh_launcher_starts_one_torchrun_per_host_meeting_at_the_first(tmp_path: Path) -> None:
@@ -46,7 +47,7 @@ def test_ssh_launcher_starts_one_torchrun_per_host_meeting_at_the_first(tmp_path
         "--rdzv-endpoint": "10.10.0.11:29400",
         "--rdzv-id": "gpuready-8w",
     }
-    assert remote[13:15] == ["-m", "gpuready.workloads.torch_train"]
+    assert remote[13:15] == ["-m", "gpuready.workloads.pytorch.train"]
     assert len(ssh.torchrun_commands(PLAN, 2, hosts, known)) == 1
     with pytest.raises(BadInput, match="same number of workers"):
         ssh.torchrun_commands(PLAN, 6, hosts, known)

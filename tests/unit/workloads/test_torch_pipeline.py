@@ -24,7 +24,7 @@ def _torch_beside_ansible() -> None:
 def _shards(folder: Path, count: int, per_shard: int) -> list[str]:
     import torch
 
-    from gpuready.workloads.torch_data import png
+    from gpuready.workloads.pytorch.data import png
 
     paths = []
     for s in range(count):
@@ -39,7 +39,7 @@ def _shards(folder: Path, count: int, per_shard: int) -> list[str]:
 
 
 def _seen(loader, batches: int | None = None) -> list[int]:
-    from gpuready.workloads.torch_data import _MEAN, _STD
+    from gpuready.workloads.pytorch.data import _MEAN, _STD
 
     ids = []
     for n, (images, labels) in enumerate(loader):
@@ -53,7 +53,7 @@ def _seen(loader, batches: int | None = None) -> list[int]:
 
 @pytest.mark.parametrize("loader_workers", [0, 2, 3])
 def test_each_rank_reads_only_its_files_and_every_record_once(tmp_path: Path, loader_workers: int) -> None:
-    from gpuready.workloads import torch_data
+    from gpuready.workloads.pytorch import data as torch_data
 
     files = _shards(tmp_path, 4, 5)
     per_rank = []
@@ -75,7 +75,7 @@ def test_each_rank_reads_only_its_files_and_every_record_once(tmp_path: Path, lo
 
 
 def test_old_pipeline_decodes_everything_then_keeps_its_share(tmp_path: Path) -> None:
-    from gpuready.workloads import torch_data
+    from gpuready.workloads.pytorch import data as torch_data
 
     files = _shards(tmp_path, 2, 4)
     ids = _seen(
@@ -85,7 +85,7 @@ def test_old_pipeline_decodes_everything_then_keeps_its_share(tmp_path: Path) ->
 
 
 def test_too_few_files_for_the_workers_is_a_clear_error(tmp_path: Path) -> None:
-    from gpuready.workloads import torch_data
+    from gpuready.workloads.pytorch import data as torch_data
 
     with pytest.raises(ValueError, match="1 files cannot be shared by 2 workers"):
         torch_data.new(_shards(tmp_path, 1, 2), batch_size=1, image_size=32, rank=1, workers=2)
@@ -95,8 +95,8 @@ def test_too_few_files_for_the_workers_is_a_clear_error(tmp_path: Path) -> None:
 def test_densenet_without_torchvision_matches_torchvision_and_costs_about_17_gflop() -> None:
     import torchvision
 
-    from gpuready.workloads.torch_densenet import densenet121
-    from gpuready.workloads.torch_train import training_flops_per_image
+    from gpuready.workloads.pytorch.model import densenet121
+    from gpuready.workloads.pytorch.train import training_flops_per_image
 
     def params(model) -> int:
         return sum(p.numel() for p in model.parameters())
@@ -109,8 +109,8 @@ def test_densenet_without_torchvision_matches_torchvision_and_costs_about_17_gfl
 def test_synthetic_batch_is_made_once_where_the_model_is_and_steps_copy_nothing() -> None:
     import torch
 
-    from gpuready.workloads import torch_data
-    from gpuready.workloads.torch_train import on_device
+    from gpuready.workloads.pytorch import data as torch_data
+    from gpuready.workloads.pytorch.train import on_device
 
     batches = torch_data.synthetic(batch_size=2, image_size=32, rank=1, device="cpu", channels_last=True)
     images, labels = next(batches)

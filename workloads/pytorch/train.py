@@ -1,5 +1,5 @@
 """The PyTorch training entry point, one process per GPU under torchrun:
-``torchrun --nproc-per-node N -m gpuready.workloads.torch_train [options]``.
+``torchrun --nproc-per-node N -m gpuready.workloads.pytorch.train [options]``.
 
 CheXNet as torchvision's DenseNet-121 (or ResNet-50) with a 14-label head, DistributedDataParallel
 (NCCL on GPUs, Gloo on CPUs) when there is more than one worker, optional bf16 autocast. On a GPU the
@@ -32,7 +32,7 @@ from gpuready.workloads.tensorflow.train import (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = common_arguments("torchrun ... -m gpuready.workloads.torch_train", __doc__)
+    p = common_arguments("torchrun ... -m gpuready.workloads.pytorch.train", __doc__)
     p.add_argument("--mixed-precision", action="store_true", help="bf16 autocast (weights stay float32)")
     p.add_argument(
         "--loader-workers",
@@ -47,14 +47,14 @@ def build_model(name: str, classes: int) -> Any:
     """Freshly initialised (no download: the smoke run measures the environment, not ImageNet).
 
     torchvision's models; where torchvision is missing (a GPU machine with only torch, and no way to
-    install the build matching its torch), DenseNet-121 from :mod:`gpuready.workloads.torch_densenet`.
+    install the build matching its torch), DenseNet-121 from :mod:`gpuready.workloads.pytorch.model`.
     """
     try:
         import torchvision
     except ImportError:
         if name != "densenet121":
             raise
-        from gpuready.workloads.torch_densenet import densenet121
+        from gpuready.workloads.pytorch.model import densenet121
 
         return densenet121(classes)
     builders = {"densenet121": torchvision.models.densenet121, "resnet50": torchvision.models.resnet50}
@@ -64,7 +64,7 @@ def build_model(name: str, classes: int) -> Any:
 def model_source() -> str:
     import importlib.util
 
-    return "torchvision" if importlib.util.find_spec("torchvision") else "gpuready.workloads.torch_densenet"
+    return "torchvision" if importlib.util.find_spec("torchvision") else "gpuready.workloads.pytorch.model"
 
 
 def weights_digest(model: Any) -> str:
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from gpuready.workloads import torch_data
+    from gpuready.workloads.pytorch import data as torch_data
     from gpuready.workloads.tensorflow.model import PATHOLOGIES
 
     rank, size = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
@@ -267,7 +267,7 @@ def evaluate(model: Any, args: argparse.Namespace, device: Any) -> list[float | 
     import numpy as np
     import torch
 
-    from gpuready.workloads import torch_data
+    from gpuready.workloads.pytorch import data as torch_data
 
     model.eval()
     loader = torch_data.new(
