@@ -142,7 +142,7 @@ def compile_mode(eager: bool, xla: bool | None) -> str:
 
 def _body(ctx: Context) -> RunResult:
     from gpuready.workloads import launchers, sweep
-    from gpuready.workloads.launch_targets import launcher_for, target_for
+    from gpuready.workloads.launchers.targets import launcher_for, target_for
 
     options = dict(ctx.options)
     if "gpus" in options:

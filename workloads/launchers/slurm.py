@@ -2,7 +2,7 @@
 otherwise written out for the user to submit on the cluster's login node (and read back with
 ``gpuready report collect``).
 
-In the script, srun starts one task per GPU and ``gpuready.workloads.rendezvous`` serves them
+In the script, srun starts one task per GPU and ``gpuready.workloads.launchers.rendezvous`` serves them
 Horovod's Gloo rendezvous, so the Gloo-only Horovod that `make` builds trains under Slurm; the
 script shows Dell's CheXNet tuning article's ``mpirun --map-by socket`` line for a Horovod built with MPI.
 """
@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 from gpuready.core.errors import BadInput
-from gpuready.workloads import rendezvous
 from gpuready.workloads.launchers import (
     RENDEZVOUS_PORT,
     TRAIN_MODULE,
     Launch,
     Plan,
     parse_results,
+    rendezvous,
     torchrun_args,
 )
 
@@ -95,7 +95,7 @@ def script(
     lines += [
         "set -euo pipefail",
         "export TF_CPP_MIN_LOG_LEVEL=1 PYTHONUNBUFFERED=1",
-        "# One task per GPU. srun starts the tasks; gpuready.workloads.rendezvous serves them Horovod's Gloo",
+        "# One task per GPU. srun starts the tasks; gpuready.workloads.launchers.rendezvous serves them Horovod's Gloo",
         "# rendezvous from this first node (what horovodrun --gloo does over ssh), which needs no MPI in",
         "# Horovod. With a Horovod built with MPI, the Dell tuning article's line does the same (--map-by socket binds",
         "# best on the C4140):",

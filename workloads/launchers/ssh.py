@@ -7,7 +7,7 @@ themselves the mpi_ssh role's key in ~/.ssh/config). Every chosen host is tried 
 anything starts: one that does not answer stops the run, named (exit 3).
 
 With mpirun, OpenMPI starts the processes and Horovod's collectives run over Gloo, whose
-rendezvous this launcher serves (gpuready.workloads.rendezvous): the Horovod that `make` builds
+rendezvous this launcher serves (gpuready.workloads.launchers.rendezvous): the Horovod that `make` builds
 has no MPI. A Horovod built with MPI runs the same command line.
 
 A process started over SSH without a terminal does not die with the ssh client that started it (sshd
@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.workloads import rendezvous
 from gpuready.workloads.launchers import (
     RENDEZVOUS_PORT,
     TRAIN_MODULE,
     Launch,
     Plan,
     horovodrun,
+    rendezvous,
     torchrun_args,
     worker_env,
 )

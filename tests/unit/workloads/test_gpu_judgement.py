@@ -203,14 +203,14 @@ def test_the_docs_table_is_the_per_gpu_reference_table() -> None:
 def test_this_machines_gpus_are_asked_as_the_node_checks_ask() -> None:
     # the nodes lab's replayed nvidia-smi answers the node checks' query: the training's count must use it
     from gpuready.validate.node.node import QUERY_COMMAND
-    from gpuready.workloads.launch_targets import GPU_QUERY
+    from gpuready.workloads.launchers.targets import GPU_QUERY
 
     assert " ".join(["nvidia-smi", *GPU_QUERY]) == QUERY_COMMAND
 
 
 def test_this_machines_gpus_come_from_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from gpuready.lab import replay
-    from gpuready.workloads.launch_targets import local_gpus
+    from gpuready.workloads.launchers.targets import local_gpus
 
     monkeypatch.setenv("PATH", f"{replay.build('h100-x8', tmp_path / 'replay')}:/usr/bin:/bin")
     assert local_gpus() == ([H100] * 8, "nvidia-smi lists 8")

@@ -23,9 +23,10 @@ def test_sbatch_script_is_valid_and_one_task_per_gpu(tmp_path: Path, workers: in
     assert f"#SBATCH --nodes={nodes}" in text and f"#SBATCH --ntasks={workers}" in text
     assert f"#SBATCH --gres=gpu:{min(workers, per_node)}" in text
     assert "mpirun --map-by socket" in text and "--mixed-precision --compile on" in text
-    # the command that runs: srun's tasks get Horovod's Gloo rendezvous from gpuready.workloads.rendezvous
+    # the command that runs: srun's tasks get Horovod's Gloo rendezvous from gpuready.workloads.launchers.rendezvous
     (run,) = [ln for ln in text.splitlines() if ln and not ln.startswith("#") and "rendezvous" in ln]
-    assert " -m gpuready.workloads.rendezvous srun -- " in run and "-m gpuready.workloads.tensorflow.train" in run
+    assert " -m gpuready.workloads.launchers.rendezvous srun -- " in run
+    assert "-m gpuready.workloads.tensorflow.train" in run
 
 
 def test_sbatch_tasks_per_node_spreads_workers_over_hosts(tmp_path: Path) -> None:
@@ -120,7 +121,7 @@ def test_ssh_fills_whole_hosts_one_worker_per_gpu(tmp_path: Path) -> None:
     cmd = ssh.command(PLAN, 8, [a, b], "mpirun", tmp_path / "known_hosts")
     cmd = [c for c in cmd if c != "--allow-run-as-root"]
     assert cmd[:6] == ["mpirun", "--map-by", "socket", "-np", "8", "-H"] and cmd[6] == "10.10.0.11:4,10.10.0.12:4"
-    assert cmd[cmd.index("--") - 2 : cmd.index("--")] == ["gpuready.workloads.rendezvous", "worker"]
+    assert cmd[cmd.index("--") - 2 : cmd.index("--")] == ["gpuready.workloads.launchers.rendezvous", "worker"]
 
 
 def horovodrun_found() -> bool:

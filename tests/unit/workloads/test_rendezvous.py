@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from gpuready.workloads import rendezvous
+from gpuready.workloads.launchers import rendezvous
 
 needs_horovod = pytest.mark.skipif(importlib.util.find_spec("horovod") is None, reason="Horovod (train extra)")
 

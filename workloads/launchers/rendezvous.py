@@ -6,9 +6,9 @@ variables). Under Slurm the processes come from ``srun``, under OpenMPI from ``m
 module does the second half for them, so a Horovod built with Gloo only (no MPI) trains under
 either launcher exactly as under horovodrun:
 
-    python -m gpuready.workloads.rendezvous srun -- python -m gpuready.workloads.tensorflow.train ...
+    python -m gpuready.workloads.launchers.rendezvous srun -- python -m gpuready.workloads.tensorflow.train ...
         (in a batch script: serves the rendezvous, then ``srun`` runs one worker per task)
-    python -m gpuready.workloads.rendezvous worker -- python -m gpuready.workloads.tensorflow.train ...
+    python -m gpuready.workloads.launchers.rendezvous worker -- python -m gpuready.workloads.tensorflow.train ...
         (what each task runs: its slot from the launcher's rank variables, then exec)
 """
 
@@ -23,7 +23,7 @@ import sys
 from typing import Any
 
 #: variables a worker needs from whoever serves the rendezvous
-MODULE = "gpuready.workloads.rendezvous"
+MODULE = "gpuready.workloads.launchers.rendezvous"
 ADDR, PORT, HOSTS = "HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT", "GPUREADY_GLOO_HOSTS"
 #: (rank, local rank) variables of the launchers we know, in order of preference
 RANK_VARIABLES = (
@@ -150,7 +150,7 @@ def _node_address(node: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m gpuready.workloads.rendezvous",
+        prog="python -m gpuready.workloads.launchers.rendezvous",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
