@@ -141,7 +141,8 @@ def compile_mode(eager: bool, xla: bool | None) -> str:
 
 
 def _body(ctx: Context) -> RunResult:
-    from gpuready.workloads import launchers, sweep
+    from gpuready.workloads import launchers
+    from gpuready.workloads.controller import sweep
     from gpuready.workloads.launchers.targets import launcher_for, target_for
 
     options = dict(ctx.options)
@@ -192,7 +193,7 @@ def _body(ctx: Context) -> RunResult:
         ctx.note,
     )
     if rows:
-        from gpuready.workloads.report import show
+        from gpuready.workloads.controller.report import show
 
         show(ctx.console, rows, ctx.run_dir)
     return result

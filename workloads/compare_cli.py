@@ -42,7 +42,7 @@ def _body(ctx: Context) -> RunResult:
     from gpuready.core.artifacts import write_text
     from gpuready.core.errors import BadInput
     from gpuready.core.results import failed, passed
-    from gpuready.workloads import compare
+    from gpuready.workloads.controller import compare
 
     specs = ctx.options["runs"]
     if len(specs) < 2:
@@ -85,8 +85,8 @@ def collect(outputs: tuple[Path, ...], artifacts: Path | None) -> None:
 
 
 def _collect(ctx: Context) -> RunResult:
-    from gpuready.workloads import collect as collecting
-    from gpuready.workloads.report import show
+    from gpuready.workloads.controller import collect as collecting
+    from gpuready.workloads.controller.report import show
 
     result = ctx.new_result()
     rows = collecting.run([Path(p) for p in ctx.options["outputs"]], ctx.run_dir, result, lambda _message: None)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuready.core.errors import BadInput
+from gpuready.workloads.controller.sweep import Target
 from gpuready.workloads.launchers import Launch, Plan
-from gpuready.workloads.sweep import Target
 
 if TYPE_CHECKING:
     from gpuready.core.inventory import Inventory

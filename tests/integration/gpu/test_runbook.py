@@ -240,7 +240,7 @@ def _summary(folder: Path, *checks: Check) -> None:
 
 
 def test_noisy_verdict_holds_only_when_busy_runs_fail_and_later_pass(tmp_path: Path) -> None:
-    from gpuready.workloads import sweep
+    from gpuready.workloads.controller import sweep
     from gpuready.workloads.launchers import Plan
 
     out = tmp_path / "out"

@@ -91,7 +91,7 @@ def test_compare_refuses_a_folder_that_is_not_a_training_run(tmp_path: Path, art
 
 
 def test_compare_says_when_setups_differ(tmp_path: Path) -> None:
-    from gpuready.workloads import compare
+    from gpuready.workloads.controller import compare
 
     a = _training_run(tmp_path / "a", {1: 100.0})
     b = _training_run(tmp_path / "b", {1: 90.0})

@@ -9,7 +9,7 @@ import pytest
 
 from gpuready.core.errors import BadInput
 from gpuready.core.settings.training import Reference
-from gpuready.workloads import references, sweep
+from gpuready.workloads.controller import references, sweep
 from gpuready.workloads.launchers import Launch, Plan
 from gpuready.workloads.pytorch.train import gpu_matches, parse_compute_apps
 from tests.conftest import ROOT

@@ -90,7 +90,7 @@ def test_pytorchjob_validator_catches_broken_jobs() -> None:
 
 
 def test_compare_names_the_framework_when_runs_differ_in_it() -> None:
-    from gpuready.workloads import compare
+    from gpuready.workloads.controller import compare
 
     older_tf = compare.Run("tf", Path("a"), {1: 100.0}, {"model": "densenet121"})  # before runs recorded it
     torch_run = compare.Run("torch", Path("b"), {1: 120.0}, {"model": "densenet121", "framework": "pytorch"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuready.core.settings.training import Reference
-from gpuready.workloads import references, scaling
+from gpuready.workloads.controller import references, scaling
 
 
 def _rank(rank: int, times: list[float], batch: int = 8) -> dict:

@@ -12,7 +12,7 @@ from typing import Any
 from gpuready.core.errors import BadInput
 from gpuready.core.results import Check, RunResult, failed, passed, skipped
 from gpuready.core.settings.training import Reference
-from gpuready.workloads import references, report, scaling
+from gpuready.workloads.controller import references, report, scaling
 from gpuready.workloads.launchers import Launch, Plan
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from typing import Any
 
 from gpuready.core.errors import BadInput
 from gpuready.core.results import RunResult
-from gpuready.workloads import sweep
+from gpuready.workloads.controller import sweep
 from gpuready.workloads.launchers import Launch, Plan, parse_results
 
 
