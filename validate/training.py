@@ -133,17 +133,9 @@ def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: 
     execute(ctx, _body)
 
 
-def compile_mode(eager: bool, xla: bool | None) -> str:
-    """The workers' --compile: off when eager (or XLA turned off), on when XLA is asked for, else auto (GPUs only)."""
-    if eager or xla is False:
-        return "off"
-    return "on" if xla else "auto"
-
-
 def _body(ctx: Context) -> RunResult:
-    from gpuready.workloads import launchers
-    from gpuready.workloads.controller import sweep
-    from gpuready.workloads.launchers.targets import launcher_for, target_for
+    from gpuready.core.errors import BadInput
+    from gpuready.workloads import smoke_run
 
     options = dict(ctx.options)
     if "gpus" in options:
@@ -151,8 +143,6 @@ def _body(ctx: Context) -> RunResult:
     settings = ctx.inventory.settings.training.model_copy(
         update={k: v for k, v in options.items() if k in type(ctx.inventory.settings.training).model_fields}
     )
-    from gpuready.core.errors import BadInput
-
     if settings.framework == "pytorch":
         for flag in ("distribution", "xla"):
             if options.get(flag):
@@ -163,37 +153,4 @@ def _body(ctx: Context) -> RunResult:
         settings = settings.model_copy(update={"distribution": "ddp", "xla": None})
     if settings.eager and settings.xla:
         raise BadInput("--eager turns XLA off and --xla (or training.xla) on: give one of them")
-    plan = launchers.Plan(
-        model=settings.model,
-        batch_size=settings.batch_size,
-        image_size=settings.image_size,
-        steps=settings.steps,
-        warmup_steps=settings.warmup_steps,
-        data=settings.data,
-        pipeline=settings.pipeline,
-        distribution=settings.distribution,
-        mixed_precision=settings.mixed_precision,
-        compile=compile_mode(settings.eager, settings.xla),
-        cpu=bool(options.get("cpu")),
-        eval_batches=settings.eval_batches,
-        timeout_s=settings.timeout_s,
-        framework=settings.framework,
-        cpu_threads=settings.cpu_threads,
-    )
-    target = target_for(ctx.inventory, settings, ctx.options.get("limit"))
-    sweep.check_plan(plan, settings.gpus, target)  # before the run folder exists: bad input leaves nothing behind
-    result = ctx.new_result()
-    rows = sweep.run(
-        plan,
-        settings.gpus,
-        target,
-        ctx.run_dir,
-        result,
-        launcher_for(ctx.inventory, settings, target, ctx.options.get("limit")),
-        ctx.note,
-    )
-    if rows:
-        from gpuready.workloads.controller.report import show
-
-        show(ctx.console, rows, ctx.run_dir)
-    return result
+    return smoke_run.run(ctx, settings, cpu=bool(options.get("cpu")))

@@ -74,6 +74,37 @@ def test_imports_follow_the_layers(layer: str, path: Path) -> None:
     assert not wrong, f"{path.relative_to(ROOT)} ({layer}) must not import {', '.join(wrong)}"
 
 
+#: validate training drives the workloads through this one module; the rest of workloads may move behind it.
+WORKLOADS_ENTRY = "gpuready.workloads.smoke_run"
+
+
+def _workloads_names(path: Path) -> set[tuple[str, int]]:
+    """Every gpuready.workloads module this file imports or names, with the imported names spelled out."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value]
+        found |= {(name, node.lineno) for name in names if re.match(r"gpuready\.workloads\b", name)}
+    return found
+
+
+def test_validate_reaches_the_workloads_through_one_module() -> None:
+    validate = [p for layer, p in FILES if layer == "validate"]
+    wrong = sorted(
+        f"{p.relative_to(ROOT)}:{line}: {name}"
+        for p in validate
+        for name, line in _workloads_names(p)
+        if name != WORKLOADS_ENTRY and not name.startswith(WORKLOADS_ENTRY + ".")
+    )
+    assert any(_workloads_names(p) for p in validate), "validate training no longer drives the workloads?"
+    assert not wrong, f"validate reaches into gpuready.workloads past {WORKLOADS_ENTRY}: {wrong}"
+
+
 #: Programs that run as processes of their own, not as library code: a training worker (torchrun starts it) and the
 #: GPU probe (sent to a node and run there by its python3). Their main() may set what torch reads from the
 #: environment before torch is imported (the compile cache's folder, CUDA's device order).

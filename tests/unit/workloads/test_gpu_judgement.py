@@ -170,8 +170,8 @@ def test_a_worker_that_trained_on_the_cpu_fails_a_gpu_run(tmp_path: Path) -> Non
 
 
 def test_worker_arguments_carry_compile_and_cpu() -> None:
-    from gpuready.validate.training import compile_mode
     from gpuready.workloads.pytorch import train as torch_train
+    from gpuready.workloads.smoke_run import compile_mode
     from gpuready.workloads.tensorflow import train
 
     assert "--compile" not in Plan().train_args() and "--cpu" not in Plan().train_args()
