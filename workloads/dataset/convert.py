@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuready.workloads.tensorflow.model import PATHOLOGIES
+from gpuready.workloads.dataset.labels import PATHOLOGIES
 
 CSV_NAMES = ("Data_Entry_2017.csv", "Data_Entry_2017_v2020.csv")
 

@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from torchvision.transforms.v2 import functional as F
 
 from gpuready.workloads.dataset import tfrecord
-from gpuready.workloads.tensorflow.model import PATHOLOGIES
+from gpuready.workloads.dataset.labels import PATHOLOGIES
 
 PIPELINES = ("new", "old")
 _MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics, as CheXNet normalised its inputs

@@ -79,7 +79,7 @@ def training_flops_per_image(name: str, image_size: int) -> float:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from gpuready.workloads.tensorflow.model import PATHOLOGIES
+    from gpuready.workloads.dataset.labels import PATHOLOGIES
 
     model = build_model(name, len(PATHOLOGIES))
     counter = FlopCounterMode(display=False)
@@ -142,8 +142,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
+    from gpuready.workloads.dataset.labels import PATHOLOGIES
     from gpuready.workloads.pytorch import data as torch_data
-    from gpuready.workloads.tensorflow.model import PATHOLOGIES
 
     rank, size = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
     local_rank, local_size = _env_int("LOCAL_RANK", 0), _env_int("LOCAL_WORLD_SIZE", 1)

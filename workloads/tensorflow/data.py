@@ -11,7 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from gpuready.workloads.tensorflow.model import PATHOLOGIES
+from gpuready.workloads.dataset.labels import PATHOLOGIES
 
 PIPELINES = ("new", "old")
 _MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics, as CheXNet normalised its inputs

@@ -4,23 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-#: ChestX-ray14's labels, in the order the model's outputs and the TFRecords' multi-hot vectors use.
-PATHOLOGIES = (
-    "Atelectasis",
-    "Cardiomegaly",
-    "Effusion",
-    "Infiltration",
-    "Mass",
-    "Nodule",
-    "Pneumonia",
-    "Pneumothorax",
-    "Consolidation",
-    "Edema",
-    "Emphysema",
-    "Fibrosis",
-    "Pleural_Thickening",
-    "Hernia",
-)
+from gpuready.workloads.dataset.labels import PATHOLOGIES
+
 MODELS = ("densenet121", "resnet50")
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.workloads.tensorflow.model import PATHOLOGIES
+from gpuready.workloads.dataset.labels import PATHOLOGIES
 from tests.conftest import require
 
 N_IMAGES = 24
