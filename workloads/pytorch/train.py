@@ -20,7 +20,7 @@ import socket
 import time
 from typing import Any
 
-from gpuready.workloads.tensorflow.train import (
+from gpuready.workloads.worker import (
     PROCESS_START_UNIX,
     auroc,
     common_arguments,
