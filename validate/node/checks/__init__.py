@@ -22,7 +22,6 @@ from gpuready.validate.node.checks.commands import (
     LABELS_COMMAND,
     LSPCI_COMMAND,
     MEASURING,
-    MODULES_COMMAND,
     NCCL_COMMAND,
     NVBANDWIDTH_COMMAND,
     NVLSM_COMMAND,
@@ -42,6 +41,7 @@ from gpuready.validate.node.checks.commands import (
 from gpuready.validate.node.checks.driver import GPU_VIEW
 from gpuready.validate.node.checks.registry import CATALOGUE, DEPENDS, CheckDef, check
 from gpuready.validate.node.checks.runner import run_catalogue, run_check
+from gpuready.validate.node.node import MODULES_COMMAND
 
 CHECK_IDS = [c.id for c in CATALOGUE]
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpuready.core.results import Check, failed, passed, skipped
+from gpuready.core.results import Check
+from gpuready.core.verdict import Verdict
 from gpuready.validate.node.checks.commands import VECTOR_ADD_COMMAND
 from gpuready.validate.node.checks.driver import GPU_VIEW
 from gpuready.validate.node.checks.registry import check
@@ -17,18 +18,16 @@ VECTOR_ADD_PASS = "Test PASSED"
     "Install the CUDA samples (vectorAdd) or a CUDA Python library; a failure on one GPU points at that GPU.",
     depends=GPU_VIEW,
 )
-def vector_add(node: Node) -> Check:
+def vector_add(node: Node, v: Verdict) -> Check:
     gpus = node.smi.gpus
     if not gpus:
-        return failed("compute.vector_add", node.name, "no GPU visible to compute on")
+        return v.failed("no GPU visible to compute on")
     answer = node.run(VECTOR_ADD_COMMAND)
     if "== no program" in answer.stdout:
-        return skipped(
-            "compute.vector_add", node.name, "no vector add available (neither vectorAdd, cupy nor torch on the node)"
-        )
+        return v.skipped("no vector add available (neither vectorAdd, cupy nor torch on the node)")
     sections = answer.stdout.split("== GPU ")[1:]
     failing = [s.split("\n", 1)[0] for s in sections if VECTOR_ADD_PASS not in s or "== rc=0" not in s]
     if len(sections) != len(gpus) or failing:
         which = ", ".join(failing) if failing else f"(output for {len(sections)} of {len(gpus)} GPUs)"
-        return failed("compute.vector_add", node.name, f"vector add failed on GPU {which}", answer.evidence(3000))
-    return passed("compute.vector_add", node.name, f"{VECTOR_ADD_PASS} on {len(gpus)} GPUs", answer.evidence(600))
+        return v.failed(f"vector add failed on GPU {which}", answer.evidence(3000))
+    return v.passed(f"{VECTOR_ADD_PASS} on {len(gpus)} GPUs", answer.evidence(600))

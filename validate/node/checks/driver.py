@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from gpuready.core.results import Check, failed, passed, skipped
+from gpuready.core.results import Check
+from gpuready.core.verdict import Verdict
 from gpuready.validate.node import nvsmi
 from gpuready.validate.node.checks.registry import check
 from gpuready.validate.node.node import Node
@@ -13,16 +14,11 @@ from gpuready.validate.node.node import Node
     "the nouveau module is not loaded (lsmod)",
     "Blacklist nouveau (/etc/modprobe.d/blacklist-nouveau.conf), rebuild the initramfs and reboot.",
 )
-def nouveau_absent(node: Node) -> Check:
+def nouveau_absent(node: Node, v: Verdict) -> Check:
     answer = node.modules
     if "nouveau" in nvsmi.parse_lsmod(answer.stdout):
-        return failed(
-            "driver.nouveau_absent",
-            node.name,
-            "nouveau is loaded: it holds the GPUs the nvidia driver needs",
-            answer.evidence(600),
-        )
-    return passed("driver.nouveau_absent", node.name, "nouveau not loaded")
+        return v.failed("nouveau is loaded: it holds the GPUs the nvidia driver needs", answer.evidence(600))
+    return v.passed("nouveau not loaded")
 
 
 @check(
@@ -31,11 +27,11 @@ def nouveau_absent(node: Node) -> Check:
     "Install the driver (gpuready provision cluster) and load it: modprobe nvidia; check dmesg for NVRM errors.",
     depends=("driver.nouveau_absent",),
 )
-def nvidia_module(node: Node) -> Check:
+def nvidia_module(node: Node, v: Verdict) -> Check:
     answer = node.modules
     if "nvidia" in nvsmi.parse_lsmod(answer.stdout):
-        return passed("driver.nvidia_module", node.name, "nvidia module loaded", answer.evidence(300))
-    return failed("driver.nvidia_module", node.name, "the nvidia kernel module is not loaded", answer.evidence(600))
+        return v.passed("nvidia module loaded", answer.evidence(300))
+    return v.failed("the nvidia kernel module is not loaded", answer.evidence(600))
 
 
 @check(
@@ -44,15 +40,13 @@ def nvidia_module(node: Node) -> Check:
     "Run nvidia-smi on the node: a driver/library version mismatch needs a reboot; a missing driver, an install.",
     depends=("driver.nvidia_module",),
 )
-def nvidia_smi(node: Node) -> Check:
+def nvidia_smi(node: Node, v: Verdict) -> Check:
     answer = node.smi_xml
     if answer.ok:
-        return passed("driver.nvidia_smi", node.name, f"nvidia-smi answers ({len(node.smi.gpus)} GPUs)")
+        return v.passed(f"nvidia-smi answers ({len(node.smi.gpus)} GPUs)")
     if answer.rc == 127:
-        return failed(
-            "driver.nvidia_smi", node.name, "nvidia-smi not found: no NVIDIA driver installed", answer.evidence()
-        )
-    return failed("driver.nvidia_smi", node.name, f"nvidia-smi failed (exit {answer.rc})", answer.evidence())
+        return v.failed("nvidia-smi not found: no NVIDIA driver installed", answer.evidence())
+    return v.failed(f"nvidia-smi failed (exit {answer.rc})", answer.evidence())
 
 
 GPU_VIEW = ("driver.nvidia_smi",)
@@ -64,7 +58,7 @@ GPU_VIEW = ("driver.nvidia_smi",)
     "Provision the pinned driver: gpuready provision cluster (reboot if the old module is still loaded).",
     depends=GPU_VIEW,
 )
-def driver_version(node: Node) -> Check:
+def driver_version(node: Node, v: Verdict) -> Check:
     pin = node.settings.driver
     version = node.smi.driver_version
     source = "nvidia-smi -q -x"
@@ -75,12 +69,12 @@ def driver_version(node: Node) -> Check:
         f"driver_version={version or '(not reported)'} ({source}); pinned version={pin.version!r} branch={pin.branch}"
     )
     if not version:
-        return skipped("driver.version", node.name, "nvidia-smi does not report the driver version here", evidence)
+        return v.skipped("nvidia-smi does not report the driver version here", evidence)
     branch = pin.branch.split("-")[0]
     if pin.version:
         ok, want = version == pin.version, pin.version
     else:
         ok, want = version.split(".")[0] == branch, f"branch {branch}"
     if ok:
-        return passed("driver.version", node.name, f"driver {version}", evidence)
-    return failed("driver.version", node.name, f"driver {version} is installed, the inventory pins {want}", evidence)
+        return v.passed(f"driver {version}", evidence)
+    return v.failed(f"driver {version} is installed, the inventory pins {want}", evidence)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpuready.core.results import Check, failed, passed, skipped
+from gpuready.core.results import Check
+from gpuready.core.verdict import Verdict
 from gpuready.validate.node import nvsmi
 from gpuready.validate.node import xid as xids
 from gpuready.validate.node.checks.commands import JOURNAL_COMMAND, LSPCI_COMMAND, UPTIME_COMMAND
@@ -20,29 +21,24 @@ from gpuready.validate.node.node import Node
     "Xid 79/NVRM errors, reseat it, run the field diagnostics.",
     depends=GPU_VIEW,
 )
-def pci_bus(node: Node) -> Check:
+def pci_bus(node: Node, v: Verdict) -> Check:
     answer = node.run(LSPCI_COMMAND)
     if answer.rc == 127 or (not answer.ok and not answer.stdout.strip()):
-        return skipped("gpu.pci_bus", node.name, "lspci is not installed (install pciutils)", answer.evidence(300))
+        return v.skipped("lspci is not installed (install pciutils)", answer.evidence(300))
     on_bus = nvsmi.parse_lspci_gpus(answer.stdout)
     if not on_bus and answer.stdout.startswith(nvsmi.SYSFS_MARK):
-        return skipped(
-            "gpu.pci_bus",
-            node.name,
-            "lspci is not installed and /sys/bus/pci lists no NVIDIA GPU (install pciutils)",
-            answer.evidence(300),
+        return v.skipped(
+            "lspci is not installed and /sys/bus/pci lists no NVIDIA GPU (install pciutils)", answer.evidence(300)
         )
     seen = {_short_bus_id(g.bus_id) for g in node.smi.gpus}
     missing = sorted(set(on_bus) - seen)
     evidence = answer.evidence(1200) + "\nnvidia-smi: " + ", ".join(sorted(seen))
     if missing:
-        return failed(
-            "gpu.pci_bus",
-            node.name,
+        return v.failed(
             f"{len(on_bus)} NVIDIA GPUs on the PCI bus, nvidia-smi sees {len(seen)}; not seen: {', '.join(missing)}",
             evidence,
         )
-    return passed("gpu.pci_bus", node.name, f"{len(on_bus)} GPUs on the bus, all seen by nvidia-smi", evidence)
+    return v.passed(f"{len(on_bus)} GPUs on the bus, all seen by nvidia-smi", evidence)
 
 
 def _short_bus_id(bus_id: str) -> str:
@@ -56,13 +52,13 @@ def _short_bus_id(bus_id: str) -> str:
     "Reseat or replace the missing GPU; check lspci and dmesg for a GPU that fell off the bus (Xid 79).",
     depends=(*GPU_VIEW, "gpu.pci_bus"),
 )
-def gpu_count(node: Node) -> Check:
+def gpu_count(node: Node, v: Verdict) -> Check:
     gpus = node.smi.gpus
     want = node.node_class.gpu_count
     evidence = "nvidia-smi -q -x: " + ", ".join(f"GPU {g.index} {g.bus_id} {g.name}" for g in gpus)
     if len(gpus) == want:
-        return passed("gpu.count", node.name, f"{len(gpus)} GPUs", evidence)
-    return failed("gpu.count", node.name, f"{len(gpus)} GPUs visible, the node class expects {want}", evidence)
+        return v.passed(f"{len(gpus)} GPUs", evidence)
+    return v.failed(f"{len(gpus)} GPUs visible, the node class expects {want}", evidence)
 
 
 @check(
@@ -71,21 +67,21 @@ def gpu_count(node: Node) -> Check:
     "Fix gpuready.node_classes[...].gpu_model or gpuready_node_class for this host, or the hardware.",
     depends=GPU_VIEW,
 )
-def gpu_model(node: Node) -> Check:
+def gpu_model(node: Node, v: Verdict) -> Check:
     gpus = node.smi.gpus
     want = node.node_class.gpu_model
     if not gpus:
-        return skipped("gpu.model", node.name, "no GPU visible (see gpu.count)")
+        return v.skipped("no GPU visible (see gpu.count)")
     wrong = [f"GPU {g.index}: {g.name}" for g in gpus if g.name != want]
     evidence = "nvidia-smi -q -x: " + ", ".join(f"GPU {g.index}: {g.name}" for g in gpus)
     if not wrong:
-        return passed("gpu.model", node.name, f"{len(gpus)}x {want}", evidence)
-    return failed("gpu.model", node.name, f"expected {want!r}; " + "; ".join(wrong), evidence)
+        return v.passed(f"{len(gpus)}x {want}", evidence)
+    return v.failed(f"expected {want!r}; " + "; ".join(wrong), evidence)
 
 
 def _per_gpu(
     node: Node,
-    id: str,
+    v: Verdict,
     bad: Callable[[nvsmi.Gpu], str],
     ok_message: str,
     note: Callable[[nvsmi.Gpu], str] | None = None,
@@ -98,13 +94,13 @@ def _per_gpu(
     under every check."""
     gpus = node.smi.gpus
     if not gpus:
-        return skipped(id, node.name, "no GPU visible (see gpu.count)")
+        return v.skipped("no GPU visible (see gpu.count)")
     problems = [f"GPU {g.index} ({g.bus_id}): {why}" for g in gpus if (why := bad(g))]
     evidence = "nvidia-smi -q -x:\n" + "\n".join(f"GPU {g.index} {g.bus_id}: {facts(g)}" for g in gpus)
     if problems:
-        return failed(id, node.name, "; ".join(problems), evidence)
+        return v.failed("; ".join(problems), evidence)
     notes = [f"GPU {g.index}: {n}" for g in gpus if note and (n := note(g))]
-    return passed(id, node.name, ok_message + (" (" + "; ".join(notes) + ")" if notes else ""), evidence)
+    return v.passed(ok_message + (" (" + "; ".join(notes) + ")" if notes else ""), evidence)
 
 
 def _persistence_facts(g: nvsmi.Gpu) -> str:
@@ -149,11 +145,11 @@ def _mig_facts(g: nvsmi.Gpu) -> str:
     "nvidia-smi -pm 1 is deprecated and points to nvidia-persistenced).",
     depends=GPU_VIEW,
 )
-def persistence(node: Node) -> Check:
+def persistence(node: Node, v: Verdict) -> Check:
     # "N/A" (vGPU guests, Windows, some platforms) or absent (old schemas): the mode does not apply there.
     return _per_gpu(
         node,
-        "gpu.persistence",
+        v,
         lambda g: f"persistence mode {g.persistence}" if g.persistence == "Disabled" else "",
         "no GPU with persistence mode Disabled",
         lambda g: (
@@ -169,7 +165,7 @@ def persistence(node: Node) -> Check:
     "Drain the node, reset the GPU (nvidia-smi -r) and run the field diagnostics; RMA if errors return.",
     depends=GPU_VIEW,
 )
-def ecc_volatile(node: Node) -> Check:
+def ecc_volatile(node: Node, v: Verdict) -> Check:
     def bad(g: nvsmi.Gpu) -> str:
         problems = []
         errors = {k: v for k, v in g.volatile_uncorrectable.items() if v}
@@ -189,17 +185,17 @@ def ecc_volatile(node: Node) -> Check:
         lifetime = sum(g.aggregate_uncorrectable.values())
         return f"{lifetime} uncorrectable in its lifetime (aggregate)" if lifetime else ""
 
-    return _per_gpu(node, "gpu.ecc_volatile", bad, "no volatile uncorrectable ECC errors", note, facts=_ecc_facts)
+    return _per_gpu(node, v, bad, "no volatile uncorrectable ECC errors", note, facts=_ecc_facts)
 
 
-def _counter_window(node: Node, check_id: str, unit_seconds: float) -> tuple[float, float] | Check:
+def _counter_window(node: Node, v: Verdict, unit_seconds: float) -> tuple[float, float] | Check:
     """The seconds a counter that starts at the driver load covers (at most the uptime) and the same in units.
 
     Under one unit counts as one, so a few events just after boot are not a high rate. No uptime: skipped.
     """
     uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
     if uptime is None:
-        return skipped(check_id, node.name, f"the uptime cannot be read ({UPTIME_COMMAND})")
+        return v.skipped(f"the uptime cannot be read ({UPTIME_COMMAND})")
     return uptime, max(uptime / unit_seconds, 1.0)
 
 
@@ -210,16 +206,14 @@ def _counter_window(node: Node, check_id: str, unit_seconds: float) -> tuple[flo
     "the field diagnostics (dcgmi diag -r 3) before it turns uncorrectable.",
     depends=GPU_VIEW,
 )
-def ecc_correctable_rate(node: Node) -> Check:
+def ecc_correctable_rate(node: Node, v: Verdict) -> Check:
     limit = node.settings.node_checks.correctable_errors_per_hour
     gpus = [g for g in node.smi.gpus if g.volatile_correctable]
     if not limit:
-        return skipped("gpu.ecc_correctable_rate", node.name, "turned off (node_checks.correctable_errors_per_hour: 0)")
+        return v.skipped("turned off (node_checks.correctable_errors_per_hour: 0)")
     if not gpus:
-        return skipped(
-            "gpu.ecc_correctable_rate", node.name, "no GPU reports corrected-error counters (ECC off or not supported)"
-        )
-    window = _counter_window(node, "gpu.ecc_correctable_rate", 3600)
+        return v.skipped("no GPU reports corrected-error counters (ECC off or not supported)")
+    window = _counter_window(node, v, 3600)
     if isinstance(window, Check):
         return window
     uptime, hours = window
@@ -234,11 +228,9 @@ def ecc_correctable_rate(node: Node) -> Check:
         if rates[g.index] >= limit
     ]
     if high:
-        return failed("gpu.ecc_correctable_rate", node.name, "; ".join(high), evidence)
+        return v.failed("; ".join(high), evidence)
     worst = max(rates.values())
-    return passed(
-        "gpu.ecc_correctable_rate", node.name, f"at most {worst:.1f} corrected errors/h (< {limit:g}/h)", evidence
-    )
+    return v.passed(f"at most {worst:.1f} corrected errors/h (< {limit:g}/h)", evidence)
 
 
 @check(
@@ -249,7 +241,7 @@ def ecc_correctable_rate(node: Node) -> Check:
     "unrepairable: drain, run the field diagnostics, RMA.",
     depends=GPU_VIEW,
 )
-def retired_pages(node: Node) -> Check:
+def retired_pages(node: Node, v: Verdict) -> Check:
     limit = node.settings.node_checks.retired_pages_limit
 
     def bad(g: nvsmi.Gpu) -> str:
@@ -272,7 +264,7 @@ def retired_pages(node: Node) -> Check:
         retired = (g.retired_sbe or 0) + (g.retired_dbe or 0)
         return f"{retired} retired pages" if retired else ""
 
-    return _per_gpu(node, "gpu.retired_pages", bad, "nothing pending, under the thresholds", note, facts=_memory_facts)
+    return _per_gpu(node, v, bad, "nothing pending, under the thresholds", note, facts=_memory_facts)
 
 
 @check(
@@ -281,10 +273,10 @@ def retired_pages(node: Node) -> Check:
     "Check cooling, airflow and power supply; nvidia-smi -q -d PERFORMANCE shows the active reason.",
     depends=GPU_VIEW,
 )
-def throttle(node: Node) -> Check:
+def throttle(node: Node, v: Verdict) -> Check:
     return _per_gpu(
         node,
-        "gpu.throttle",
+        v,
         lambda g: "hardware slowdown active: " + ", ".join(g.slowdowns) if g.slowdowns else "",
         "no hardware slowdown active",
         lambda g: "benign: " + ", ".join(g.benign_reasons) if g.benign_reasons else "",
@@ -299,7 +291,7 @@ def throttle(node: Node) -> Check:
     "generation in the BIOS, check lspci -vv LnkSta; a slot narrower by design is declared as pcie_width.",
     depends=GPU_VIEW,
 )
-def pcie_link(node: Node) -> Check:
+def pcie_link(node: Node, v: Verdict) -> Check:
     want_gen, want_width = node.node_class.pcie_gen, node.node_class.pcie_width
 
     def bad(g: nvsmi.Gpu) -> str:
@@ -328,10 +320,12 @@ def pcie_link(node: Node) -> Check:
             return f"link max gen {g.pcie_max_gen} < GPU's gen {gpu_max}{limit}"
         return ""
 
-    declared = " and ".join(filter(None, [want_gen and f"gen {want_gen}", want_width and f"x{want_width}"]))
+    declared = " and ".join(
+        filter(None, [f"gen {want_gen}" if want_gen else "", f"x{want_width}" if want_width else ""])
+    )
     return _per_gpu(
         node,
-        "gpu.pcie_link",
+        v,
         bad,
         f"links reach the node class's {declared}" if declared else "links at the GPUs' full width",
         note,
@@ -345,23 +339,23 @@ def pcie_link(node: Node) -> Check:
     "Many replays mean a marginal link: reseat the GPU or riser, check the slot and cables; nvidia-smi -q -d PCIE.",
     depends=GPU_VIEW,
 )
-def pcie_replay(node: Node) -> Check:
+def pcie_replay(node: Node, v: Verdict) -> Check:
     limit = node.settings.node_checks.pcie_replays_per_minute
     counted = [g for g in node.smi.gpus if g.pcie_replays is not None]
     if not limit:
-        return skipped("gpu.pcie_replay", node.name, "turned off (node_checks.pcie_replays_per_minute: 0)")
+        return v.skipped("turned off (node_checks.pcie_replays_per_minute: 0)")
     if not counted:
-        return skipped("gpu.pcie_replay", node.name, "no GPU reports a PCIe replay counter")
+        return v.skipped("no GPU reports a PCIe replay counter")
     replaying = [g for g in counted if g.pcie_replays]
     if not replaying:
-        return passed("gpu.pcie_replay", node.name, "no PCIe replays")
+        return v.passed("no PCIe replays")
     # One reading gives an average: one above the per-minute limit means at least one minute was above it.
     # Shorter bursts need two readings a minute apart, as DCGM's health watch takes (dcgmi health).
-    window = _counter_window(node, "gpu.pcie_replay", 60)
+    window = _counter_window(node, v, 60)
     if isinstance(window, Check):
         return window
     uptime, minutes = window
-    rates = {g.index: g.pcie_replays / minutes for g in replaying}
+    rates = {g.index: (g.pcie_replays or 0) / minutes for g in replaying}
     evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x pci/replay_counter:\n" + "\n".join(
         f"GPU {g.index} {g.bus_id}: {g.pcie_replays} -> {rates[g.index]:.2f}/min" for g in replaying
     )
@@ -372,9 +366,9 @@ def pcie_replay(node: Node) -> Check:
         if rates[g.index] > limit
     ]
     if high:
-        return failed("gpu.pcie_replay", node.name, "; ".join(high), evidence)
+        return v.failed("; ".join(high), evidence)
     worst = max(rates.values())
-    return passed("gpu.pcie_replay", node.name, f"at most {worst:.2f} PCIe replays/min (<= {limit:g}/min)", evidence)
+    return v.passed(f"at most {worst:.2f} PCIe replays/min (<= {limit:g}/min)", evidence)
 
 
 @check(
@@ -384,10 +378,10 @@ def pcie_replay(node: Node) -> Check:
     "the GPU so a pending change takes effect.",
     depends=GPU_VIEW,
 )
-def mig(node: Node) -> Check:
+def mig(node: Node, v: Verdict) -> Check:
     want = node.node_class.mig
     if want is None:
-        return skipped("gpu.mig", node.name, "the node class does not declare a MIG mode (mig: true|false)")
+        return v.skipped("the node class does not declare a MIG mode (mig: true|false)")
     target = "Enabled" if want else "Disabled"
 
     def bad(g: nvsmi.Gpu) -> str:
@@ -399,7 +393,7 @@ def mig(node: Node) -> Check:
             return f"MIG change to {g.mig_pending} pending (reset the GPU)"
         return ""
 
-    return _per_gpu(node, "gpu.mig", bad, f"MIG {target}", facts=_mig_facts)
+    return _per_gpu(node, v, bad, f"MIG {target}", facts=_mig_facts)
 
 
 @check(
@@ -409,18 +403,13 @@ def mig(node: Node) -> Check:
     "diagnostics, driver Xids a reset and, if they repeat, a driver update.",
     depends=GPU_VIEW,
 )
-def xid(node: Node) -> Check:
+def xid(node: Node, v: Verdict) -> Check:
     settings = node.settings.node_checks
     answer = node.run("dmesg")
     if not answer.ok:
         answer = node.run(JOURNAL_COMMAND)
     if not answer.ok:
-        return skipped(
-            "gpu.xid",
-            node.name,
-            "the kernel log cannot be read here (dmesg and journalctl -k failed)",
-            answer.evidence(300),
-        )
+        return v.skipped("the kernel log cannot be read here (dmesg and journalctl -k failed)", answer.evidence(300))
     found = xids.events(answer.stdout)
     uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
     recent = xids.recent(found, uptime, settings.xid_window_hours)
@@ -433,13 +422,10 @@ def xid(node: Node) -> Check:
         kinds = sorted({e.kind for e in fatal})
         codes = ", ".join(sorted({f"{e.code} ({e.description})" for e in fatal}))
         remedy = "; ".join(f"{k}: {xids.REMEDY[k]}" for k in kinds)
-        return failed("gpu.xid", node.name, f"{'/'.join(kinds)} Xid in the {window}: {codes}", evidence, remedy)
+        return v.failed(f"{'/'.join(kinds)} Xid in the {window}: {codes}", evidence, remedy)
     if found:
         other = len(found) - len(recent)
-        return passed(
-            "gpu.xid",
-            node.name,
-            f"no failing Xid in the {window} ({len(recent)} application Xid(s) in it, {other} older)",
-            evidence,
+        return v.passed(
+            f"no failing Xid in the {window} ({len(recent)} application Xid(s) in it, {other} older)", evidence
         )
-    return passed("gpu.xid", node.name, "no Xid since boot")
+    return v.passed("no Xid since boot")

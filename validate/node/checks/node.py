@@ -6,7 +6,8 @@ from __future__ import annotations
 import fnmatch
 
 from gpuready.core import role_defaults
-from gpuready.core.results import Check, failed, passed, skipped
+from gpuready.core.results import Check
+from gpuready.core.verdict import Verdict
 from gpuready.validate.node import nvsmi
 from gpuready.validate.node.checks.commands import (
     DCGM_TIMEOUTS,
@@ -36,7 +37,7 @@ from gpuready.validate.node.node import Node, NoGpuView
     "Load nvidia-uvm and create the nodes: nvidia-modprobe -u -c=0 (or reboot after installing the driver).",
     depends=("driver.nvidia_module",),
 )
-def devices(node: Node) -> Check:
+def devices(node: Node, v: Verdict) -> Check:
     try:
         minors = [g.minor for g in node.smi.gpus]
     except NoGpuView:
@@ -46,8 +47,8 @@ def devices(node: Node) -> Check:
     paths = ["/dev/nvidiactl", "/dev/nvidia-uvm", *(f"/dev/nvidia{m}" for m in minors)]
     missing = [p for p in paths if kinds.get(p) != "character"]
     if missing:
-        return failed("node.devices", node.name, "missing: " + ", ".join(missing), answer.evidence(600))
-    return passed("node.devices", node.name, f"{len(paths)} device files present", answer.evidence(600))
+        return v.failed("missing: " + ", ".join(missing), answer.evidence(600))
+    return v.passed(f"{len(paths)} device files present", answer.evidence(600))
 
 
 @check(
@@ -62,12 +63,12 @@ def devices(node: Node) -> Check:
     + " && restorecon -Rv /dev /usr/bin (gpuready provision cluster does this when "
     "selinux.manage_file_contexts is on).",
 )
-def selinux_labels(node: Node) -> Check:
+def selinux_labels(node: Node, v: Verdict) -> Check:
     mode = node.run("getenforce")
     if not mode.ok:
-        return skipped("node.selinux_labels", node.name, "SELinux not installed (no getenforce)")
+        return v.skipped("SELinux not installed (no getenforce)")
     if mode.stdout.strip() != "Enforcing":
-        return skipped("node.selinux_labels", node.name, f"SELinux is {mode.stdout.strip()}, labels do not apply")
+        return v.skipped(f"SELinux is {mode.stdout.strip()}, labels do not apply")
     wrong, seen = [], []
     listing = node.run(LABELS_COMMAND)
     for line in listing.stdout.splitlines():
@@ -80,8 +81,8 @@ def selinux_labels(node: Node) -> Check:
             wrong.append(f"{path} is {label or 'unlabelled'} (want {want})")
     evidence = "$ getfattr -n security.selinux /dev/nvidia* /usr/bin/nvidia-*\n" + "\n".join(seen)
     if wrong:
-        return failed("node.selinux_labels", node.name, "; ".join(wrong), evidence)
-    return passed("node.selinux_labels", node.name, f"{len(seen)} files labelled as required", evidence)
+        return v.failed("; ".join(wrong), evidence)
+    return v.passed(f"{len(seen)} files labelled as required", evidence)
 
 
 @check(
@@ -89,22 +90,17 @@ def selinux_labels(node: Node) -> Check:
     "the container runtime's configuration names the nvidia runtime",
     "Run gpuready provision cluster (nvidia-ctk runtime configure --runtime=<runtime>), then restart it.",
 )
-def container_runtime(node: Node) -> Check:
+def container_runtime(node: Node, v: Verdict) -> Check:
     runtime = node.settings.container_runtime
     if runtime == "none":
-        return skipped("node.container_runtime", node.name, "container_runtime is none in the settings")
+        return v.skipped("container_runtime is none in the settings")
     path, needle = RUNTIME_CONFIG[runtime]
     config = node.host.file(path)
     if not config.exists:
-        return failed("node.container_runtime", node.name, f"{path} does not exist ({runtime})")
+        return v.failed(f"{path} does not exist ({runtime})")
     if needle not in config.content_string:
-        return failed(
-            "node.container_runtime",
-            node.name,
-            f"{path} does not mention {needle}",
-            f"$ cat {path}\n{config.content_string[:800]}",
-        )
-    return passed("node.container_runtime", node.name, f"{runtime} configured for nvidia", f"{path} mentions {needle}")
+        return v.failed(f"{path} does not mention {needle}", f"$ cat {path}\n{config.content_string[:800]}")
+    return v.passed(f"{runtime} configured for nvidia", f"{path} mentions {needle}")
 
 
 @check(
@@ -112,16 +108,12 @@ def container_runtime(node: Node) -> Check:
     "on Kubernetes nodes the device plugin's socket exists",
     "Deploy the NVIDIA device plugin on this node (gpuready provision cluster) and check its pod log.",
 )
-def device_plugin_socket(node: Node) -> Check:
+def device_plugin_socket(node: Node, v: Verdict) -> Check:
     if not node.run(KUBELET_COMMAND).ok:
-        return skipped("node.device_plugin_socket", node.name, "not a Kubernetes node (no /var/lib/kubelet)")
+        return v.skipped("not a Kubernetes node (no /var/lib/kubelet)")
     if node.run(SOCKET_COMMAND).ok:
-        return passed("node.device_plugin_socket", node.name, f"{DEVICE_PLUGIN_SOCKET} present")
-    return failed(
-        "node.device_plugin_socket",
-        node.name,
-        f"{DEVICE_PLUGIN_SOCKET} missing: the device plugin is not serving on this node",
-    )
+        return v.passed(f"{DEVICE_PLUGIN_SOCKET} present")
+    return v.failed(f"{DEVICE_PLUGIN_SOCKET} missing: the device plugin is not serving on this node")
 
 
 @check(
@@ -129,15 +121,15 @@ def device_plugin_socket(node: Node) -> Check:
     "on fabric nodes every listed IB port is Active at the node class's rate (ibstat)",
     "Check the cable and the subnet manager (opensm); ibdev2netdev maps ports; ibstat shows the state and rate.",
 )
-def ib_ports(node: Node) -> Check:
+def ib_ports(node: Node, v: Verdict) -> Check:
     fabric = node.node_class.fabric
     if fabric is None or not fabric.ports:
-        return skipped("node.ib_ports", node.name, "the node class has no fabric ports")
+        return v.skipped("the node class has no fabric ports")
     problems, evidence = [], []
     for port in fabric.ports:
         answer = node.run(ibstat_command(port))
         if answer.rc == 127:
-            return skipped("node.ib_ports", node.name, "ibstat is not installed (install infiniband-diags)")
+            return v.skipped("ibstat is not installed (install infiniband-diags)")
         evidence.append(answer.evidence(500))
         ports = nvsmi.parse_ibstat(answer.stdout)
         if not answer.ok or not ports:
@@ -150,9 +142,9 @@ def ib_ports(node: Node) -> Check:
             elif fabric.rate_gbps and (rate or 0) < fabric.rate_gbps:
                 problems.append(f"{port} port {number}: rate {rate} Gb/s < node class {fabric.rate_gbps}")
     if problems:
-        return failed("node.ib_ports", node.name, "ports not as expected: " + "; ".join(problems), "\n".join(evidence))
-    rate = f" at >= {fabric.rate_gbps} Gb/s" if fabric.rate_gbps else ""
-    return passed("node.ib_ports", node.name, f"{len(fabric.ports)} port(s) Active{rate}", "\n".join(evidence))
+        return v.failed("ports not as expected: " + "; ".join(problems), "\n".join(evidence))
+    at_rate = f" at >= {fabric.rate_gbps} Gb/s" if fabric.rate_gbps else ""
+    return v.passed(f"{len(fabric.ports)} port(s) Active{at_rate}", "\n".join(evidence))
 
 
 def _int_or_none(value: str) -> int | None:
@@ -167,22 +159,20 @@ def _int_or_none(value: str) -> int | None:
     "on fabric nodes, no InfiniBand/RDMA link went down since boot (kernel log)",
     "A port that goes down and up is a bad cable, transceiver or switch port: reseat or replace it.",
 )
-def ib_flapping(node: Node) -> Check:
+def ib_flapping(node: Node, v: Verdict) -> Check:
     fabric = node.node_class.fabric
     if fabric is None or not fabric.ports:
-        return skipped("node.ib_flapping", node.name, "the node class has no fabric ports")
+        return v.skipped("the node class has no fabric ports")
     log = node.run("dmesg")
     if not log.ok:
-        return skipped("node.ib_flapping", node.name, "the kernel log cannot be read here", log.evidence(300))
+        return v.skipped("the kernel log cannot be read here", log.evidence(300))
     downs = nvsmi.link_down_events(log.stdout, fabric.ports)
     if downs:
-        return failed(
-            "node.ib_flapping",
-            node.name,
+        return v.failed(
             f"{len(downs)} link-down event(s) on the fabric since boot",
             "$ dmesg | grep link down\n" + "\n".join(downs[:20]),
         )
-    return passed("node.ib_flapping", node.name, "no fabric link-down event since boot")
+    return v.passed("no fabric link-down event since boot")
 
 
 @check(
@@ -190,10 +180,10 @@ def ib_flapping(node: Node) -> Check:
     "on fabric nodes with ats: true, ATS is enabled on the NIC (mlxconfig)",
     "mlxconfig -d <dev> set ATS_ENABLED=true, then reboot (gpuready provision cluster does it when fabric.ats).",
 )
-def ats(node: Node) -> Check:
+def ats(node: Node, v: Verdict) -> Check:
     fabric = node.node_class.fabric
     if fabric is None or not fabric.ats:
-        return skipped("node.ats", node.name, "ATS not required by the node class")
+        return v.skipped("ATS not required by the node class")
     devices = fabric.mst_devices or fabric.ports
     problems, evidence = [], []
     for device in devices:
@@ -203,8 +193,8 @@ def ats(node: Node) -> Check:
         if not answer.ok or not values or not values[0].startswith("True"):
             problems.append(f"{device}: {values[0] if values else f'mlxconfig exit {answer.rc}'}")
     if problems:
-        return failed("node.ats", node.name, "ATS not enabled: " + "; ".join(problems), "\n".join(evidence))
-    return passed("node.ats", node.name, f"ATS enabled on {len(devices)} device(s)", "\n".join(evidence))
+        return v.failed("ATS not enabled: " + "; ".join(problems), "\n".join(evidence))
+    return v.passed(f"ATS enabled on {len(devices)} device(s)", "\n".join(evidence))
 
 
 @check(
@@ -214,17 +204,15 @@ def ats(node: Node) -> Check:
     "sets driver.rdma.enabled).",
     depends=("driver.nvidia_module",),
 )
-def peermem(node: Node) -> Check:
+def peermem(node: Node, v: Verdict) -> Check:
     fabric = node.node_class.fabric
     if fabric is None or not fabric.gpudirect_rdma:
-        return skipped("node.peermem", node.name, "the node class does not ask for GPUDirect RDMA")
+        return v.skipped("the node class does not ask for GPUDirect RDMA")
     modules = nvsmi.parse_lsmod(node.modules.stdout)
     loaded = [m for m in ("nvidia_peermem", "nv_peer_mem") if m in modules]
     if loaded:
-        return passed("node.peermem", node.name, f"{loaded[0]} loaded")
-    return failed(
-        "node.peermem", node.name, "nvidia_peermem is not loaded: GPUDirect RDMA is off", node.modules.evidence(600)
-    )
+        return v.passed(f"{loaded[0]} loaded")
+    return v.failed("nvidia_peermem is not loaded: GPUDirect RDMA is off", node.modules.evidence(600))
 
 
 @check(
@@ -234,9 +222,9 @@ def peermem(node: Node) -> Check:
     "nvidia-fabricmanager; journalctl -u nvidia-fabricmanager says why it stopped.",
     depends=GPU_VIEW,
 )
-def fabric_manager(node: Node) -> Check:
+def fabric_manager(node: Node, v: Verdict) -> Check:
     if not node.node_class.nvswitch:
-        return skipped("node.fabric_manager", node.name, "the node class has no NVSwitch (nvswitch: false)")
+        return v.skipped("the node class has no NVSwitch (nvswitch: false)")
     service = node.run(FABRIC_MANAGER_COMMAND)
     problems = []
     if service.stdout.strip() != "active":
@@ -264,10 +252,8 @@ def fabric_manager(node: Node) -> Check:
         if "nvlsm" not in nvlsm.stdout:
             problems.append("NVLink Subnet Manager (nvlsm) is not running: an HGX Blackwell fabric needs it")
     if problems:
-        return failed("node.fabric_manager", node.name, "; ".join(problems), evidence)
-    return passed(
-        "node.fabric_manager", node.name, "nvidia-fabricmanager active, fabric registration complete", evidence
-    )
+        return v.failed("; ".join(problems), evidence)
+    return v.passed("nvidia-fabricmanager active, fabric registration complete", evidence)
 
 
 @check(
@@ -277,38 +263,25 @@ def fabric_manager(node: Node) -> Check:
     "NVIDIA's DCGM user guide lists each test's remedy.",
     depends=GPU_VIEW,
 )
-def dcgm_diag(node: Node) -> Check:
+def dcgm_diag(node: Node, v: Verdict) -> Check:
     level = node.settings.node_checks.dcgm_level
     answer = node.run(dcgm_command(level))
     if tool_absent(answer, "== no dcgmi"):
-        return skipped(
-            "diag.dcgm",
-            node.name,
+        return v.skipped(
             "DCGM not installed: install datacenter-gpu-manager-4 (NVIDIA's CUDA repository) "
-            "and start nvidia-dcgm to run dcgmi diag",
+            "and start nvidia-dcgm to run dcgmi diag"
         )
     if answer.rc in (124, 137):
-        return failed(
-            "diag.dcgm",
-            node.name,
-            f"dcgmi diag -r {level} ran past its {DCGM_TIMEOUTS[level]} s limit and was stopped",
-            answer.evidence(1500),
+        return v.failed(
+            f"dcgmi diag -r {level} ran past its {DCGM_TIMEOUTS[level]} s limit and was stopped", answer.evidence(1500)
         )
     try:
         results = nvsmi.parse_dcgm_diag(answer.stdout)
     except nvsmi.ParseError as e:
-        return failed(
-            "diag.dcgm", node.name, f"dcgmi diag did not answer in JSON (exit {answer.rc}): {e}", answer.evidence(1500)
-        )
+        return v.failed(f"dcgmi diag did not answer in JSON (exit {answer.rc}): {e}", answer.evidence(1500))
     if not results:
-        return failed(
-            "diag.dcgm", node.name, f"dcgmi diag answered no test result (exit {answer.rc})", answer.evidence(1500)
-        )
+        return v.failed(f"dcgmi diag answered no test result (exit {answer.rc})", answer.evidence(1500))
     failing = [f"{name}: {status}" for name, status in results if status.lower() in ("fail", "failed")]
     if failing:
-        return failed(
-            "diag.dcgm", node.name, f"dcgmi diag -r {level} failed: " + "; ".join(failing[:6]), answer.evidence(3000)
-        )
-    return passed(
-        "diag.dcgm", node.name, f"dcgmi diag -r {level}: {len(results)} result(s), none failed", answer.evidence(800)
-    )
+        return v.failed(f"dcgmi diag -r {level} failed: " + "; ".join(failing[:6]), answer.evidence(3000))
+    return v.passed(f"dcgmi diag -r {level}: {len(results)} result(s), none failed", answer.evidence(800))

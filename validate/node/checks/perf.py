@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from gpuready.core.results import Check, failed, skipped
+from gpuready.core.results import Check
+from gpuready.core.verdict import Verdict
 from gpuready.validate.node import nvsmi, perf, tool_output
 from gpuready.validate.node.checks.commands import (
     NCCL_COMMAND,
@@ -36,7 +38,7 @@ class _Measured:
     evidence: str = ""
 
 
-def _probe(node: Node) -> tuple[dict | None, str, Answer]:
+def _probe(node: Node) -> tuple[dict[str, Any] | None, str, Answer]:
     """The probe's result; else (None, why) where the probe failed, (None, "") where torch (with CUDA) is missing."""
     answer = node.run(PROBE_COMMAND)
     if tool_absent(answer, "== no torch"):
@@ -93,22 +95,23 @@ def _nvbandwidth_path(answer: Answer) -> str:
     return first.removeprefix("== nvbandwidth ").strip() if first.startswith("== nvbandwidth ") else "nvbandwidth"
 
 
-def _verdict(node: Node, id: str, metric: str, tries: list[Callable[[], _Measured]], install: str) -> Check:
+def _verdict(node: Node, v: Verdict, metric: str, tries: list[Callable[[], _Measured]], install: str) -> Check:
     """The first tool that measured decides; one that is missing hands on to the next; none: skipped."""
     for attempt in tries:
         measured = attempt()
         if measured.fail:
-            return failed(id, node.name, measured.fail, measured.evidence)
+            return v.failed(measured.fail, measured.evidence)
         if measured.figures is not None:
-            return perf.judge(
-                id,
-                node.name,
-                metric,
-                measured.figures,
-                measured.source,
-                overrides=node.node_class.references,
-            )
-    return skipped(id, node.name, f"nothing here measures it: {install}")
+            return _judge(node, v, metric, measured.figures, measured.source)
+    return v.skipped(f"nothing here measures it: {install}")
+
+
+def _judge(
+    node: Node, v: Verdict, metric: str, figures: list[perf.Figure], source: str, *, per_gpu: bool = True
+) -> Check:
+    """The figures against the model's references, or the node class's own lower bounds where it has them."""
+    overrides: dict[str, float] = dict(node.node_class.references.items())
+    return perf.judge(v.id, v.host, metric, figures, source, overrides=overrides, per_gpu=per_gpu)
 
 
 @check(
@@ -118,10 +121,8 @@ def _verdict(node: Node, id: str, metric: str, tries: list[Callable[[], _Measure
     PERF_REMEDY,
     depends=GPU_VIEW,
 )
-def matmul_tflops(node: Node) -> Check:
-    return _verdict(
-        node, "perf.matmul_tflops", "matmul_tflops", [lambda: _from_probe(node, "matmul_tflops")], INSTALL_PROBE
-    )
+def matmul_tflops(node: Node, v: Verdict) -> Check:
+    return _verdict(node, v, "matmul_tflops", [lambda: _from_probe(node, "matmul_tflops")], INSTALL_PROBE)
 
 
 @check(
@@ -131,14 +132,8 @@ def matmul_tflops(node: Node) -> Check:
     PERF_REMEDY,
     depends=GPU_VIEW,
 )
-def memory_bandwidth(node: Node) -> Check:
-    return _verdict(
-        node,
-        "perf.memory_bandwidth",
-        "memory_bandwidth",
-        [lambda: _from_probe(node, "memory_bandwidth")],
-        INSTALL_PROBE,
-    )
+def memory_bandwidth(node: Node, v: Verdict) -> Check:
+    return _verdict(node, v, "memory_bandwidth", [lambda: _from_probe(node, "memory_bandwidth")], INSTALL_PROBE)
 
 
 @check(
@@ -148,10 +143,10 @@ def memory_bandwidth(node: Node) -> Check:
     "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link.",
     depends=GPU_VIEW,
 )
-def h2d_bandwidth(node: Node) -> Check:
+def h2d_bandwidth(node: Node, v: Verdict) -> Check:
     return _verdict(
         node,
-        "perf.h2d_bandwidth",
+        v,
         "h2d_bandwidth",
         [lambda: _from_nvbandwidth(node, tool_output.H2D_TEST), lambda: _from_probe(node, "h2d_bandwidth")],
         "build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, or " + INSTALL_PROBE,
@@ -165,10 +160,10 @@ def h2d_bandwidth(node: Node) -> Check:
     "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link.",
     depends=GPU_VIEW,
 )
-def d2h_bandwidth(node: Node) -> Check:
+def d2h_bandwidth(node: Node, v: Verdict) -> Check:
     return _verdict(
         node,
-        "perf.d2h_bandwidth",
+        v,
         "d2h_bandwidth",
         [lambda: _from_nvbandwidth(node, tool_output.D2H_TEST), lambda: _from_probe(node, "d2h_bandwidth")],
         "build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, or " + INSTALL_PROBE,
@@ -193,47 +188,40 @@ def _pair_figures(node: Node, values: dict[tuple[int, int], list[float]]) -> lis
     "a PCIe pair below its mates points at the PCIe switch or ACS settings.",
     depends=GPU_VIEW,
 )
-def p2p_bandwidth(node: Node) -> Check:
-    id = "perf.p2p_bandwidth"
+def p2p_bandwidth(node: Node, v: Verdict) -> Check:
     if len(node.smi.gpus) < 2:
-        return skipped(id, node.name, "one GPU: no peer-to-peer pair")
+        return v.skipped("one GPU: no peer-to-peer pair")
     answer = node.run(NVBANDWIDTH_COMMAND)
     if not tool_absent(answer, "== not installed"):
         pairs = tool_output.nvbandwidth_per_pair(answer.stdout)
         if not pairs:
             # nvbandwidth waives the test where no pair has peer access (NVIDIA/nvbandwidth issue #13).
-            return skipped(
-                id, node.name, "nvbandwidth measured no peer-to-peer pair (no pair allows it)", answer.evidence(800)
-            )
-        return perf.judge(
-            id,
-            node.name,
+            return v.skipped("nvbandwidth measured no peer-to-peer pair (no pair allows it)", answer.evidence(800))
+        return _judge(
+            node,
+            v,
             "p2p_bandwidth",
             _pair_figures(node, pairs),
             f"{_nvbandwidth_path(answer)} -t {tool_output.P2P_TEST}, {SAMPLES} runs",
-            overrides=node.node_class.references,
             per_gpu=False,
         )
     data, why, probe_answer = _probe(node)
     if why:
-        return failed(id, node.name, why, probe_answer.evidence(1500))
+        return v.failed(why, probe_answer.evidence(1500))
     if data is None:
-        return skipped(
-            id,
-            node.name,
+        return v.skipped(
             "nothing here measures it: build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, or "
-            + INSTALL_PROBE,
+            + INSTALL_PROBE
         )
     pairs = {tuple(p["pair"]): p["p2p_bandwidth"] for p in data.get("p2p", []) if p.get("p2p_bandwidth")}
     if not pairs:
-        return skipped(id, node.name, "no GPU pair allows peer-to-peer access (torch.cuda.can_device_access_peer)")
-    return perf.judge(
-        id,
-        node.name,
+        return v.skipped("no GPU pair allows peer-to-peer access (torch.cuda.can_device_access_peer)")
+    return _judge(
+        node,
+        v,
         "p2p_bandwidth",
-        _pair_figures(node, pairs),  # type: ignore[arg-type]
+        _pair_figures(node, pairs),
         f"gpuready's probe (torch {data.get('torch', '?')})",
-        overrides=node.node_class.references,
         per_gpu=False,
     )
 
@@ -246,34 +234,27 @@ def p2p_bandwidth(node: Node) -> Check:
     "that no other job runs; compare with the reference table in docs/node-checks.md.",
     depends=GPU_VIEW,
 )
-def nccl_allreduce(node: Node) -> Check:
-    id = "perf.nccl_allreduce"
+def nccl_allreduce(node: Node, v: Verdict) -> Check:
     gpus = node.smi.gpus
     if len(gpus) < 2:
         # all_reduce_perf on one GPU reports a bus bandwidth of 0: there is no link within the node to measure.
-        return skipped(id, node.name, "one GPU: no all-reduce within the node")
+        return v.skipped("one GPU: no all-reduce within the node")
     answer = node.run(NCCL_COMMAND)
     if not tool_absent(answer, "== not installed"):
         samples, source, evidence = tool_output.nccl_busbw(answer.stdout), "nccl-tests all_reduce_perf", answer
     else:
         data, why, evidence = _probe(node)
         if why:
-            return failed(id, node.name, why, evidence.evidence(1500))
+            return v.failed(why, evidence.evidence(1500))
         if data is None:
-            return skipped(
-                id,
-                node.name,
+            return v.skipped(
                 "nothing here runs NCCL: build all_reduce_perf (github.com/NVIDIA/nccl-tests) and put it on PATH, "
-                "or " + INSTALL_PROBE,
+                "or " + INSTALL_PROBE
             )
         if data.get("nccl_error"):
-            return failed(id, node.name, f"NCCL all-reduce through torch failed: {data['nccl_error']}")
+            return v.failed(f"NCCL all-reduce through torch failed: {data['nccl_error']}")
         samples, source = data.get("nccl_allreduce_busbw") or [], f"gpuready's probe (torch {data.get('torch')})"
     if not samples or not any(samples):
-        return failed(
-            id, node.name, f"no bus bandwidth figure in the output (exit {evidence.rc})", evidence.evidence(1500)
-        )
+        return v.failed(f"no bus bandwidth figure in the output (exit {evidence.rc})", evidence.evidence(1500))
     figure = perf.Figure(f"{len(gpus)} GPUs", gpus[0].name, samples, None, perf.busy(gpus))
-    return perf.judge(
-        id, node.name, "nccl_allreduce_busbw", [figure], source, overrides=node.node_class.references, per_gpu=False
-    )
+    return _judge(node, v, "nccl_allreduce_busbw", [figure], source, per_gpu=False)

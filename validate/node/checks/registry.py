@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuready.core.results import Check
+from gpuready.core.verdict import Verdict
 from gpuready.validate.node.node import Node
 
 
@@ -28,12 +30,20 @@ DEPENDS = "depends on "
 
 def check(
     id: str, what: str, remedy: str, depends: tuple[str, ...] = ()
-) -> Callable[[Callable[[Node], Check]], Callable[[Node], Check]]:
-    def register(func: Callable[[Node], Check]) -> Callable[[Node], Check]:
+) -> Callable[[Callable[[Node, Verdict], Check]], Callable[[Node], Check]]:
+    """Register a check; it is called with the node and a :class:`Verdict` that knows this check's id, the
+    node's name and ``remedy``. What the decorator returns takes the node alone."""
+
+    def register(judge: Callable[[Node, Verdict], Check]) -> Callable[[Node], Check]:
         unknown = [d for d in depends if d not in {c.id for c in CATALOGUE}]
         if unknown:  # a dependency must come earlier in the catalogue, so it has run when this one runs
             raise ValueError(f"check {id}: depends on {unknown}, not declared before it")
-        CATALOGUE.append(CheckDef(id, func, remedy, what, depends))
-        return func
+
+        @functools.wraps(judge)
+        def run(node: Node) -> Check:
+            return judge(node, Verdict(id, node.name, remedy))
+
+        CATALOGUE.append(CheckDef(id, run, remedy, what, depends))
+        return run
 
     return register
