@@ -6,6 +6,7 @@ heavy libraries (Ansible, kubernetes, pyvmomi, TensorFlow) the commands use.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 
 import click
@@ -26,6 +27,18 @@ class LazyGroup(click.Group):
             module, attribute = target.split(":")
             return getattr(importlib.import_module(module), attribute)
         return super().get_command(ctx, name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's, with the closest command named when the one typed does not exist (as click does for
+        options)."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, self.lazy[name][1]) for name in sorted(self.lazy)]

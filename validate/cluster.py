@@ -21,7 +21,8 @@ import click
 from gpuready.core import role_defaults
 from gpuready.core.command import Context, common_options, execute, limit_option
 from gpuready.core.errors import GpureadyError
-from gpuready.core.results import RunResult, errored, failed, passed, skipped
+from gpuready.core.results import Check, RunResult
+from gpuready.core.verdict import Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -73,7 +74,7 @@ def _validate(ctx: Context) -> RunResult:
     try:
         return _run_checks(ctx, kube.connect(settings), settings, gpu_nodes, expected, result)
     except GpureadyError as e:
-        e.partial = result  # what finished before the API went away is still written
+        e.partial = result  # type: ignore[attr-defined]  # what finished before the API went away is still written
         raise
 
 
@@ -101,19 +102,15 @@ def _run_checks(
         """What the node list and the plugin pod's status show (requests only for a plugin pod that failed)."""
         node = nodes.get(host)
         if node is None:
-            return [
-                failed(
-                    "cluster.node",
-                    host,
-                    "no Kubernetes node of this name",
-                    evidence=f"nodes: {', '.join(sorted(nodes))}",
-                    remedy="the inventory host name of a GPU node must be its Kubernetes node name",
-                )
-            ]
+            named = Verdict(
+                "cluster.node", host, "the inventory host name of a GPU node must be its Kubernetes node name"
+            )
+            return [named.failed("no Kubernetes node of this name", f"nodes: {', '.join(sorted(nodes))}")]
         checks = [_plugin_pod(client, settings, host, by_node.get(host)), *advertised[host]]
         if host in runnable:
             return checks
-        return [*checks, skipped("cluster.cuda_vector_add", host, f"not run: the node advertises no allocatable {GPU}")]
+        not_run = f"not run: the node advertises no allocatable {GPU}"
+        return [*checks, Verdict("cluster.cuda_vector_add", host).skipped(not_run)]
 
     # Written before the test pods exist, so a Ctrl-C while they run still reports them.
     for checks in client.each(node_checks, gpu_nodes):
@@ -135,39 +132,28 @@ def _run_checks(
     except KeyboardInterrupt:
         from gpuready.core import cancel
 
-        result.add(
-            *(
-                errored(
-                    "cluster.cuda_vector_add",
-                    host,
-                    f"{cancel.reason()} before the test pod finished (the pod was deleted)",
-                )
-                for host in runnable
-            )
-        )
+        why = f"{cancel.reason()} before the test pod finished (the pod was deleted)"
+        result.add(*(Verdict("cluster.cuda_vector_add", host).errored(why) for host in runnable))
         raise
     return result
 
 
-def _plugin_pod(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
+def _plugin_pod(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Check:
+    v = Verdict("cluster.device_plugin.pod", host)
     if pod is None:
-        return failed(
-            "cluster.device_plugin.pod",
-            host,
+        return v.failed(
             "no device-plugin pod on this node",
-            evidence=f"label selector {PLUGIN_SELECTOR} in {settings.device_plugin.namespace}",
-            remedy="run `gpuready provision cluster --tags kubernetes` (it labels the node and deploys the plugin)",
+            f"label selector {PLUGIN_SELECTOR} in {settings.device_plugin.namespace}",
+            "run `gpuready provision cluster --tags kubernetes` (it labels the node and deploys the plugin)",
         )
     ready = any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
     if pod.status.phase == "Running" and ready:
-        return passed("cluster.device_plugin.pod", host, f"{pod.metadata.name} Running and Ready")
+        return v.passed(f"{pod.metadata.name} Running and Ready")
     evidence = _pod_evidence(client, pod)
-    return failed(
-        "cluster.device_plugin.pod",
-        host,
+    return v.failed(
         f"{pod.metadata.name} {pod.status.phase}, not Ready: {_container_states(pod)}",
-        evidence=evidence,
-        remedy=_remedy(
+        evidence,
+        _remedy(
             evidence,
             "the plugin cannot start: check the NVIDIA driver and the container "
             "runtime hook on the node (`gpuready validate gpu-node`)",
@@ -175,21 +161,18 @@ def _plugin_pod(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
     )
 
 
-def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
+def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Check:
+    v = Verdict("cluster.device_plugin.registered", host)
     if pod is None:
-        return skipped("cluster.device_plugin.registered", host, "no device-plugin pod to read")
+        return v.skipped("no device-plugin pod to read")
     log = _log(client, pod)
     if REGISTERED in log and "with Kubelet" in log:
         line = next(line for line in log.splitlines() if REGISTERED in line)
-        return passed(
-            "cluster.device_plugin.registered", host, "the plugin registered with the kubelet", evidence=line.strip()
-        )
-    return failed(
-        "cluster.device_plugin.registered",
-        host,
+        return v.passed("the plugin registered with the kubelet", line.strip())
+    return v.failed(
         "the plugin's log shows no registration with the kubelet",
-        evidence=log[-2000:] or "(empty log)",
-        remedy=_remedy(
+        log[-2000:] or "(empty log)",
+        _remedy(
             log,
             "see the plugin log: NVML must load (driver installed) and the kubelet's "
             f"{role_defaults.kubelet_device_plugins_dir()} must be writable",
@@ -197,41 +180,34 @@ def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Any:
     )
 
 
-def _advertised(host: str, node: Any, want: int) -> list[Any]:
+def _advertised(host: str, node: Any, want: int) -> list[Check]:
+    unusable = (
+        "a GPU the plugin cannot use is not allocatable: check the plugin log and `nvidia-smi` on the node; "
+        "fix gpu_count in the node class if it is wrong"
+    )
     checks = []
     for field in ("capacity", "allocatable"):
         have = int((getattr(node.status, field) or {}).get(GPU, "0"))
-        check_id = f"cluster.gpu.{field}"
+        v = Verdict(f"cluster.gpu.{field}", host, unusable)
         if have == want:
-            checks.append(passed(check_id, host, f"{GPU}: {have}"))
+            checks.append(v.passed(f"{GPU}: {have}"))
         else:
-            checks.append(
-                failed(
-                    check_id,
-                    host,
-                    f"{field.capitalize()} {GPU} is {have}, the inventory says {want}",
-                    evidence=f"capacity {node.status.capacity.get(GPU, 'none')}, allocatable "
-                    f"{node.status.allocatable.get(GPU, 'none')}",
-                    remedy="a GPU the plugin cannot use is not allocatable: check the plugin log and "
-                    "`nvidia-smi` on the node; fix gpu_count in the node class if it is wrong",
-                )
-            )
+            status = node.status
+            evidence = f"capacity {status.capacity.get(GPU, 'none')}, allocatable {status.allocatable.get(GPU, 'none')}"
+            checks.append(v.failed(f"{field.capitalize()} {GPU} is {have}, the inventory says {want}", evidence))
     return checks
 
 
-def _no_gpus(name: str, node: Any) -> Any:
+def _no_gpus(name: str, node: Any) -> Check:
     have = int((node.status.capacity or {}).get(GPU, "0"))
-    if have == 0:
-        return passed("cluster.gpu.none", name, f"not a GPU node in the inventory, advertises no {GPU}")
-    return failed(
-        "cluster.gpu.none",
-        name,
+    return Verdict("cluster.gpu.none", name, "add the node to gpu_nodes, or remove the GPU label from it").passed_if(
+        have == 0,
+        f"not a GPU node in the inventory, advertises no {GPU}",
         f"not in the inventory's gpu_nodes but advertises {GPU}: {have}",
-        remedy="add the node to gpu_nodes, or remove the GPU label from it",
     )
 
 
-def _scc(client: Kube, settings: Kubernetes) -> Any:
+def _scc(client: Kube, settings: Kubernetes) -> Check:
     """The SCC exists and the API server's own RBAC lets the plugin's service account `use` it in its project."""
     from kubernetes import client as k8s
 
@@ -245,15 +221,11 @@ def _scc(client: Kube, settings: Kubernetes) -> Any:
         lambda: dynamic.resources.get(api_version="security.openshift.io/v1", kind="SecurityContextConstraints"),
         "find SCCs",
     )
+    v = Verdict("cluster.openshift.scc", "cluster", "run `gpuready provision cluster --tags kubernetes`")
     try:
         client.call(lambda: api.get(name=name), f"read SCC {name}")
     except kube.NotFound:
-        return failed(
-            "cluster.openshift.scc",
-            "cluster",
-            f"SecurityContextConstraints {name} not found",
-            remedy="run `gpuready provision cluster --tags kubernetes`",
-        )
+        return v.failed(f"SecurityContextConstraints {name} not found")
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"]
     use = k8s.V1ResourceAttributes(
         group="security.openshift.io", resource="securitycontextconstraints", name=name, verb="use", namespace=namespace
@@ -263,19 +235,13 @@ def _scc(client: Kube, settings: Kubernetes) -> Any:
     )
     authz = k8s.AuthorizationV1Api(client.api_client)
     answer = client.call(lambda: authz.create_subject_access_review(review), f"ask whether {user} may use SCC {name}")
-    if answer.status.allowed:
-        return passed(
-            "cluster.openshift.scc",
-            "cluster",
-            f"{user} may use SCC {name} in {namespace}",
-            evidence=answer.status.reason or "",
-        )
-    return failed(
-        "cluster.openshift.scc",
-        "cluster",
+    status = answer.status or k8s.V1SubjectAccessReviewStatus(allowed=False)
+    if status.allowed:
+        return v.passed(f"{user} may use SCC {name} in {namespace}", status.reason or "")
+    return v.failed(
         f"{user} may not use SCC {name} in {namespace}",
-        evidence=answer.status.reason or answer.status.evaluation_error or "",
-        remedy="run `gpuready provision cluster --tags kubernetes` (it binds the Role of the same name)",
+        status.reason or status.evaluation_error or "",
+        f"{v.remedy} (it binds the Role of the same name)",
     )
 
 
@@ -438,7 +404,7 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
         failing = [pod for _, pod in ended if pod.status.phase != "Succeeded"]
         events = _events_by_pod(client, namespace) if len(failing) > EVENTS_ONE_BY_ONE else None
         # Each verdict reads the pod's log: in parallel, as the node checks do.
-        results += client.each(lambda item, events=events: _verdict(client, settings, *item, events=events), ended)
+        results += client.each(partial(_verdict, client, settings, events=events), ended)
         if pending:
             # A LIST of 1000 pods costs the API server and gpuready a few tenths of a second each: poll no
             # more often than that pace allows, so polling stays a small share of the machine.
@@ -447,13 +413,14 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
 
 
 def _verdict(
-    client: Kube, settings: Kubernetes, host: str, pod: Any, events: dict[str, list[Any]] | None = None
-) -> Any:
+    client: Kube, settings: Kubernetes, ended: tuple[str, Any], events: dict[str, list[Any]] | None = None
+) -> Check:
+    """The verdict on one node's test pod, ``ended`` as (host, pod)."""
+    host, pod = ended
+    v = Verdict("cluster.cuda_vector_add", host)
     log = _log(client, pod) if pod.status.phase in ("Succeeded", "Failed", "Running") else ""
     if pod.status.phase == "Succeeded" and "Test PASSED" in log:
-        return passed(
-            "cluster.cuda_vector_add", host, f"{pod.metadata.name} Succeeded: Test PASSED", evidence=log.strip()
-        )
+        return v.passed(f"{pod.metadata.name} Succeeded: Test PASSED", log.strip())
     evidence = _pod_evidence(client, pod, log, events)
     if pod.status.phase in ("Succeeded", "Failed"):
         message = f"{pod.metadata.name} {pod.status.phase}: {_container_states(pod)}"
@@ -463,13 +430,7 @@ def _verdict(
             message += f"; log: {log.strip().splitlines()[-1]}"
     else:
         message = f"{pod.metadata.name} still {pod.status.phase} after {settings.pod_timeout_s}s: {_why_pending(pod)}"
-    return failed(
-        "cluster.cuda_vector_add",
-        host,
-        message,
-        evidence=evidence,
-        remedy=_remedy(evidence, "see the evidence: the pod's status, events and log"),
-    )
+    return v.failed(message, evidence, _remedy(evidence, "see the evidence: the pod's status, events and log"))
 
 
 def _log(client: Kube, pod: Any) -> str:

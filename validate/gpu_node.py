@@ -28,14 +28,18 @@ if TYPE_CHECKING:
     help="Seconds one host may take before it is reported as an error.",
 )
 @click.option(
-    "--only", default=None, metavar="IDS", callback=comma_list, help="Only these check ids (comma-separated)."
+    "--only",
+    default=None,
+    metavar="IDS",
+    callback=comma_list,
+    help="Only these check ids or families, e.g. gpu (comma-separated); the checks they depend on run too.",
 )
 @click.option(
     "--skip",
     default=None,
     metavar="IDS",
     callback=comma_list,
-    help="Leave out these check ids (comma-separated), e.g. perf.nccl_allreduce.",
+    help="Leave out these check ids or families (comma-separated), e.g. perf.nccl_allreduce or perf.",
 )
 @click.option(
     "--dcgm-level",
@@ -70,8 +74,8 @@ def gpu_node(
         "host_timeout": host_timeout,
         "mark_nodes": mark_nodes,
         "check": check,
-        "only": set(only) if only is not None else None,
-        "skip": set(skip) if skip is not None else None,
+        "only": only,
+        "skip": skip,
         "dcgm_level": dcgm_level,
     }
     execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
@@ -88,18 +92,13 @@ def _gpu_node(ctx: Context) -> RunResult:
 
     from gpuready.core.errors import BadInput
     from gpuready.validate.node import connect, fanout, marks, perf
-    from gpuready.validate.node.checks import CHECK_IDS
+    from gpuready.validate.node.checks.selection import select
 
     opts = ctx.options
     if opts["check"] and not opts["mark_nodes"]:
         raise BadInput("--check only applies to --mark-nodes (the checks themselves change nothing)")
     inv = ctx.inventory
-    for flag in ("only", "skip"):
-        if opts[flag] and (unknown := sorted(opts[flag] - set(CHECK_IDS))):
-            raise BadInput(f"--{flag}: unknown check id(s) {', '.join(unknown)} (known: {', '.join(CHECK_IDS)})")
-    selected = opts["only"]
-    if opts["skip"]:
-        selected = (selected if selected is not None else set(CHECK_IDS)) - opts["skip"]
+    selection = select(opts["only"], opts["skip"])
     hosts = inv.limit(opts["limit"], "gpu_nodes")
     if not hosts:
         raise BadInput(f"{inv.path}: no host in group gpu_nodes")
@@ -120,6 +119,8 @@ def _gpu_node(ctx: Context) -> RunResult:
         settings = settings.model_copy(update={"node_checks": checks_settings})
     targets = [fanout.Target(h, connect.connection_spec(h, inv.host_vars(h)), inv.node_class(h)) for h in hosts]
     ctx.note(f"validate gpu-node: {len(targets)} host(s), {opts['workers']} at once — artifacts in {ctx.run_dir}")
+    if selection.added:
+        ctx.note(f"validate gpu-node: --only adds {', '.join(selection.added)}: the selected checks depend on them")
 
     failing_hosts: list[str] = []
 
@@ -142,7 +143,7 @@ def _gpu_node(ctx: Context) -> RunResult:
         workers=opts["workers"],
         host_timeout=opts["host_timeout"],
         progress=progress,
-        only=selected,
+        only=selection.ids,
     )
     # The mates rule across hosts: a GPU slow against every other GPU of its model in this run fails.
     result.add(*perf.across_run(checks))

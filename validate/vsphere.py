@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuready.core.command import Context, common_options, execute
-from gpuready.core.results import Check, RunResult, failed, passed, skipped
+from gpuready.core.results import Check, RunResult
+from gpuready.core.verdict import Verdict
 
 if TYPE_CHECKING:
     from gpuready.core.platforms.vsphere_plan import Plan, VmPlan
@@ -66,39 +67,29 @@ def host_checks(host: Any, gpus: list[str]) -> list[Check]:
     from gpuready.core.platforms.vsphere import ATS_OPTION, host_option, pci_devices
 
     name = host.name
-    checks = []
     value = host_option(host, ATS_OPTION)
-    evidence = f"{ATS_OPTION} = {value} (the configured value; ESXi uses it from its next boot)"
-    if str(value).lower() == "true":
-        checks.append(passed("vsphere.ats", name, "ATS is on", evidence))
-    else:
-        checks.append(
-            failed(
-                "vsphere.ats",
-                name,
-                f"ATS is off: expected {ATS_OPTION} true, found {value}",
-                evidence,
-                remedy=f"{REPROVISION}, then reboot {name}",
-            )
+    checks = [
+        Verdict("vsphere.ats", name, f"{REPROVISION}, then reboot {name}").passed_if(
+            str(value).lower() == "true",
+            "ATS is on",
+            f"ATS is off: expected {ATS_OPTION} true, found {value}",
+            f"{ATS_OPTION} = {value} (the configured value; ESXi uses it from its next boot)",
         )
+    ]
     devices = pci_devices(host)
     for gpu in gpus:
         d = devices[gpu]
-        check_id = f"vsphere.passthrough.{gpu}"
+        v = Verdict(f"vsphere.passthrough.{gpu}", name, REPROVISION)
         evidence = (
             f"{gpu} {d.pci_id} {d.name}: passthruCapable {d.passthru_capable}, passthruEnabled "
             f"{d.passthru_enabled}, passthruActive {d.passthru_active}"
         )
         if d.passthru_enabled and d.passthru_active:
-            checks.append(passed(check_id, name, f"{gpu} is passed through", evidence))
+            checks.append(v.passed(f"{gpu} is passed through", evidence))
         elif d.passthru_enabled:
-            checks.append(
-                failed(check_id, name, f"{gpu}: passthrough enabled but not active", evidence, remedy=f"reboot {name}")
-            )
+            checks.append(v.failed(f"{gpu}: passthrough enabled but not active", evidence, remedy=f"reboot {name}"))
         else:
-            checks.append(
-                failed(check_id, name, f"{gpu}: passthrough is off, expected on", evidence, remedy=REPROVISION)
-            )
+            checks.append(v.failed(f"{gpu}: passthrough is off, expected on", evidence))
     return checks
 
 
@@ -113,60 +104,46 @@ def vm_checks(vm: Any, plan: VmPlan, settings: Vsphere) -> list[Check]:
     extra = vm_extra_config(vm)
     attached = vm_gpu_ids(vm)
     wanted = [g.id for g in plan.gpus]
-    checks = []
+
+    def verdict(id: str, remedy: str = REPROVISION) -> Verdict:
+        return Verdict(f"vsphere.vm.{id}", name, remedy)
 
     gpu_evidence = f"attached NVIDIA passthrough devices: {', '.join(attached) or 'none'}"
-    if sorted(attached) == sorted(wanted) and len(attached) == len(set(attached)):
-        checks.append(passed("vsphere.vm.gpus", name, f"{len(wanted)} GPU(s) attached as planned", gpu_evidence))
-    else:
-        checks.append(
-            failed(
-                "vsphere.vm.gpus",
-                name,
-                f"expected GPUs {', '.join(wanted) or 'none'}, found {', '.join(attached) or 'none'}",
-                gpu_evidence,
-                remedy=REPROVISION,
-            )
+    checks = [
+        verdict("gpus").passed_if(
+            sorted(attached) == sorted(wanted) and len(attached) == len(set(attached)),
+            f"{len(wanted)} GPU(s) attached as planned",
+            f"expected GPUs {', '.join(wanted) or 'none'}, found {', '.join(attached) or 'none'}",
+            gpu_evidence,
         )
+    ]
 
     pairs = {tuple(sorted(p)) for p in settings.nvlink_pairs.get(plan.esxi_host, [])}
+    declared = "; ".join(" + ".join(p) for p in sorted(pairs)) or "none declared"
     if len(attached) < 2:
-        checks.append(
-            skipped("vsphere.vm.nvlink_pair", name, f"{len(attached)} GPU attached: no pair to check", gpu_evidence)
-        )
-    elif len(attached) == 2 and tuple(sorted(attached)) in pairs:
-        checks.append(
-            passed("vsphere.vm.nvlink_pair", name, f"{attached[0]} + {attached[1]} are an NVLink pair", gpu_evidence)
-        )
+        checks.append(verdict("nvlink_pair").skipped(f"{len(attached)} GPU attached: no pair to check", gpu_evidence))
     else:
-        declared = "; ".join(" + ".join(p) for p in sorted(pairs)) or "none declared"
         checks.append(
-            failed(
-                "vsphere.vm.nvlink_pair",
-                name,
+            verdict("nvlink_pair").passed_if(
+                len(attached) == 2 and tuple(sorted(attached)) in pairs,
+                f"{attached[0]} + {attached[1]} are an NVLink pair",
                 f"attached GPUs {', '.join(attached)} are not one NVLink pair on {plan.esxi_host} (pairs: {declared})",
                 gpu_evidence,
-                remedy=REPROVISION,
             )
         )
 
-    for key, check_id, why in (
-        ("pciPassthru.allowP2P", "vsphere.vm.p2p", "GPU peer-to-peer"),
-        ("pciPassthru.RelaxACSforP2P", "vsphere.vm.relax_acs", "P2P through PCIe switches"),
+    for key, id, why in (
+        ("pciPassthru.allowP2P", "p2p", "GPU peer-to-peer"),
+        ("pciPassthru.RelaxACSforP2P", "relax_acs", "P2P through PCIe switches"),
     ):
-        evidence = f"{key} = {extra.get(key, '(unset)')}"
-        if _flag(extra, key):
-            checks.append(passed(check_id, name, f"{key} is true", evidence))
-        else:
-            checks.append(
-                failed(
-                    check_id,
-                    name,
-                    f"{key}: expected true for {why}, found {extra.get(key, 'unset')}",
-                    evidence,
-                    remedy=REPROVISION,
-                )
+        checks.append(
+            verdict(id).passed_if(
+                _flag(extra, key),
+                f"{key} is true",
+                f"{key}: expected true for {why}, found {extra.get(key, 'unset')}",
+                f"{key} = {extra.get(key, '(unset)')}",
             )
+        )
 
     size_text = extra.get("pciPassthru.64bitMMIOSizeGB", "")
     size = int(size_text) if size_text.strip().isdigit() else 0
@@ -177,69 +154,56 @@ def vm_checks(vm: Any, plan: VmPlan, settings: Vsphere) -> list[Check]:
         f"{' + '.join(f'{g.model} {g.memory_gib} GiB' for g in plan.gpus) or 'none'}; rule: next power of "
         f"two at or above 2 x {total} GiB = {plan.mmio_gib} GiB"
     )
+    mmio_on = _flag(extra, "pciPassthru.use64bitMMIO")
     if not plan.gpus:
-        checks.append(skipped("vsphere.vm.mmio", name, "no GPU planned", evidence))
-    elif _flag(extra, "pciPassthru.use64bitMMIO") and size >= plan.mmio_gib:
-        checks.append(passed("vsphere.vm.mmio", name, f"64-bit MMIO on, {size} GiB (needs {plan.mmio_gib})", evidence))
+        checks.append(verdict("mmio").skipped("no GPU planned", evidence))
     else:
-        found = f"{size} GiB" if _flag(extra, "pciPassthru.use64bitMMIO") else "64-bit MMIO off"
         checks.append(
-            failed(
-                "vsphere.vm.mmio",
-                name,
+            verdict("mmio").passed_if(
+                mmio_on and size >= plan.mmio_gib,
+                f"64-bit MMIO on, {size} GiB (needs {plan.mmio_gib})",
                 f"expected 64-bit MMIO of at least {plan.mmio_gib} GiB, found "
-                f"{found} (the GPU would show 'BAR1 is 0M')",
+                f"{f'{size} GiB' if mmio_on else '64-bit MMIO off'} (the GPU would show 'BAR1 is 0M')",
                 evidence,
-                remedy=REPROVISION,
             )
         )
 
     firmware = vm.config.firmware or "bios"
-    if firmware == "efi":
-        checks.append(passed("vsphere.vm.firmware", name, "EFI firmware", f"firmware = {firmware}"))
-    else:
-        checks.append(
-            failed(
-                "vsphere.vm.firmware",
-                name,
-                f"expected EFI firmware for GPUs with large BARs, found {firmware}",
-                f"firmware = {firmware}",
-                remedy="switch the VM to EFI (the guest OS must boot with EFI); gpuready does not",
-            )
+    checks.append(
+        verdict("firmware", "switch the VM to EFI (the guest OS must boot with EFI); gpuready does not").passed_if(
+            firmware == "efi",
+            "EFI firmware",
+            f"expected EFI firmware for GPUs with large BARs, found {firmware}",
+            f"firmware = {firmware}",
         )
+    )
 
     version_text = vm.config.version or ""
     version = int(version_text.removeprefix("vmx-")) if version_text.removeprefix("vmx-").isdigit() else 0
-    evidence = f"config.version = {version_text}"
-    if version >= settings.min_hardware_version:
-        checks.append(passed("vsphere.vm.hardware_version", name, f"hardware version {version_text}", evidence))
-    else:
-        checks.append(
-            failed(
-                "vsphere.vm.hardware_version",
-                name,
-                f"expected hardware version vmx-{settings.min_hardware_version} or later, found {version_text}",
-                evidence,
-                remedy="upgrade the VM's compatibility in vCenter (powered off; gpuready does not)",
-            )
+    checks.append(
+        verdict(
+            "hardware_version", "upgrade the VM's compatibility in vCenter (powered off; gpuready does not)"
+        ).passed_if(
+            version >= settings.min_hardware_version,
+            f"hardware version {version_text}",
+            f"expected hardware version vmx-{settings.min_hardware_version} or later, found {version_text}",
+            f"config.version = {version_text}",
         )
+    )
 
     memory_mb = vm.config.hardware.memoryMB
     reservation = vm.config.memoryAllocation.reservation if vm.config.memoryAllocation else 0
     locked = bool(vm.config.memoryReservationLockedToMax)
     evidence = f"memoryMB = {memory_mb}, reservation = {reservation} MB, memoryReservationLockedToMax = {locked}"
     if not plan.gpus:
-        checks.append(skipped("vsphere.vm.memory_reservation", name, "no GPU planned", evidence))
-    elif locked or (reservation or 0) >= memory_mb:
-        checks.append(passed("vsphere.vm.memory_reservation", name, "all guest memory reserved", evidence))
+        checks.append(verdict("memory_reservation").skipped("no GPU planned", evidence))
     else:
         checks.append(
-            failed(
-                "vsphere.vm.memory_reservation",
-                name,
+            verdict("memory_reservation").passed_if(
+                locked or (reservation or 0) >= memory_mb,
+                "all guest memory reserved",
                 f"passthrough needs all {memory_mb} MB reserved, found {reservation} MB",
                 evidence,
-                remedy=REPROVISION,
             )
         )
     return checks

@@ -48,7 +48,7 @@ def test_refused_dmesg_reads_the_journal_in_the_same_round_trip(tmp_path: Path) 
     settings = Settings(node_classes={"c": node_class}, driver={"branch": "535", "version": "535.54.03"})
     node = Node("gn01", host, node_class, settings, wrap=functools.partial(with_path, tmp_path))
     node.prefetch(checks.prefetch_commands(node))
-    check = checks.xid(node)
+    check = checks.gpu.xid(node)
     assert host.runs == 1
     assert node.run("dmesg").rc == 1
     # The recorded Xid 63 (row remapping recorded: hardware class) comes from the journal's copy of the log.

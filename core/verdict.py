@@ -1,0 +1,33 @@
+"""The verdict of one check on one host: it knows the check's id, the host and the remedy, so the code that
+judges says only what it found."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, Check
+
+
+@dataclass(frozen=True)
+class Verdict:
+    id: str
+    host: str
+    #: What to do when the check fails; a failure can name a more precise one.
+    remedy: str = ""
+
+    def passed(self, message: str = "", evidence: str = "") -> Check:
+        return Check(self.id, self.host, PASSED, message, evidence)
+
+    def failed(self, message: str, evidence: str = "", remedy: str = "") -> Check:
+        return Check(self.id, self.host, FAILED, message, evidence, remedy or self.remedy)
+
+    def skipped(self, reason: str, evidence: str = "") -> Check:
+        return Check(self.id, self.host, SKIPPED, reason, evidence)
+
+    def errored(self, message: str, evidence: str = "") -> Check:
+        """The check could not reach its verdict: the check's remedy (for what it judges) does not apply."""
+        return Check(self.id, self.host, ERROR, message, evidence)
+
+    def passed_if(self, ok: bool, message: str, otherwise: str, evidence: str = "") -> Check:
+        """Passed with ``message`` when ``ok``, else failed with ``otherwise``; the same evidence either way."""
+        return self.passed(message, evidence) if ok else self.failed(otherwise, evidence)

@@ -1,0 +1,431 @@
+"""Each GPU: on the bus, counted, its model, persistence, ECC and memory health, slowdowns, PCIe, MIG, Xids."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpuready.core.results import Check
+from gpuready.core.verdict import Verdict
+from gpuready.validate.node import nvsmi
+from gpuready.validate.node import xid as xids
+from gpuready.validate.node.checks.commands import JOURNAL_COMMAND, LSPCI_COMMAND, UPTIME_COMMAND
+from gpuready.validate.node.checks.driver import GPU_VIEW
+from gpuready.validate.node.checks.registry import check
+from gpuready.validate.node.node import Node
+
+
+@check(
+    "gpu.pci_bus",
+    "every NVIDIA GPU on the PCI bus (lspci -n, else /sys/bus/pci) is seen by nvidia-smi",
+    "A GPU on the bus that nvidia-smi does not list has fallen off or failed to initialise: check dmesg for "
+    "Xid 79/NVRM errors, reseat it, run the field diagnostics.",
+    depends=GPU_VIEW,
+)
+def pci_bus(node: Node, v: Verdict) -> Check:
+    answer = node.run(LSPCI_COMMAND)
+    if answer.rc == 127 or (not answer.ok and not answer.stdout.strip()):
+        return v.skipped("lspci is not installed (install pciutils)", answer.evidence(300))
+    on_bus = nvsmi.parse_lspci_gpus(answer.stdout)
+    if not on_bus and answer.stdout.startswith(nvsmi.SYSFS_MARK):
+        return v.skipped(
+            "lspci is not installed and /sys/bus/pci lists no NVIDIA GPU (install pciutils)", answer.evidence(300)
+        )
+    seen = {_short_bus_id(g.bus_id) for g in node.smi.gpus}
+    missing = sorted(set(on_bus) - seen)
+    evidence = answer.evidence(1200) + "\nnvidia-smi: " + ", ".join(sorted(seen))
+    if missing:
+        return v.failed(
+            f"{len(on_bus)} NVIDIA GPUs on the PCI bus, nvidia-smi sees {len(seen)}; not seen: {', '.join(missing)}",
+            evidence,
+        )
+    return v.passed(f"{len(on_bus)} GPUs on the bus, all seen by nvidia-smi", evidence)
+
+
+def _short_bus_id(bus_id: str) -> str:
+    """00000000:1A:00.0 (nvidia-smi) -> 1a:00.0 (lspci)."""
+    return bus_id.lower().split(":", 1)[1] if bus_id.count(":") == 2 else bus_id.lower()
+
+
+@check(
+    "gpu.count",
+    "as many GPUs as the node class says (nvidia-smi -q -x)",
+    "Reseat or replace the missing GPU; check lspci and dmesg for a GPU that fell off the bus (Xid 79).",
+    depends=(*GPU_VIEW, "gpu.pci_bus"),
+)
+def gpu_count(node: Node, v: Verdict) -> Check:
+    gpus = node.smi.gpus
+    want = node.node_class.gpu_count
+    evidence = "nvidia-smi -q -x: " + ", ".join(f"GPU {g.index} {g.bus_id} {g.name}" for g in gpus)
+    if len(gpus) == want:
+        return v.passed(f"{len(gpus)} GPUs", evidence)
+    return v.failed(f"{len(gpus)} GPUs visible, the node class expects {want}", evidence)
+
+
+@check(
+    "gpu.model",
+    "every GPU is the node class's model (nvidia-smi -q -x product_name)",
+    "Fix gpuready.node_classes[...].gpu_model or gpuready_node_class for this host, or the hardware.",
+    depends=GPU_VIEW,
+)
+def gpu_model(node: Node, v: Verdict) -> Check:
+    gpus = node.smi.gpus
+    want = node.node_class.gpu_model
+    if not gpus:
+        return v.skipped("no GPU visible (see gpu.count)")
+    wrong = [f"GPU {g.index}: {g.name}" for g in gpus if g.name != want]
+    evidence = "nvidia-smi -q -x: " + ", ".join(f"GPU {g.index}: {g.name}" for g in gpus)
+    if not wrong:
+        return v.passed(f"{len(gpus)}x {want}", evidence)
+    return v.failed(f"expected {want!r}; " + "; ".join(wrong), evidence)
+
+
+def _per_gpu(
+    node: Node,
+    v: Verdict,
+    bad: Callable[[nvsmi.Gpu], str],
+    ok_message: str,
+    note: Callable[[nvsmi.Gpu], str] | None = None,
+    *,
+    facts: Callable[[nvsmi.Gpu], str],
+) -> Check:
+    """One verdict over every GPU: failed when ``bad`` says why for any; ``note`` adds what passes but is
+    worth seeing (e.g. a narrower link the node class does not forbid). The evidence is ``facts`` of each
+    GPU: the fields this check judged, so a report at 1000 nodes does not repeat every GPU's whole record
+    under every check."""
+    gpus = node.smi.gpus
+    if not gpus:
+        return v.skipped("no GPU visible (see gpu.count)")
+    problems = [f"GPU {g.index} ({g.bus_id}): {why}" for g in gpus if (why := bad(g))]
+    evidence = "nvidia-smi -q -x:\n" + "\n".join(f"GPU {g.index} {g.bus_id}: {facts(g)}" for g in gpus)
+    if problems:
+        return v.failed("; ".join(problems), evidence)
+    notes = [f"GPU {g.index}: {n}" for g in gpus if note and (n := note(g))]
+    return v.passed(ok_message + (" (" + "; ".join(notes) + ")" if notes else ""), evidence)
+
+
+def _persistence_facts(g: nvsmi.Gpu) -> str:
+    return f"persistence={g.persistence or 'not reported'} virtualization={g.virtualization or 'not reported'}"
+
+
+def _ecc_facts(g: nvsmi.Gpu) -> str:
+    return (
+        f"ecc={g.ecc_mode or 'not reported'} volatile_uncorrectable={g.volatile_uncorrectable or 'none'} "
+        f"aggregate_uncorrectable={g.aggregate_uncorrectable or 'none'} "
+        f"sram_threshold_exceeded={g.sram_threshold_exceeded}"
+    )
+
+
+def _memory_facts(g: nvsmi.Gpu) -> str:
+    return (
+        f"retired sbe/dbe={g.retired_sbe}/{g.retired_dbe} retired_pending={g.retired_pending} "
+        f"remapped pending/failure={g.remapped_pending}/{g.remapped_failure} "
+        f"repair_pending={','.join(g.repair_pending) or 'none'} unrepairable_memory={g.unrepairable_memory}"
+    )
+
+
+def _throttle_facts(g: nvsmi.Gpu) -> str:
+    return f"slowdowns={','.join(g.slowdowns) or 'none'} benign={','.join(g.benign_reasons) or 'none'}"
+
+
+def _pcie_facts(g: nvsmi.Gpu) -> str:
+    return (
+        f"pcie gen cur/max/gpu/host={g.pcie_gen}/{g.pcie_max_gen}/{g.pcie_device_max_gen}/{g.pcie_host_max_gen} "
+        f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width}"
+    )
+
+
+def _mig_facts(g: nvsmi.Gpu) -> str:
+    return f"mig current/pending={g.mig_current or 'not reported'}/{g.mig_pending or 'not reported'}"
+
+
+@check(
+    "gpu.persistence",
+    "persistence mode is Enabled on every GPU (N/A on vGPU guests and some platforms)",
+    "Enable it at boot: systemctl enable --now nvidia-persistenced (driver 580 logs that the legacy "
+    "nvidia-smi -pm 1 is deprecated and points to nvidia-persistenced).",
+    depends=GPU_VIEW,
+)
+def persistence(node: Node, v: Verdict) -> Check:
+    # "N/A" (vGPU guests, Windows, some platforms) or absent (old schemas): the mode does not apply there.
+    return _per_gpu(
+        node,
+        v,
+        lambda g: f"persistence mode {g.persistence}" if g.persistence == "Disabled" else "",
+        "no GPU with persistence mode Disabled",
+        lambda g: (
+            "" if g.persistence == "Enabled" else f"persistence mode {g.persistence or 'not reported'}, not applicable"
+        ),
+        facts=_persistence_facts,
+    )
+
+
+@check(
+    "gpu.ecc_volatile",
+    "no uncorrectable ECC error since the driver loaded (every DRAM and SRAM counter), SRAM threshold not exceeded",
+    "Drain the node, reset the GPU (nvidia-smi -r) and run the field diagnostics; RMA if errors return.",
+    depends=GPU_VIEW,
+)
+def ecc_volatile(node: Node, v: Verdict) -> Check:
+    def bad(g: nvsmi.Gpu) -> str:
+        problems = []
+        errors = {k: v for k, v in g.volatile_uncorrectable.items() if v}
+        if errors:
+            problems.append(
+                f"{sum(errors.values())} volatile uncorrectable ECC errors ("
+                + ", ".join(f"{k}={v}" for k, v in errors.items())
+                + ")"
+            )
+        if g.sram_threshold_exceeded:  # NVIDIA's SRAM RMA flag (A100/H100 memory error management guide)
+            problems.append("SRAM uncorrectable-error threshold exceeded (RMA criterion)")
+        return ", ".join(problems)
+
+    def note(g: nvsmi.Gpu) -> str:
+        if g.ecc_mode and g.ecc_mode != "Enabled":
+            return f"ECC {g.ecc_mode}"
+        lifetime = sum(g.aggregate_uncorrectable.values())
+        return f"{lifetime} uncorrectable in its lifetime (aggregate)" if lifetime else ""
+
+    return _per_gpu(node, v, bad, "no volatile uncorrectable ECC errors", note, facts=_ecc_facts)
+
+
+def _counter_window(node: Node, v: Verdict, unit_seconds: float) -> tuple[float, float] | Check:
+    """The seconds a counter that starts at the driver load covers (at most the uptime) and the same in units.
+
+    Under one unit counts as one, so a few events just after boot are not a high rate. No uptime: skipped.
+    """
+    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
+    if uptime is None:
+        return v.skipped(f"the uptime cannot be read ({UPTIME_COMMAND})")
+    return uptime, max(uptime / unit_seconds, 1.0)
+
+
+@check(
+    "gpu.ecc_correctable_rate",
+    "corrected (single-bit) ECC errors per hour under the limit on every GPU (volatile counters over the uptime)",
+    "A GPU correcting this many errors is degrading: watch its retired pages / remapped rows, drain it and run "
+    "the field diagnostics (dcgmi diag -r 3) before it turns uncorrectable.",
+    depends=GPU_VIEW,
+)
+def ecc_correctable_rate(node: Node, v: Verdict) -> Check:
+    limit = node.settings.node_checks.correctable_errors_per_hour
+    gpus = [g for g in node.smi.gpus if g.volatile_correctable]
+    if not limit:
+        return v.skipped("turned off (node_checks.correctable_errors_per_hour: 0)")
+    if not gpus:
+        return v.skipped("no GPU reports corrected-error counters (ECC off or not supported)")
+    window = _counter_window(node, v, 3600)
+    if isinstance(window, Check):
+        return window
+    uptime, hours = window
+    rates = {g.index: sum(g.volatile_correctable.values()) / hours for g in gpus}
+    evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x ecc_errors/volatile:\n" + "\n".join(
+        f"GPU {g.index} {g.bus_id}: {g.volatile_correctable} -> {rates[g.index]:.1f}/h" for g in gpus
+    )
+    high = [
+        f"GPU {g.index} ({g.bus_id}): {sum(g.volatile_correctable.values())} corrected in {hours:.1f} h = "
+        f"{rates[g.index]:.1f}/h >= {limit:g}/h"
+        for g in gpus
+        if rates[g.index] >= limit
+    ]
+    if high:
+        return v.failed("; ".join(high), evidence)
+    worst = max(rates.values())
+    return v.passed(f"at most {worst:.1f} corrected errors/h (< {limit:g}/h)", evidence)
+
+
+@check(
+    "gpu.retired_pages",
+    "retired pages under NVIDIA's replacement threshold, nothing pending; row remapping neither pending nor "
+    "failed; no memory flagged unrepairable",
+    "Pending retirement/remapping/repair: reset the GPU or reboot. Threshold reached, remapping failed or memory "
+    "unrepairable: drain, run the field diagnostics, RMA.",
+    depends=GPU_VIEW,
+)
+def retired_pages(node: Node, v: Verdict) -> Check:
+    limit = node.settings.node_checks.retired_pages_limit
+
+    def bad(g: nvsmi.Gpu) -> str:
+        problems = []
+        retired = (g.retired_sbe or 0) + (g.retired_dbe or 0)
+        if retired >= limit:
+            problems.append(f"{retired} retired pages (sbe {g.retired_sbe}, dbe {g.retired_dbe}) >= {limit}")
+        if g.retired_pending:
+            problems.append("page retirement pending")
+        if g.remapped_failure:  # NVIDIA's DRAM RMA criterion (A100 memory error management, RMA policy)
+            problems.append("row remapping failed")
+        if g.remapped_pending:
+            problems.append("row remapping pending")
+        problems += [f"{what.replace('_', ' ')}" for what in g.repair_pending]
+        if g.unrepairable_memory:  # NVML's unrepairable-memory flag: no reset brings the memory back
+            problems.append("memory flagged unrepairable (ecc_errors/unrepairable_memory Yes)")
+        return ", ".join(problems)
+
+    def note(g: nvsmi.Gpu) -> str:
+        retired = (g.retired_sbe or 0) + (g.retired_dbe or 0)
+        return f"{retired} retired pages" if retired else ""
+
+    return _per_gpu(node, v, bad, "nothing pending, under the thresholds", note, facts=_memory_facts)
+
+
+@check(
+    "gpu.throttle",
+    "no hardware slowdown (HW slowdown, thermal, power brake) active",
+    "Check cooling, airflow and power supply; nvidia-smi -q -d PERFORMANCE shows the active reason.",
+    depends=GPU_VIEW,
+)
+def throttle(node: Node, v: Verdict) -> Check:
+    return _per_gpu(
+        node,
+        v,
+        lambda g: "hardware slowdown active: " + ", ".join(g.slowdowns) if g.slowdowns else "",
+        "no hardware slowdown active",
+        lambda g: "benign: " + ", ".join(g.benign_reasons) if g.benign_reasons else "",
+        facts=_throttle_facts,
+    )
+
+
+@check(
+    "gpu.pcie_link",
+    "PCIe link as wide as the GPU's maximum (or the node class's narrower pcie_width) and at the class's generation",
+    "Reseat the GPU or riser (a link narrower than its maximum has missing lanes), set the slot to its maximum "
+    "generation in the BIOS, check lspci -vv LnkSta; a slot narrower by design is declared as pcie_width.",
+    depends=GPU_VIEW,
+)
+def pcie_link(node: Node, v: Verdict) -> Check:
+    want_gen, want_width = node.node_class.pcie_gen, node.node_class.pcie_width
+
+    def bad(g: nvsmi.Gpu) -> str:
+        # An idle GPU lowers its current generation to save power: the generation is judged on the link's
+        # negotiated maximum, the width on the current link (it does not drop at idle on data-centre GPUs).
+        # A link that trained narrower than the GPU's maximum width halves (or worse) its host bandwidth:
+        # it fails unless the node class declares the narrower slot, as Oracle Cloud's GPU fleet check for
+        # missing PCIe lanes fails it (oracle/oci-dr-hpc-v2, scripts/BM.GPU.H100.8/
+        # pcie_width_missing_lanes_check.py: every H100's LnkSta must read Width x16).
+        problems = []
+        if want_gen and g.pcie_max_gen is not None and g.pcie_max_gen < want_gen:
+            problems.append(f"link gen {g.pcie_max_gen} < node class gen {want_gen}")
+        if want_width and g.pcie_width is not None and g.pcie_width < want_width:
+            problems.append(f"width x{g.pcie_width} < node class x{want_width}")
+        elif not want_width and g.pcie_width and g.pcie_max_width and g.pcie_width < g.pcie_max_width:
+            problems.append(
+                f"width x{g.pcie_width} < the GPU's x{g.pcie_max_width} (missing lanes; a narrower slot is "
+                "declared as the node class's pcie_width)"
+            )
+        return ", ".join(problems)
+
+    def note(g: nvsmi.Gpu) -> str:
+        gpu_max = g.pcie_device_max_gen or g.pcie_max_gen
+        if g.pcie_max_gen and gpu_max and g.pcie_max_gen < gpu_max:
+            limit = f", host max gen {g.pcie_host_max_gen}" if g.pcie_host_max_gen else ""
+            return f"link max gen {g.pcie_max_gen} < GPU's gen {gpu_max}{limit}"
+        return ""
+
+    declared = " and ".join(
+        filter(None, [f"gen {want_gen}" if want_gen else "", f"x{want_width}" if want_width else ""])
+    )
+    return _per_gpu(
+        node,
+        v,
+        bad,
+        f"links reach the node class's {declared}" if declared else "links at the GPUs' full width",
+        note,
+        facts=_pcie_facts,
+    )
+
+
+@check(
+    "gpu.pcie_replay",
+    "PCIe replays per minute under the limit on every GPU (nvidia-smi -q -x replay_counter over the uptime)",
+    "Many replays mean a marginal link: reseat the GPU or riser, check the slot and cables; nvidia-smi -q -d PCIE.",
+    depends=GPU_VIEW,
+)
+def pcie_replay(node: Node, v: Verdict) -> Check:
+    limit = node.settings.node_checks.pcie_replays_per_minute
+    counted = [g for g in node.smi.gpus if g.pcie_replays is not None]
+    if not limit:
+        return v.skipped("turned off (node_checks.pcie_replays_per_minute: 0)")
+    if not counted:
+        return v.skipped("no GPU reports a PCIe replay counter")
+    replaying = [g for g in counted if g.pcie_replays]
+    if not replaying:
+        return v.passed("no PCIe replays")
+    # One reading gives an average: one above the per-minute limit means at least one minute was above it.
+    # Shorter bursts need two readings a minute apart, as DCGM's health watch takes (dcgmi health).
+    window = _counter_window(node, v, 60)
+    if isinstance(window, Check):
+        return window
+    uptime, minutes = window
+    rates = {g.index: (g.pcie_replays or 0) / minutes for g in replaying}
+    evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x pci/replay_counter:\n" + "\n".join(
+        f"GPU {g.index} {g.bus_id}: {g.pcie_replays} -> {rates[g.index]:.2f}/min" for g in replaying
+    )
+    high = [
+        f"GPU {g.index} ({g.bus_id}): {g.pcie_replays} PCIe replays in {minutes:.0f} min = "
+        f"{rates[g.index]:.2f}/min > {limit:g}/min"
+        for g in replaying
+        if rates[g.index] > limit
+    ]
+    if high:
+        return v.failed("; ".join(high), evidence)
+    worst = max(rates.values())
+    return v.passed(f"at most {worst:.2f} PCIe replays/min (<= {limit:g}/min)", evidence)
+
+
+@check(
+    "gpu.mig",
+    "MIG mode as the node class declares, nothing pending (nvidia-smi -q -x mig_mode)",
+    "Set MIG mode as the node class says (nvidia-smi -mig 1|0, or the GPU Operator's MIG manager) and reset "
+    "the GPU so a pending change takes effect.",
+    depends=GPU_VIEW,
+)
+def mig(node: Node, v: Verdict) -> Check:
+    want = node.node_class.mig
+    if want is None:
+        return v.skipped("the node class does not declare a MIG mode (mig: true|false)")
+    target = "Enabled" if want else "Disabled"
+
+    def bad(g: nvsmi.Gpu) -> str:
+        if g.mig_current in nvsmi.NOT_AVAILABLE:
+            return "MIG not supported on this GPU" if want else ""
+        if g.mig_current != target:
+            return f"MIG {g.mig_current}, the node class wants {target}"
+        if g.mig_pending and g.mig_pending != g.mig_current:
+            return f"MIG change to {g.mig_pending} pending (reset the GPU)"
+        return ""
+
+    return _per_gpu(node, v, bad, f"MIG {target}", facts=_mig_facts)
+
+
+@check(
+    "gpu.xid",
+    "no hardware or driver Xid (NVIDIA's Xid catalogue) in the kernel log within the window",
+    "Look the Xid code up in NVIDIA's Xid catalogue; hardware Xids need a drain, a GPU reset and the field "
+    "diagnostics, driver Xids a reset and, if they repeat, a driver update.",
+    depends=GPU_VIEW,
+)
+def xid(node: Node, v: Verdict) -> Check:
+    settings = node.settings.node_checks
+    answer = node.run("dmesg")
+    if not answer.ok:
+        answer = node.run(JOURNAL_COMMAND)
+    if not answer.ok:
+        return v.skipped("the kernel log cannot be read here (dmesg and journalctl -k failed)", answer.evidence(300))
+    found = xids.events(answer.stdout)
+    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
+    recent = xids.recent(found, uptime, settings.xid_window_hours)
+    window = f"last {settings.xid_window_hours:g} h" if settings.xid_window_hours else "since boot"
+    fatal = [e for e in recent if e.kind in settings.xid_fail_classes]
+    evidence = f"$ {answer.command}  (uptime {uptime}s, window {window})\n" + "\n".join(
+        f"[{e.kind}] Xid {e.code} ({e.description}): {e.line}" for e in found[:30]
+    )
+    if fatal:
+        kinds = sorted({e.kind for e in fatal})
+        codes = ", ".join(sorted({f"{e.code} ({e.description})" for e in fatal}))
+        remedy = "; ".join(f"{k}: {xids.REMEDY[k]}" for k in kinds)
+        return v.failed(f"{'/'.join(kinds)} Xid in the {window}: {codes}", evidence, remedy)
+    if found:
+        other = len(found) - len(recent)
+        return v.passed(
+            f"no failing Xid in the {window} ({len(recent)} application Xid(s) in it, {other} older)", evidence
+        )
+    return v.passed("no Xid since boot")

@@ -1,0 +1,70 @@
+"""Running the catalogue on one node: in order, a check whose dependency did not pass skipped, naming it."""
+
+from __future__ import annotations
+
+import logging
+
+from gpuready.core.results import Check, errored, failed, skipped
+from gpuready.validate.node.checks.commands import MEASURING, perf_budget, perf_commands
+from gpuready.validate.node.checks.driver import GPU_VIEW
+from gpuready.validate.node.checks.registry import CATALOGUE, DEPENDS, CheckDef
+from gpuready.validate.node.node import Answer, Node, NoGpuView
+
+log = logging.getLogger(__name__)
+
+
+def run_check(definition: CheckDef, node: Node) -> Check:
+    """Run one check; a GPU view that cannot be read fails the check with that one clear reason."""
+    try:
+        result = definition.run(node)
+    except NoGpuView as e:
+        result = failed(definition.id, node.name, str(e), node.smi_xml.evidence())
+    except Exception as e:  # a surprise in one check is that check's error; the others still run
+        log.debug("check %s on %s", definition.id, node.name, exc_info=True)
+        return errored(definition.id, node.name, f"the check itself failed: {type(e).__name__}: {e}")
+    if result.status == "failed" and not result.remedy:
+        result.remedy = definition.remedy
+    return result
+
+
+def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
+    """Every check in catalogue order; one whose dependency did not pass is skipped, naming it."""
+    results: dict[str, Check] = {}
+    measured = False
+    for definition in CATALOGUE:
+        if only is not None and definition.id not in only:
+            continue
+        if not measured and definition.id in MEASURING and node.host is not None:
+            measured = True
+            _measure(node, only, results)
+        cause = next((d for d in definition.depends if d in results and _blocks(results[d])), None)
+        if cause is not None:
+            root = results[cause]
+            if root.message.startswith(DEPENDS):  # skipped itself: name the same root cause
+                reason = root.message[len(DEPENDS) :]
+            else:  # the first clause of the root's message, identical across hosts so they group
+                reason = f"{cause} ({root.message.split(':', 1)[0]})"
+            results[definition.id] = skipped(definition.id, node.name, DEPENDS + reason)
+        else:
+            results[definition.id] = run_check(definition, node)
+    return list(results.values())
+
+
+def _measure(node: Node, only: set[str] | None, results: dict[str, Check]) -> None:
+    """The measuring commands in their own batch, after the fixed checks, only where the GPUs can be read
+    (a node that failed the GPU view would skip every measuring check anyway)."""
+    view = results.get(GPU_VIEW[0])
+    if view is not None and view.status != "passed":
+        return
+    budget = perf_budget(node.settings, only)
+    if node.on_measure is not None:
+        node.on_measure(budget + 10)
+    try:
+        node.prefetch(perf_commands(node.settings, only), timeout=budget)
+    except ConnectionError as e:  # each measuring check says its command did not finish; none is run again
+        for command in perf_commands(node.settings, only):
+            node.record(Answer(command, 124, "", str(e)))
+
+
+def _blocks(result: Check) -> bool:
+    return result.status in ("failed", "error") or (result.status == "skipped" and result.message.startswith(DEPENDS))
