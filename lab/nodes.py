@@ -232,15 +232,10 @@ def inventory_hosts(state: dict[str, Any]) -> dict[str, Any]:
             "ansible_ssh_private_key_file": state["key"],
             "ansible_host_key_checking": False,
             "gpuready_node_class": replay.PROFILES[h["profile"]].node_class,
-            # preflight reads the replayed PCI bus and kernel headers (the hosts share this machine's /sys)
-            **(
-                {
-                    "preflight_pci_devices": f"{h['home']}/data/pci",
-                    "preflight_kernel_modules": f"{h['home']}/data/modules",
-                }
-                if "home" in h
-                else {}
-            ),
+            # preflight reads the host's replayed PCI bus and kernel headers: the hosts share this machine's
+            # /sys and /lib/modules
+            "preflight_pci_devices": f"{h['home']}/data/pci",
+            "preflight_kernel_modules": f"{h['home']}/data/modules",
         }
         for h in state["hosts"]
     }
@@ -300,8 +295,9 @@ class NodesLab(Component):
         from gpuready.validate.node.node import QUERY_COMMAND
 
         hosts = state.get("hosts") or [{"name": "?", "address": "?", "profile": "?"}]
-        # a host whose nvidia-smi answers (a nouveau host's fails, as a real one does)
-        host = next((h for h in hosts if not getattr(replay.PROFILES.get(h["profile"]), "nouveau", True)), hosts[0])
+        # a host whose nvidia-smi answers: a nouveau host's fails, as a real one does
+        answering = [h for h in hosts if h["profile"] in replay.PROFILES and not replay.PROFILES[h["profile"]].nouveau]
+        host = (answering or hosts)[0]
         ssh = f"ssh -i {state.get('key')} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
         return [
             f"# {len(state.get('hosts', []))} simulated GPU nodes over SSH (key {state.get('key')}):",
