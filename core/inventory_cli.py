@@ -1,4 +1,5 @@
-"""``gpuready inventory check``: the inventory and settings, checked before anything runs."""
+"""``gpuready inventory check``: the inventory and settings, checked before anything runs; ``gpuready inventory
+init``: the example inventories, written out to start from."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from gpuready.core.command import Context, common_options, execute
+from gpuready.core.command import Context, common_options, execute, fail
+from gpuready.core.errors import GpureadyError
 from gpuready.core.results import RunResult, passed
 
 
@@ -23,6 +25,25 @@ def check(inventory_path: Path, artifacts: Path | None, verbose: int) -> None:
     Any problem is one line naming the file and the key, exit 2.
     """
     execute(Context("inventory check", inventory_path, artifacts, verbose), _check)
+
+
+@inventory.command("init")
+@click.argument("folder", type=click.Path(path_type=Path), default="inventories")
+@click.option("--only", metavar="NAME[,NAME]", help="Only these examples (local, baremetal-c4140, ...).")
+def init(folder: Path, only: str | None) -> None:
+    """Write gpuready's example inventories into FOLDER/<name> (default ./inventories): local (this machine),
+    baremetal-c4140, openshift-311 and vsphere-r750xa. Prints each inventory's path; never overwrites one."""
+    from gpuready.core import inventory_examples
+
+    chosen = [n.strip() for n in (only or "").split(",") if n.strip()] or None
+    try:
+        written = inventory_examples.write(folder, chosen)
+    except GpureadyError as e:
+        fail(str(e), e.exit_code)
+    for path in written:
+        click.echo(path)
+    first = next((p for p in written if p.name == "local"), written[0])
+    click.echo(f"next: gpuready inventory check -i {first}", err=True)
 
 
 def _check(ctx: Context) -> RunResult:

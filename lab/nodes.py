@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -179,7 +180,9 @@ def up_hosts(root: Path, profiles: list[str], prefix: str, spawn: Callable[[list
                 ]
             )
             state["pids"].append(pid)
-            state["hosts"].append({"name": name, "profile": profile, "namespace": ns, "address": address, "pid": pid})
+            state["hosts"].append(
+                {"name": name, "profile": profile, "namespace": ns, "address": address, "pid": pid, "home": str(home)}
+            )
         for host in state["hosts"]:
             wait_for_port(host["address"], 22, timeout=20)
     except BaseException:
@@ -229,6 +232,10 @@ def inventory_hosts(state: dict[str, Any]) -> dict[str, Any]:
             "ansible_ssh_private_key_file": state["key"],
             "ansible_host_key_checking": False,
             "gpuready_node_class": replay.PROFILES[h["profile"]].node_class,
+            # preflight reads the host's replayed PCI bus and kernel headers: the hosts share this machine's
+            # /sys and /lib/modules
+            "preflight_pci_devices": f"{h['home']}/data/pci",
+            "preflight_kernel_modules": f"{h['home']}/data/modules",
         }
         for h in state["hosts"]
     }
@@ -284,13 +291,19 @@ class NodesLab(Component):
 
     def usage(self, lab: Lab, state: dict[str, Any]) -> list[str]:
         inventory = state.get("inventory", "?")
-        hosts = state.get("hosts") or [{"name": "?", "address": "?"}]
+        from gpuready.lab import replay
+        from gpuready.validate.node.node import QUERY_COMMAND
+
+        hosts = state.get("hosts") or [{"name": "?", "address": "?", "profile": "?"}]
+        # a host whose nvidia-smi answers: a nouveau host's fails, as a real one does
+        answering = [h for h in hosts if h["profile"] in replay.PROFILES and not replay.PROFILES[h["profile"]].nouveau]
+        host = (answering or hosts)[0]
+        ssh = f"ssh -i {state.get('key')} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
         return [
             f"# {len(state.get('hosts', []))} simulated GPU nodes over SSH (key {state.get('key')}):",
             f"gpuready validate gpu-node -i {inventory}",
-            f"gpuready provision cluster -i {inventory} --tags preflight",
-            f"ssh -i {state.get('key')} -o StrictHostKeyChecking=no root@{hosts[0]['address']} nvidia-smi"
-            f"   # {hosts[0]['name']}",
+            f"gpuready provision cluster -i {inventory} --tags preflight --check   # preflight only; changes nothing",
+            f"{ssh} root@{host['address']} {shlex.quote(QUERY_COMMAND)}   # {host['name']}: its replayed nvidia-smi",
         ]
 
     def status(self, lab: Lab, state: dict[str, Any]) -> str:

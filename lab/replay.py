@@ -13,6 +13,7 @@ every edit a profile makes is listed in ``PROFILES`` and in the README (validate
 from __future__ import annotations
 
 import copy
+import os
 import re
 import shlex
 import xml.etree.ElementTree as ET
@@ -408,6 +409,27 @@ def lspci(profile: Profile) -> str:
     return "".join(f"{model.bus_ids[i][9:].lower()} 0302: 10de:{device} (rev a1)\n" for i in range(profile.count))
 
 
+def pci_devices(profile: Profile, folder: Path) -> Path:
+    """The sysfs PCI device folders (vendor and class files) of the profile's GPUs, as ``lspci`` lists them:
+    preflight reads these where a real node's kernel lists them under /sys/bus/pci/devices."""
+    model = MODELS[profile.model]
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(profile.count):
+        slot = folder / f"0000:{model.bus_ids[i][9:].lower()}"
+        slot.mkdir(exist_ok=True)
+        (slot / "vendor").write_text("0x10de\n")
+        (slot / "device").write_text(f"0x{model.device_id[:4].lower()}\n")
+        (slot / "class").write_text("0x030200\n")  # 3D controller, the class lspci prints (0302)
+    return folder
+
+
+def kernel_modules(folder: Path) -> Path:
+    """A modules folder holding ``<running kernel>/build``: a simulated node has its kernel headers installed
+    (the lab's hosts share this machine's kernel, whose headers this machine need not have)."""
+    (folder / os.uname().release / "build").mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def nvlink_errors(profile: Profile) -> str:
     """``nvidia-smi nvlink -e``: zero counters on every link (the layout of NVIDIA's nvidia-smi manual)."""
     model = MODELS[profile.model]
@@ -477,6 +499,8 @@ def build(profile_name: str, dest: Path) -> Path:
         "lspci.txt": lspci(profile),
         "nvlink-errors.txt": nvlink_errors(profile),
     }
+    pci_devices(profile, data / "pci")
+    kernel_modules(data / "modules")
     if profile.nvbandwidth:
         files["nvbandwidth.txt"] = nvbandwidth(profile)
     for name, text in files.items():

@@ -303,8 +303,10 @@ class SlurmLab(Component):
         return [
             f"# a Slurm cluster of {len(state.get('hosts', []))} simulated GPU nodes (Debian's slurm-wlm):",
             f"export SLURM_CONF={state.get('slurm_conf', '?')}   # for sinfo, squeue, sbatch",
-            # the hosts' GPUs are replayed: the workers train on the CPU, which --cpu says on purpose
-            f"gpuready validate training -i {inventory} --cpu --gpus 2 --steps 3 --image-size 32 --batch-size 4",
+            # the hosts' GPUs are replayed: the workers train on the CPU, which --cpu says on purpose; a small
+            # model and images keep a try of the launcher to a few minutes on a small machine
+            f"gpuready validate training -i {inventory} --cpu --gpus 2 --model resnet50 --steps 3 --warmup-steps 1 "
+            "--image-size 32 --batch-size 4   # a small CPU run across two nodes through sbatch",
             f"gpuready validate gpu-node -i {inventory}",
         ]
 

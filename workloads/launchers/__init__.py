@@ -147,17 +147,41 @@ def require_local_training(distribution: str, framework: str = "tensorflow") -> 
             else f" (the train extra needs Python 3.11; this is {sys.version_info[0]}.{sys.version_info[1]}: "
             "or use --framework pytorch)"
         )
+        other = ", or use --distribution mwms (TensorFlow alone)" if distribution == "horovod" else ""
         raise Unreachable(
-            f"{' and '.join(missing)} not installed in {sys.prefix}: "
-            f"pip install 'gpuready[train]' (README, Training), or use --distribution mwms{where}"
+            f"{' and '.join(missing)} not installed in {sys.prefix}: {install_advice(missing)}{other}{where}"
         )
+
+
+#: TensorFlow 2.15.1 and Horovod 0.28.1 (the train extra's pins). Horovod compiles against the TensorFlow it
+#: finds, so it is built after it, without pip's build isolation (an isolated build sees no TensorFlow and
+#: fails in CMake); Horovod's install guide (docs/install.rst) needs CMake 3.13 or newer and a C++ compiler.
+TENSORFLOW_REQUIREMENT = "tensorflow==2.15.1"
+HOROVOD_REQUIREMENT = "horovod==0.28.1"
+#: The Gloo-only build: no MPI, PyTorch or MXNet bindings (Horovod's docs/install.rst, "Environment Variables").
+HOROVOD_BUILD_ENV = (
+    "HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 "
+    "HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=GLOO"
+)
+INSTALL_DOC = 'docs/training.md, "Installing TensorFlow and Horovod"'
+
+
+def install_advice(missing: list[str]) -> str:
+    """The commands that install what is missing into this Python, runnable as printed."""
+    pip = f"{sys.executable} -m pip install"
+    steps = []
+    if "tensorflow" in missing:
+        steps.append(f"{pip} '{TENSORFLOW_REQUIREMENT}'")
+    if "horovod" in missing:
+        steps.append(f"{HOROVOD_BUILD_ENV} {pip} --no-build-isolation '{HOROVOD_REQUIREMENT}' (needs cmake and g++)")
+    return " && ".join(steps) + f" ({INSTALL_DOC})"
 
 
 def horovodrun() -> str:
     beside = Path(sys.executable).with_name("horovodrun")
     found = str(beside) if beside.exists() else shutil.which("horovodrun")
     if not found:
-        raise Unreachable("horovodrun not found: install Horovod (pip install 'gpuready[train]')")
+        raise Unreachable(f"horovodrun not found: {install_advice(['horovod'])}")
     return found
 
 

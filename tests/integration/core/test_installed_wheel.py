@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -125,78 +126,80 @@ def test_the_installed_package_comes_from_the_wheel_not_the_repository(installed
     assert not any(str(ROOT) in p for p in path)
 
 
-def test_inventory_check_and_provision_check_mode_on_this_machine(installed: Installed) -> None:
-    inventory = installed.home / "inventories" / "local"
-    shutil.copytree(ROOT / "inventories" / "local", inventory)
-    done = installed.gpuready("inventory", "check", "-i", str(inventory))
-    assert done.returncode == 0, done.stdout + done.stderr
-    before = _files_under(installed.site)
-    runs = installed.home / "runs"
-    done = installed.gpuready("provision", "cluster", "-i", str(inventory), "--check", "--artifacts", str(runs))
-    assert done.returncode == 0, done.stdout + done.stderr
-    [summary] = runs.glob("*/summary.json")
-    checks = {c["id"]: c["status"] for c in json.loads(summary.read_text())["checks"]}
-    assert checks["preflight.os"] == "passed" and checks["provision.apply"] == "passed"
-    assert _files_under(installed.site) == before, "a run wrote into site-packages"
-
-
-def test_lab_vsphere_provisioned_and_validated_then_lab_nodes_validated(installed: Installed) -> None:
-    lab = installed.home / "lab"
-    before = _files_under(installed.site)
-    up = installed.gpuready("lab", "up", "--components", "vsphere", "--lab-dir", str(lab))
-    try:
-        assert up.returncode == 0, up.stderr
-        inventory = up.stdout.strip().splitlines()[-1]
-        assert 'export GPUREADY_VCENTER_PASSWORD="$(cat ' in up.stderr
-        hosts = (Path(inventory) / "hosts.yml").read_text()
-        assert "ansible_python_interpreter: '{{ ansible_playbook_python }}'" in hosts
-        password = {"GPUREADY_VCENTER_PASSWORD": (lab / "vsphere" / "password").read_text()}
-        runs = installed.home / "runs-vsphere"
-        done = installed.gpuready(
-            "provision", "cluster", "-i", inventory, "--allow-power-off", "--artifacts", str(runs), env=password
+def tour_blocks(readme: str) -> list[list[str]]:
+    """The command lines of the README's tour, block by block, exactly as written: a console block's
+    ``$ `` lines, every line of a sh block."""
+    tour = readme.split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
+    blocks = []
+    for kind, body in re.findall(r"```(console|sh)\n(.*?)```", tour, re.DOTALL):
+        lines = body.splitlines()
+        blocks.append(
+            [ln[2:] for ln in lines if ln.startswith("$ ")] if kind == "console" else list(filter(None, lines))
         )
-        assert done.returncode == 0, done.stdout + done.stderr
-        done = installed.gpuready("validate", "vsphere", "-i", inventory, "--artifacts", str(runs), env=password)
-        assert done.returncode == 0, done.stdout + done.stderr
-        [summary] = runs.glob("*validate-vsphere/summary.json")
-        checks = {c["id"]: c["status"] for c in json.loads(summary.read_text())["checks"]}
-        assert checks["vsphere.ats"] == "passed" and "vsphere.vm.nvlink_pair" in checks
-        assert set(checks.values()) <= {"passed", "skipped"}
+    return blocks
+
+
+def run_lines(installed: Installed, lines: list[str]) -> list[tuple[str, int]]:
+    """The lines in one bash, as typed into one shell (variables carry over); each line's exit status."""
+    statuses = installed.home / ".statuses"
+    statuses.unlink(missing_ok=True)
+    script = "".join(f"{line}\necho $? >> {statuses}\n" for line in lines)
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=installed.home, env=installed.env(), capture_output=True, text=True, timeout=1800
+    )
+    codes = [int(c) for c in statuses.read_text().split()] if statuses.exists() else []
+    assert len(codes) == len(lines), done.stdout + done.stderr
+    return list(zip(lines, codes, strict=True))
+
+
+def test_the_readme_tour_runs_as_written(installed: Installed) -> None:
+    """Steps 1-3 of the tour (4 compiles Kubernetes, 5 needs TensorFlow), in an empty folder, then `lab down`."""
+    blocks = tour_blocks((ROOT / "README.md").read_text())
+    assert blocks[0][:2] == ["gpuready inventory init", "gpuready inventory check -i inventories/local"]
+    lines = [ln for block in blocks for ln in block]
+    nodes = next(i for i, ln in enumerate(lines) if "--components nodes" in ln)
+    assert any("--components vsphere" in ln for ln in lines[:nodes])
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        lines = lines[:nodes]  # the nodes lab needs root and `ip netns`
+    before = _files_under(installed.site)
+    try:
+        ran = run_lines(installed, lines)
     finally:
-        down = installed.gpuready("lab", "down", "--lab-dir", str(lab))
+        down = installed.gpuready("lab", "down")
     assert down.returncode == 0, down.stderr
+    for line, code in ran:
+        # the nodes lab has faulty profiles on purpose: validating it finds them (exit 1)
+        expected = 1 if line.startswith("gpuready validate gpu-node") else 0
+        assert code == expected, f"{line!r} exited {code}"
+    runs = installed.home / "gpuready-runs"
+    local = json.loads(min(runs.glob("*provision-cluster/summary.json")).read_text())  # the first: this machine
+    checks = {c["id"]: c["status"] for c in local["checks"]}
+    assert checks["preflight.os"] == "passed" and checks["provision.apply"] == "passed"
+    [validated] = runs.glob("*validate-vsphere/summary.json")
+    checks = {c["id"]: c["status"] for c in json.loads(validated.read_text())["checks"]}
+    assert checks["vsphere.ats"] == "passed" and "vsphere.vm.nvlink_pair" in checks
+    assert set(checks.values()) <= {"passed", "skipped"}
     # The lab's Go builds live in <cache>/gpuready/<module>-<version>-<digest>/bin, complete when marked so.
     cache = Path(installed.env()["XDG_CACHE_HOME"]) / "gpuready"
     built = [b for b in cache.glob("govmomi-v*/bin/vcsim") if (b.parent.parent / ".complete").is_file()]
     assert built, f"vcsim was not built into the user's cache dir {cache}"
+    assert _files_under(installed.site) == before, "a run or the lab wrote into site-packages"
+    require(len(lines) > nodes, "the nodes lab needs root and `ip netns`")
+    [nodes_run] = runs.glob("*validate-gpu-node/summary.json")
+    failed = {
+        c["host"].rsplit("-", 1)[0] for c in json.loads(nodes_run.read_text())["checks"] if c["status"] == "failed"
+    }
+    assert failed and not failed & {"v100-x4", "a100-x4", "h100-x8"}, failed  # faulty profiles only
 
-    require(os.geteuid() == 0 and shutil.which("ip"), "the nodes lab needs root and `ip netns`")
-    prefix = f"gw{os.getpid() % 100000}"
-    up = installed.gpuready(
-        "lab",
-        "up",
-        "--components",
-        "nodes",
-        "--set",
-        "nodes.profiles=v100-x4,a100-x4",
-        "--set",
-        f"nodes.prefix={prefix}",
-        "--lab-dir",
-        str(lab),
-    )
-    try:
-        assert up.returncode == 0, up.stderr
-        inventory = up.stdout.strip().splitlines()[-1]
-        assert f"gpuready validate gpu-node -i {inventory}" in up.stderr
-        done = installed.gpuready(
-            "validate", "gpu-node", "-i", inventory, "--artifacts", str(installed.home / "runs-nodes")
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        [summary] = (installed.home / "runs-nodes").glob("*/summary.json")
-        checks = json.loads(summary.read_text())["checks"]
-        assert {c["host"] for c in checks} >= {"v100-x4-00", "a100-x4-01"}
-        assert all(c["status"] in ("passed", "skipped") for c in checks), checks
-    finally:
-        down = installed.gpuready("lab", "down", "--lab-dir", str(lab))
-    assert down.returncode == 0, down.stderr
-    assert _files_under(installed.site) == before, "the lab wrote into site-packages"
+
+def test_training_without_tensorflow_says_how_to_install_it_and_no_mwms_once_asked(installed: Installed) -> None:
+    runs = str(installed.home / "runs-training")
+    args = ["validate", "training", "--cpu", "--gpus", "1", "--artifacts", runs]
+    done = installed.gpuready(*args, "--distribution", "mwms")
+    assert done.returncode == 3, done.stdout + done.stderr
+    line = done.stderr.strip().splitlines()[-1]  # after the line naming what would have trained
+    assert line.startswith(f"gpuready: error: tensorflow not installed in {installed.venv}: "), line
+    assert "-m pip install 'tensorflow==2.15.1'" in line and "--distribution mwms" not in line
+    done = installed.gpuready(*args)
+    assert done.returncode == 3 and "--no-build-isolation 'horovod==0.28.1'" in done.stderr
+    assert done.stderr.strip().endswith("or use --distribution mwms (TensorFlow alone)")

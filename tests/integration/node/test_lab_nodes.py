@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 
 from tests.conftest import ROOT, gpuready, require
 from tests.integration.node.conftest import can_make_namespaces
+from tests.lab_hints import run_hints
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -114,3 +116,38 @@ def test_down_kills_a_host_whose_pid_was_never_noted() -> None:
     finally:
         orphan.kill()
         subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+
+def test_every_hint_lab_up_prints_runs_as_printed(tmp_path: Path) -> None:
+    require(can_make_namespaces() and shutil.which("ssh"), "needs root, `ip netns` and ssh")
+    lab = ["--lab-dir", str(tmp_path / "lab")]
+    up = gpuready(
+        "lab", "up", "--components", "nodes", "--set", "nodes.profiles=nouveau,v100-x4,h100-x8",
+        "--set", f"nodes.prefix=gh{os.getpid() % 100000}", *lab,
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr
+        ran = run_hints(up.stderr, tmp_path)
+        assert len(ran) == 3, up.stderr
+        for line, done in ran:
+            said = done.stdout + done.stderr
+            assert "replay: no recording" not in said, line
+            if line.startswith("gpuready validate gpu-node"):
+                assert done.returncode == 1, said  # the nouveau host's fault
+            else:
+                assert done.returncode == 0, f"{line}\n{said}"
+        [validated] = tmp_path.glob("gpuready-runs/*validate-gpu-node/summary.json")
+        failed = {c["host"] for c in json.loads(validated.read_text())["checks"] if c["status"] == "failed"}
+        assert failed == {"nouveau-00"}
+        preflight = next(d for line, d in ran if "--tags preflight" in line)
+        [summary] = tmp_path.glob("gpuready-runs/*provision-cluster/summary.json")
+        checks = json.loads(summary.read_text())["checks"]
+        gpus = {c["host"]: c["message"] for c in checks if c["id"] == "preflight.gpus"}
+        assert set(gpus) == {"nouveau-00", "v100-x4-01", "h100-x8-02"}, preflight.stdout
+        assert all(" NVIDIA GPUs on the PCI bus, as node class " in m for m in gpus.values()), gpus
+        assert not any(c["status"] == "changed" for c in checks)
+        [(_, smi)] = [(line, d) for line, d in ran if line.startswith("ssh ")]
+        assert smi.stdout.count("Tesla V100-SXM2-32GB") == 4, smi.stdout  # the first host nvidia-smi answers on
+    finally:
+        down = gpuready("lab", "down", *lab)
+    assert down.returncode == 0, down.stderr

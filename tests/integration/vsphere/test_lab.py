@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import gpuready
+from tests.lab_hints import run_hints
 
 pytestmark = pytest.mark.slow
 
@@ -83,3 +84,22 @@ def test_readme_walkthrough_with_relative_paths(vcsim_binary: Path, tmp_path: Pa
     finally:
         down = gpuready("lab", "down", "--lab-dir", "gpuready-lab", cwd=tmp_path)
     assert down.returncode == 0, down.stderr
+
+
+def test_every_hint_lab_up_prints_runs_as_printed(vcsim_binary: Path, tmp_path: Path) -> None:
+    up = gpuready("lab", "up", "--components", "vsphere", cwd=tmp_path)
+    try:
+        assert up.returncode == 0, up.stderr
+        ran = run_hints(up.stderr, tmp_path)
+        assert [line.split(" -i ")[0] for line, _ in ran] == [
+            "gpuready provision cluster",
+            "gpuready provision cluster",
+            "gpuready validate vsphere",
+        ]
+        for line, done in ran:
+            assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
+    finally:
+        down = gpuready("lab", "down", cwd=tmp_path)
+    assert down.returncode == 0, down.stderr
+    [validated] = tmp_path.glob("gpuready-runs/*validate-vsphere/summary.json")
+    assert {c["status"] for c in json.loads(validated.read_text())["checks"]} <= {"passed", "skipped"}

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import gpuready, require
+from tests.lab_hints import run_hints
 from tests.processes import Child
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -55,7 +56,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     assert up.returncode == 0, up.stdout + up.stderr
     state = json.loads((root / "state.json").read_text())["slurm"]
     try:
-        yield {**state, "root": root, "inventory": Path(up.stdout.strip().splitlines()[-1])}
+        yield {**state, "root": root, "inventory": Path(up.stdout.strip().splitlines()[-1]), "printed": up.stderr}
     finally:
         down = gpuready("lab", "down", "--lab-dir", str(root))
         assert down.returncode == 0, down.stdout + down.stderr
@@ -162,6 +163,15 @@ def test_slurm_job_across_two_nodes_and_collect(lab: dict[str, Any], tmp_path: P
     first = json.loads((run / "summary.json").read_text())
     assert again["metrics"]["images_per_second_2w"] == first["metrics"]["images_per_second_2w"]
     assert "scaling on CPU, not GPUs (from the raw step times)" in collected.stdout  # read back as CPU too
+
+
+def test_every_hint_lab_up_prints_runs_as_printed(lab: dict[str, Any], tmp_path: Path, horovod: None) -> None:
+    ran = run_hints(lab["printed"], tmp_path, timeout=1200)
+    assert [line.split(" -i ")[0] for line, _ in ran] == ["gpuready validate training", "gpuready validate gpu-node"]
+    for line, done in ran:
+        assert done.returncode == 0, f"{line}\n{done.stdout}{done.stderr}"
+    [trained] = tmp_path.glob("gpuready-runs/*validate-training/summary.json")
+    assert json.loads(trained.read_text())["metrics"]["training"]["launcher"] == "slurm"
 
 
 def test_slurm_bad_partition_is_reported(lab: dict[str, Any], tmp_path: Path) -> None:

@@ -1,0 +1,45 @@
+"""``gpuready inventory init``: the example inventories written out, as shipped, and never over a user's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import ROOT, gpuready
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*.yml"))}
+
+
+def test_init_writes_every_example_inventory_as_shipped_and_they_check(tmp_path: Path) -> None:
+    done = gpuready("inventory", "init", "examples", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shipped = sorted(p.name for p in (ROOT / "inventories").iterdir() if (p / "hosts.yml").is_file())
+    assert len(shipped) >= 4
+    assert done.stdout.split() == [f"examples/{n}" for n in shipped]
+    assert done.stderr.strip() == "next: gpuready inventory check -i examples/local"
+    assert _files(tmp_path / "examples") == _files(ROOT / "inventories")
+    checked = gpuready("inventory", "check", "-i", "examples/local", "--artifacts", "runs", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_init_defaults_to_inventories_and_only_writes_what_is_asked(tmp_path: Path) -> None:
+    done = gpuready("inventory", "init", "--only", "local", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["inventories/local"]
+    assert [p.name for p in (tmp_path / "inventories").iterdir()] == ["local"]
+
+
+def test_init_never_overwrites_and_refuses_unknown_names_in_one_line(tmp_path: Path) -> None:
+    edited = tmp_path / "inventories" / "local" / "hosts.yml"
+    edited.parent.mkdir(parents=True)
+    edited.write_text("# mine\n")
+    done = gpuready("inventory", "init", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "gpuready: error: inventories/local already exists: not overwritten (choose another folder)"
+    )
+    assert edited.read_text() == "# mine\n" and not (tmp_path / "inventories" / "baremetal-c4140").exists()
+    done = gpuready("inventory", "init", "--only", "local,nope", "elsewhere", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "unknown example inventory nope (known: baremetal-c4140, local," in done.stderr
