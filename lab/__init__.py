@@ -168,14 +168,26 @@ def start_time(pid: int) -> str:
     return "" if fields[0] == "Z" else fields[19]
 
 
+def process_name(pid: int) -> str:
+    """The program ``pid`` runs: its argv[0] without the folder (/proc/PID/comm cuts names at 15 characters:
+    kube-controller-manager), or "?" when it is gone."""
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+    except OSError:
+        return "?"
+    return Path(argv0).name or "?"
+
+
 def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs. A zombie does not: it has exited and waits for its parent (init, for the
+    lab's detached processes) to reap it, which some inits do only every few seconds."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return bool(start_time(pid)) or not Path(f"/proc/{pid}").exists()
 
 
 def stop_in_reverse(pids: list[int], grace: float = 10.0) -> None:
@@ -233,6 +245,22 @@ class Component:
         pids = [int(p) for p in state.get("pids", []) if int(p) in recorded or not recorded]
         stop_in_reverse(pids + [p for p in recorded if p not in pids])
         (lab.root / self.name / "pids").unlink(missing_ok=True)
+
+    def stopping(self, lab: Lab, state: dict[str, Any]) -> str:
+        """What :meth:`down` stops, for the line `lab down` prints first: its processes by name, and the
+        network namespaces it removes."""
+        pids = list(dict.fromkeys([*(int(p) for p in state.get("pids", [])), *lab.recorded(self.name)]))
+        names: dict[str, int] = {}
+        for pid in pids:
+            if start_time(pid):
+                name = process_name(pid)
+                names[name] = names.get(name, 0) + 1
+        alive = sum(names.values())
+        what = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in names.items())
+        parts = [f"{alive} process(es) ({what})" if alive else "no running process"]
+        if namespaces := state.get("namespaces"):
+            parts.append(f"{len(namespaces)} network namespace(s)")
+        return " and ".join(parts)
 
     def leftovers(self, lab: Lab) -> list[int]:
         """Processes recorded in <component>/pids that still run (of a ``lab up`` that never finished)."""
