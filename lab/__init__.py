@@ -170,12 +170,14 @@ def start_time(pid: int) -> str:
 
 def process_name(pid: int) -> str:
     """The program ``pid`` runs: its argv[0] without the folder (/proc/PID/comm cuts names at 15 characters:
-    kube-controller-manager), or "?" when it is gone."""
+    kube-controller-manager), the module of ``python -m MODULE``, or "?" when it is gone."""
     try:
-        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return "?"
-    return Path(argv0).name or "?"
+    if len(argv) > 2 and argv[1] == "-m":
+        return argv[2]
+    return Path(argv[0]).name or "?"
 
 
 def pid_alive(pid: int) -> bool:

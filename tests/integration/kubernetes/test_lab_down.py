@@ -57,7 +57,9 @@ def test_down_stops_the_api_server_before_etcd(tmp_path: Path) -> None:
     assert leftovers(env, settle=5) == []
     # it says what it stops before it does, and when it is done
     stopping, stopped = down.stderr.strip().splitlines()
-    assert stopping.startswith("kubernetes: stopping ") and "kube-apiserver" in stopping and "etcd" in stopping
+    assert stopping.startswith("kubernetes: stopping ")
+    assert all(name in stopping for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kwok"))
+    assert "gpuready.lab.kube_devices" in stopping  # a `python -m` program by its module
     assert re.fullmatch(r"kubernetes: stopped in \d+\.\ds", stopped), stopped
     logs = lab / "kubernetes" / "logs"
     api_last = _time_of_day(logs / "kube-apiserver.log")
