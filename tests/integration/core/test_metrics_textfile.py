@@ -16,7 +16,7 @@ from tests.conftest import ROOT, gpuready
 from tests.promtool import check_metrics
 
 LOCAL = ROOT / "inventories" / "local"
-SERIES = re.compile(r"^(?P<name>[a-z_]+)\{(?P<labels>.*)\} (?P<value>\S+)$")
+SERIES = re.compile(r"^(?P<name>[a-z0-9_]+)\{(?P<labels>.*)\} (?P<value>\S+)$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
