@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuready.core.artifacts import write_text
+from gpuready.core.reports import showable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,7 +43,8 @@ def grouped(run: PlaybookRun) -> dict[str, list[Group]]:
     tasks: dict[str, dict[str, Group]] = {}
     for host, result in sorted(run.hosts.items()):
         for task, text in result.diffs:
-            key = text.replace(host, "<host>") if len(host) > 2 else text
+            # A control character in a file (ESC) is shown, not obeyed by the terminal.
+            key = showable(text.replace(host, "<host>") if len(host) > 2 else text)
             group = tasks.setdefault(task, {}).setdefault(key, Group(key))
             if host not in group.hosts:
                 group.hosts.append(host)

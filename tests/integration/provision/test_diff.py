@@ -78,6 +78,7 @@ def test_diff_prints_each_change_once_per_group_of_hosts_and_changes_nothing_in_
 def test_a_diff_at_apply_shows_what_was_changed_with_secrets_masked(tmp_path: Path) -> None:
     files, inv, env = _setup(tmp_path)
     (files / "node-a" / "app.conf").write_text(f"threads = 2\nnode = node-a\npassword = {SECRET}\n")
+    (files / "node-c" / "app.conf").write_text("threads = 4\x1b[2J\nnode = node-c\n")  # ESC: clear the screen
     runs = tmp_path / "runs"
     done = gpuready(
         "provision", "cluster", "-i", str(inv), "--artifacts", str(runs), "--diff",
@@ -86,6 +87,7 @@ def test_a_diff_at_apply_shows_what_was_changed_with_secrets_masked(tmp_path: Pa
     assert done.returncode == 0, done.stdout + done.stderr
     assert "diff: 3 change(s) in 1 task(s) changed" in done.stdout
     assert "-password = ********" in done.stdout and SECRET not in done.stdout
+    assert "-threads = 4\\x1b[2J" in done.stdout and "\x1b" not in done.stdout  # shown, not obeyed
     assert (files / "node-a" / "app.conf").read_text() == "threads = 8\nnode = node-a\n"
     for path in runs.rglob("*"):
         if path.is_file():
