@@ -169,15 +169,18 @@ def start_time(pid: int) -> str:
 
 
 def process_name(pid: int) -> str:
-    """The program ``pid`` runs: its argv[0] without the folder (/proc/PID/comm cuts names at 15 characters:
-    kube-controller-manager), the module of ``python -m MODULE``, or "?" when it is gone."""
+    """The program ``pid`` runs: its name (/proc/PID/comm), whole where the kernel cut it at 15 characters
+    (kube-controller-manager), the module of ``python -m MODULE``, or "?" when it is gone."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
     except OSError:
         return "?"
     if len(argv) > 2 and argv[1] == "-m":
         return argv[2]
-    return Path(argv[0]).name or "?"
+    # A program may rewrite its command line (sshd shows its state there): argv[0] only lengthens a cut name.
+    whole = Path(argv[0].split(" ", 1)[0]).name
+    return whole if len(comm) == 15 and whole.startswith(comm) else comm or "?"
 
 
 def pid_alive(pid: int) -> bool:
