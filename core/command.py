@@ -268,7 +268,7 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
 def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
     """Write the results and show them. An artifact that cannot be written (a full disk) does not keep the
     verdict from the terminal: it is returned, to be named in one line and exit 3."""
-    from gpuready.core import reports
+    from gpuready.core import prometheus_textfile, reports
     from gpuready.core.artifacts import ArtifactNotWritten, make_private
 
     ctx.stop_progress()
@@ -281,6 +281,11 @@ def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
             make_private(folder)
     except ArtifactNotWritten as e:
         problem = e
+    if metrics := prometheus_textfile.requested():
+        try:
+            prometheus_textfile.write(result, metrics)
+        except ArtifactNotWritten as e:
+            problem = problem or e
     reports.print_table(result, ctx.console, verbose=bool(ctx.verbose))
     return problem
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuready.core import cancel, redact
+from gpuready.core import ansible_diff, cancel, redact
 from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.errors import BadInput, Cancelled, Unreachable, shorten
 from gpuready.core.inventory import INVENTORY_PLUGINS, checked_files
@@ -175,6 +175,8 @@ class HostResult:
     unreachable_message: str = ""
     #: A task failed because a TLS certificate did not verify (the failed task's message).
     tls_failure: str = ""
+    #: (task, before/after text) of each change that came with a diff (``--diff``), secrets masked.
+    diffs: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -367,6 +369,8 @@ def _record(
     message = ""
     if status == "changed":
         record.changed_tasks.append(task)
+        if diff := ansible_diff.of_result(res):
+            record.diffs.append((task, redact.text(diff)))
     elif status == "failed":
         full = _failure(res)
         message = shorten(redact.text(full))

@@ -168,14 +168,31 @@ def start_time(pid: int) -> str:
     return "" if fields[0] == "Z" else fields[19]
 
 
+def process_name(pid: int) -> str:
+    """The program ``pid`` runs: its name (/proc/PID/comm), whole where the kernel cut it at 15 characters
+    (kube-controller-manager), the module of ``python -m MODULE``, or "?" when it is gone."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+    if len(argv) > 2 and argv[1] == "-m":
+        return argv[2]
+    # A program may rewrite its command line (sshd shows its state there): argv[0] only lengthens a cut name.
+    whole = Path(argv[0].split(" ", 1)[0]).name
+    return whole if len(comm) == 15 and whole.startswith(comm) else comm or "?"
+
+
 def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs. A zombie does not: it has exited and waits for its parent (init, for the
+    lab's detached processes) to reap it, which some inits do only every few seconds."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return bool(start_time(pid)) or not Path(f"/proc/{pid}").exists()
 
 
 def stop_in_reverse(pids: list[int], grace: float = 10.0) -> None:
@@ -233,6 +250,22 @@ class Component:
         pids = [int(p) for p in state.get("pids", []) if int(p) in recorded or not recorded]
         stop_in_reverse(pids + [p for p in recorded if p not in pids])
         (lab.root / self.name / "pids").unlink(missing_ok=True)
+
+    def stopping(self, lab: Lab, state: dict[str, Any]) -> str:
+        """What :meth:`down` stops, for the line `lab down` prints first: its processes by name, and the
+        network namespaces it removes."""
+        pids = list(dict.fromkeys([*(int(p) for p in state.get("pids", [])), *lab.recorded(self.name)]))
+        names: dict[str, int] = {}
+        for pid in pids:
+            if start_time(pid):
+                name = process_name(pid)
+                names[name] = names.get(name, 0) + 1
+        alive = sum(names.values())
+        what = ", ".join(f"{n} x{c}" if c > 1 else n for n, c in names.items())
+        parts = [f"{alive} process(es) ({what})" if alive else "no running process"]
+        if namespaces := state.get("namespaces"):
+            parts.append(f"{len(namespaces)} network namespace(s)")
+        return " and ".join(parts)
 
     def leftovers(self, lab: Lab) -> list[int]:
         """Processes recorded in <component>/pids that still run (of a ``lab up`` that never finished)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -149,10 +150,13 @@ def down(components: str | None, lab_dir: Path | None) -> None:
                 else:
                     click.echo(f"{name}: not up", err=True)
                 continue
-            component(name).down(the_lab, state[name])
+            part = component(name)
+            click.echo(f"{name}: stopping {part.stopping(the_lab, state[name])}", err=True)
+            started = time.monotonic()
+            part.down(the_lab, state[name])
             del state[name]
             the_lab.save_state(state)
-            click.echo(f"{name}: stopped", err=True)
+            click.echo(f"{name}: stopped in {time.monotonic() - started:.1f}s", err=True)
     except GpureadyError as e:
         fail(str(e), e.exit_code)
 

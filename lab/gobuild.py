@@ -17,10 +17,13 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from gpuready.core.errors import Unreachable, shorten
 
@@ -28,6 +31,8 @@ log = logging.getLogger(__name__)
 GOMOD = Path(__file__).parent / "gomod"
 #: Where the Go distribution's installer puts it when it is not on PATH.
 GO_FALLBACK = Path("/usr/local/go/bin/go")
+#: Seconds between "still running" lines of a build in a pipe (a terminal's line refreshes every second).
+PROGRESS_EVERY_S = 30.0
 
 
 def cache_root() -> Path:
@@ -50,19 +55,62 @@ def go_env() -> dict[str, str]:
     return {**os.environ, "CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly"}
 
 
+def progress_every() -> float:
+    """Seconds between progress lines in a pipe: $GPUREADY_PROGRESS_SECONDS, else :data:`PROGRESS_EVERY_S`."""
+    try:
+        return max(0.1, float(os.environ.get("GPUREADY_PROGRESS_SECONDS", PROGRESS_EVERY_S)))
+    except ValueError:
+        return PROGRESS_EVERY_S
+
+
+def _clock(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m {rest:02d}s" if minutes else f"{rest}s"
+
+
+@contextlib.contextmanager
+def showing_progress(what: str, stream: TextIO | None = None) -> Iterator[None]:
+    """While the block runs, say that ``what`` still runs and for how long: on a terminal one line that refreshes
+    every second, in a pipe (a CI log) a line every :func:`progress_every` seconds."""
+    out = stream or sys.stderr
+    tty = out.isatty()
+    started = time.monotonic()
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(1.0 if tty else progress_every()):
+            elapsed = _clock(time.monotonic() - started)
+            with contextlib.suppress(OSError, ValueError):
+                out.write(f"\r{what}: {elapsed}\x1b[K" if tty else f"{what}: still running, {elapsed}\n")
+                out.flush()
+
+    thread = threading.Thread(target=tick, name="progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        if tty:
+            with contextlib.suppress(OSError, ValueError):
+                out.write("\r\x1b[K")
+                out.flush()
+
+
 def run_go(
     args: list[str], cwd: Path, what: str, logfile: Path | None = None, env: dict[str, str] | None = None
 ) -> str:
     out = logfile.open("ab") if logfile else None
     try:
-        done = subprocess.run(
-            [go_binary(), *args],
-            cwd=cwd,
-            env={**go_env(), **(env or {})},
-            stdout=subprocess.PIPE,
-            stderr=out or subprocess.PIPE,
-            check=False,
-        )
+        with showing_progress(f"{what} (go {args[0]})"):
+            done = subprocess.run(
+                [go_binary(), *args],
+                cwd=cwd,
+                env={**go_env(), **(env or {})},
+                stdout=subprocess.PIPE,
+                stderr=out or subprocess.PIPE,
+                check=False,
+            )
     finally:
         if out:
             out.close()
@@ -104,10 +152,14 @@ def _default_name(package: str) -> str:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, what: str = "") -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with showing_progress(f"waiting for another build of {what or path.stem.lstrip('.')}"):
+                fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
@@ -131,6 +183,8 @@ class GoBuild:
     module: str = ""
     #: Extra -X settings for the linker (release versions the binaries report).
     ldflags: str = ""
+    #: Go build tags, comma-separated (a module's documented switches, such as Prometheus's remove_all_sd).
+    tags: str = ""
     extras: list[Callable[[Path], None]] = field(default_factory=list)
 
     @property
@@ -138,7 +192,9 @@ class GoBuild:
         return cache_root() / f"{self.name}-{self.version}-{self._digest()}"
 
     def _digest(self) -> str:
-        h = hashlib.sha256(json.dumps([self.commands, self.module, self.ldflags]).encode())
+        # Tags join the digest only when set, so the cache entries built without them keep their names.
+        what: list[object] = [self.commands, self.module, self.ldflags]
+        h = hashlib.sha256(json.dumps([*what, self.tags] if self.tags else what).encode())
         if self.wrapper:
             for name in ("go.mod", "go.sum"):
                 h.update((GOMOD / self.wrapper / name).read_bytes())
@@ -154,7 +210,7 @@ class GoBuild:
         """Build unless cached; return the cache folder."""
         if (self.folder / ".complete").exists():
             return self.folder
-        with _locked(cache_root() / f".{self.name}.lock"):
+        with _locked(cache_root() / f".{self.name}.lock", f"{self.name} {self.version}"):
             if (self.folder / ".complete").exists():
                 return self.folder
             self._build()
@@ -167,7 +223,7 @@ class GoBuild:
         logfile = work / "build.log"
         log.warning("building %s %s from its Go module (first use; cached in %s)", self.name, self.version, self.folder)
         started = time.monotonic()
-        flags = ["-trimpath", f"-ldflags=-s -w {self.ldflags}".strip()]
+        flags = ["-trimpath", f"-ldflags=-s -w {self.ldflags}".strip(), *([f"-tags={self.tags}"] if self.tags else [])]
         packages = list(self.commands.values())
         if self.wrapper:
             run_go(
@@ -179,14 +235,15 @@ class GoBuild:
         else:
             env_bin = work / "bin"
             for package in packages:
-                done = subprocess.run(
-                    [go_binary(), "install", *flags, f"{package}@{self.version}"],
-                    cwd=work,
-                    env={**go_env(), "GOBIN": str(env_bin), "GOFLAGS": ""},
-                    stdout=subprocess.DEVNULL,
-                    stderr=logfile.open("ab"),
-                    check=False,
-                )
+                with logfile.open("ab") as out, showing_progress(f"build {self.name} {self.version} (go install)"):
+                    done = subprocess.run(
+                        [go_binary(), "install", *flags, f"{package}@{self.version}"],
+                        cwd=work,
+                        env={**go_env(), "GOBIN": str(env_bin), "GOFLAGS": ""},
+                        stdout=subprocess.DEVNULL,
+                        stderr=out,
+                        check=False,
+                    )
                 if done.returncode != 0:
                     last = logfile.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
                     raise Unreachable(

@@ -25,7 +25,12 @@ def provision() -> None:
 @common_options
 @limit_option
 @click.option("--check", is_flag=True, help="Plan only: report what would change, change nothing.")
-@click.option("--diff", is_flag=True, help="Show the before/after of each change.")
+@click.option(
+    "--diff",
+    is_flag=True,
+    help="Show the before/after of each change, per task, hosts with the same change grouped (all of them in "
+    "diffs.txt in the run folder).",
+)
 @click.option(
     "--tags",
     default=None,
@@ -125,6 +130,11 @@ def _cluster(ctx: Context) -> RunResult:
         e.partial = result
         raise
     add_playbook_run(result, run, check_mode=opts["check"], hosts=hosts)
+    if opts["diff"]:
+        from gpuready.provision import diff_report
+
+        ctx.stop_progress()
+        diff_report.show(ctx.console, run, ctx.run_dir, check_mode=opts["check"])
     return result
 
 

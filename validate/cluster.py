@@ -21,6 +21,7 @@ import click
 from gpuready.core import role_defaults
 from gpuready.core.command import Context, common_options, execute, limit_option
 from gpuready.core.errors import GpureadyError
+from gpuready.core.prometheus_textfile import metrics_option
 from gpuready.core.results import Check, RunResult
 from gpuready.core.verdict import Verdict
 
@@ -57,6 +58,7 @@ SELINUX_REMEDY = (
 
 @click.command("cluster")
 @common_options
+@metrics_option
 @limit_option
 def cluster(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None) -> None:
     """Check the device plugin, advertised GPUs and a cuda-vector-add pod on every GPU node."""
@@ -96,6 +98,7 @@ def _run_checks(
     # A test pod can run where the node advertises its GPUs: known from the node list alone, so the pods are
     # created first and the cluster schedules and runs them while the plugin logs are read.
     advertised = {host: _advertised(host, nodes[host], expected[host]) for host in gpu_nodes if host in nodes}
+    record_gpus(result, nodes, expected)
     runnable = [host for host, checks in advertised.items() if all(c.status == "passed" for c in checks)]
 
     def node_checks(host: str) -> list[Any]:
@@ -178,6 +181,18 @@ def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Chec
             f"{role_defaults.kubelet_device_plugins_dir()} must be writable",
         ),
     )
+
+
+def record_gpus(result: RunResult, nodes: dict[str, Any], expected: dict[str, int]) -> None:
+    """The GPUs each node advertises (capacity, allocatable) beside the count its node class expects."""
+    from gpuready.core import figures
+
+    for host, want in expected.items():
+        if host in nodes:
+            for field in ("capacity", "allocatable"):
+                have = int((getattr(nodes[host].status, field) or {}).get(GPU, "0"))
+                figures.record(result, "kubernetes_node_gpus", "GPUs", have, host=host, field=field)
+        figures.record(result, "kubernetes_node_expected_gpus", "GPUs", want, host=host)
 
 
 def _advertised(host: str, node: Any, want: int) -> list[Check]:

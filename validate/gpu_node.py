@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,7 +10,8 @@ import click
 
 from gpuready.core.command import Context, FiniteFloatRange, comma_list, common_options, execute, limit_option
 from gpuready.core.inventory import KUBE_ONLY_GROUP
-from gpuready.core.results import RunResult
+from gpuready.core.prometheus_textfile import metrics_option
+from gpuready.core.results import Check, RunResult
 
 if TYPE_CHECKING:
     from gpuready.core.inventory import Inventory
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 
 @click.command("gpu-node")
 @common_options
+@metrics_option
 @limit_option
 @click.option("--workers", type=click.IntRange(1, 512), default=32, show_default=True, help="Hosts validated at once.")
 @click.option(
@@ -147,6 +150,7 @@ def _gpu_node(ctx: Context) -> RunResult:
     )
     # The mates rule across hosts: a GPU slow against every other GPU of its model in this run fails.
     result.add(*perf.across_run(checks))
+    record_figures(result, checks, inv)
     result.metrics.update(
         {
             "hosts": len(targets),
@@ -157,6 +161,36 @@ def _gpu_node(ctx: Context) -> RunResult:
     if opts["mark_nodes"]:
         marks.mark(result, inv, ctx.run_dir, check=opts["check"], progress=ctx.progress)
     return result
+
+
+#: How the node checks label a figure of a GPU pair (peer-to-peer bandwidth).
+_PAIR = re.compile(r"GPU (\d+) -> GPU (\d+)")
+
+
+def record_figures(result: RunResult, checks: list[Check], inv: Inventory) -> None:
+    """Every figure the performance checks measured (the median of its samples), with the lower bound it was
+    judged against where there is one: per host and GPU (or GPU pair, or the node for all-reduce)."""
+    from gpuready.core import figures
+    from gpuready.validate.node import perf, references
+
+    for check in checks:
+        if not isinstance(check, perf.PerfCheck):
+            continue
+        unit = references.METRICS[check.metric]
+        name = check.metric.removesuffix("_tflops")
+        overrides = inv.node_class(check.host).references
+        for figure in check.figures:
+            labels: dict[str, object] = {"host": check.host, "check": check.id, "model": figure.model}
+            if figure.gpu is not None:
+                labels.update(gpu=figure.gpu.index, bus_id=figure.gpu.bus_id)
+            elif pair := _PAIR.fullmatch(figure.label):
+                labels.update(gpu=pair[1], peer_gpu=pair[2])
+            else:
+                labels["gpus"] = figure.label
+            figures.record(result, name, unit, figure.median, **labels)
+            ref = references.lookup(figure.model, check.metric, figure.gpu, overrides)
+            if ref is not None:
+                figures.record(result, f"{name}_lower_bound", unit, ref.lower, **labels)
 
 
 def _reachable(inv: Inventory, hosts: list[str]) -> tuple[list[str], list[str]]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuready.core.command import Context, common_options, execute, limit_option
+from gpuready.core.prometheus_textfile import metrics_option
 
 if TYPE_CHECKING:
     from gpuready.core.results import RunResult
@@ -37,6 +38,7 @@ def _sizes(value: str) -> list[int]:
 
 @click.command("training")
 @common_options
+@metrics_option
 @limit_option
 @click.option(
     "--launcher",
@@ -153,4 +155,36 @@ def _body(ctx: Context) -> RunResult:
         settings = settings.model_copy(update={"distribution": "ddp", "xla": None})
     if settings.eager and settings.xla:
         raise BadInput("--eager turns XLA off and --xla (or training.xla) on: give one of them")
-    return smoke_run.run(ctx, settings, cpu=bool(options.get("cpu")))
+    result = smoke_run.run(ctx, settings, cpu=bool(options.get("cpu")))
+    record_figures(result)
+    return result
+
+
+#: A sweep row's figures: key -> (figure name, unit).
+SIZE_FIGURES = {
+    "images_per_second": ("training", "images/s"),
+    "images_per_second_per_worker": ("training_worker", "images/s"),
+    "efficiency": ("training_scaling_efficiency", "ratio"),
+    "step_time_median_s": ("training_step_time_median", "s"),
+    "compile_s": ("training_compile", "s"),
+    "mean_auroc": ("training_mean_auroc", "ratio"),
+}
+
+
+def record_figures(result: RunResult) -> None:
+    """Each size's figures, labelled with where it ran, its worker count and device (CPU or GPU)."""
+    from gpuready.core import figures
+
+    training = result.metrics.get("training") or {}
+    for row in training.get("sizes", []):
+        labels = {
+            "host": training.get("where", ""),
+            "workers": row["workers"],
+            "device": row.get("device", ""),
+            "gpu_model": training.get("gpu_model", ""),
+            "model": training.get("model", ""),
+            "framework": training.get("framework", ""),
+        }
+        for key, (name, unit) in SIZE_FIGURES.items():
+            if isinstance(row.get(key), int | float):
+                figures.record(result, name, unit, row[key], **labels)

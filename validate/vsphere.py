@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuready.core.command import Context, common_options, execute
+from gpuready.core.prometheus_textfile import metrics_option
 from gpuready.core.results import Check, RunResult
 from gpuready.core.verdict import Verdict
 
@@ -27,6 +28,7 @@ REPROVISION = "gpuready provision cluster --tags vsphere --allow-power-off"
 
 @click.command("vsphere")
 @common_options
+@metrics_option
 @click.option("--insecure", is_flag=True, help="Do not verify vCenter's TLS certificate (labs only).")
 def vsphere(inventory_path: Path, artifacts: Path | None, verbose: int, insecure: bool) -> None:
     """Read back ATS, GPU passthrough, P2P/ACS, 64-bit MMIO and NVLink pairing from vCenter."""
@@ -34,6 +36,7 @@ def vsphere(inventory_path: Path, artifacts: Path | None, verbose: int, insecure
 
 
 def _validate(ctx: Context) -> RunResult:
+    from gpuready.core import figures
     from gpuready.core.platforms.vsphere import connect, find_host, find_vm
     from gpuready.core.platforms.vsphere_plan import check_static, read_plan, target
 
@@ -53,6 +56,12 @@ def _validate(ctx: Context) -> RunResult:
         "vms": len(plan.vms),
         "gpus": sum(len(v.gpus) for v in plan.vms),
     }
+    for name, unit, value in (
+        ("vsphere_hosts", "hosts", len(plan.hosts)),
+        ("vsphere_vms", "VMs", len(plan.vms)),
+        ("vsphere_vm_gpus", "GPUs", sum(len(v.gpus) for v in plan.vms)),
+    ):
+        figures.record(result, name, unit, value)
     _note_plan(ctx, plan)
     return result
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,6 +110,15 @@ def trained_check(launch: Launch, plan: Plan, where: str) -> Check:
         f"{n} worker{'s' if n > 1 else ''} trained {plan.steps} steps{same}",
         "; ".join(devices) + (f"; {evidence}" if evidence else ""),
     )
+
+
+def size_done(n: int, kind: str, check: Check, launch: Launch, seconds: float) -> str:
+    """The line that ends a size: how long it took, and its images/s or why it failed."""
+    head = f"training on {n} {kind}{'s' if n > 1 else ''}: "
+    if check.status != "passed":
+        return f"{head}{check.status} after {seconds:.0f}s ({check.message})"
+    figures = scaling.size_figures(launch.results)
+    return f"{head}done in {seconds:.0f}s, {figures['images_per_second']:.1f} images/s"
 
 
 def is_cpu(rank: dict[str, Any]) -> bool:
@@ -252,12 +262,14 @@ def run(
             f"training {plan.model} on {n} {kind}{'s' if n > 1 else ''} ({target.launcher}, {plan.distribution}, "
             f"{plan.steps} steps of {plan.batch_size} images per worker)..."
         )
+        started = time.monotonic()
         launched = launch(plan, n, folder)
         if launched.written_only:
             result.add(skipped(f"training.{n}w.trained", target.where, launched.written_only))
             continue
         check = trained_check(launched, plan, target.where)
         result.add(check)
+        note(size_done(n, kind, check, launched, time.monotonic() - started))
         if check.status == "passed":
             runs[n] = launched.results
     if not runs:

@@ -215,6 +215,30 @@ def test_kubectl_reads_what_gpuready_reports(lab: LabCluster, provisioned: dict,
     assert log.strip() == checks[("cluster.cuda_vector_add", "stor1.lab.local")]["evidence"].strip()
 
 
+def test_metrics_file_has_the_gpus_each_node_advertises(lab: LabCluster, provisioned: dict, tmp_path: Path) -> None:
+    """--metrics: each GPU node's advertised GPUs as kubectl reads them, in a textfile promtool accepts."""
+    from tests.integration.core.test_metrics_textfile import series
+    from tests.promtool import check_metrics
+
+    prom = tmp_path / "cluster.prom"
+    rc, out, err, summary = lab.run("validate", "cluster", "--metrics", str(prom), artifacts=tmp_path / "runs")
+    assert rc == 0, out + err
+    text = prom.read_text()
+    checked = check_metrics(text)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    nodes = {n["metadata"]["name"]: n["status"] for n in lab.kubectl.json("get", "nodes")["items"]}
+    advertised = {(s["host"], s["field"]): v for s, v in series(text, "gpuready_kubernetes_node_gpus")}
+    assert advertised == {
+        (node, field): float(nodes[node][field]["nvidia.com/gpu"])
+        for node in GPU_NODES
+        for field in ("capacity", "allocatable")
+    }
+    expected = {s["host"]: v for s, v in series(text, "gpuready_kubernetes_node_expected_gpus")}
+    assert expected == dict.fromkeys(GPU_NODES, 1.0)  # the lab's T4 node class
+    results = {(s["check"], s["host"]) for s, _ in series(text, "gpuready_check_results")}
+    assert results == {(c["id"], c["host"]) for c in summary["checks"]}
+
+
 def _fields(pod: object) -> dict:
     """The fields of a pod that validate cluster reads, by the client models' attribute names."""
     p: Any = pod

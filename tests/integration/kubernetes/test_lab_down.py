@@ -4,6 +4,7 @@ before it could write its state, and a second `lab up` does not start over them.
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -54,6 +55,12 @@ def test_down_stops_the_api_server_before_etcd(tmp_path: Path) -> None:
         down = gpuready("lab", "down", "--lab-dir", str(lab), env=env, timeout=120)
     assert down.returncode == 0, down.stderr
     assert leftovers(env, settle=5) == []
+    # it says what it stops before it does, and when it is done
+    stopping, stopped = down.stderr.strip().splitlines()
+    assert stopping.startswith("kubernetes: stopping ")
+    assert all(name in stopping for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kwok"))
+    assert "gpuready.lab.kube_devices" in stopping  # a `python -m` program by its module
+    assert re.fullmatch(r"kubernetes: stopped in \d+\.\ds", stopped), stopped
     logs = lab / "kubernetes" / "logs"
     api_last = _time_of_day(logs / "kube-apiserver.log")
     etcd_signal = _time_of_day(logs / "etcd.log", "received signal")

@@ -51,6 +51,7 @@ def test_lab_up_validate_down(tmp_path: Path) -> None:
     finally:
         down = gpuready("lab", "down", *lab)
     assert down.returncode == 0, down.stderr
+    assert "nodes: stopping 2 process(es) (sshd x2) and 2 network namespace(s)" in down.stderr
     assert prefix not in namespaces()
     assert f"{prefix}br" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
 

@@ -171,3 +171,34 @@ def test_healthy_hosts_exit_0_and_unreachable_alone_exits_3(lab: dict[str, Any],
     assert summary["counts"]["failed"] == summary["counts"]["error"] == 0
     done, _ = run(lab, tmp_path / "b", "--limit", "down-99", "--host-timeout", "20")
     assert done.returncode == 3
+
+
+def test_metrics_file_has_each_gpus_figure_and_bound_per_host(lab: dict[str, Any], artifacts: Path) -> None:
+    from tests.integration.core.test_metrics_textfile import series
+    from tests.promtool import check_metrics
+
+    prom = artifacts.parent / "gpu-node.prom"
+    args = ("--limit", "slow-gpu-*:h100-x8-*", "--only", "perf.h2d_bandwidth", "--metrics", str(prom))
+    done, summary = run(lab, artifacts, *args)
+    assert done.returncode == 1, done.stdout
+    text = prom.read_text()
+    checked = check_metrics(text)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    figures = {
+        (s["host"].rsplit("-", 1)[0], s["gpu"]): (s, v)
+        for s, v in series(text, "gpuready_h2d_bandwidth_bytes_per_second")
+    }
+    assert len(figures) == 16  # 8 GPUs on each of the two hosts
+    slow, value = figures[("slow-gpu", "5")]
+    assert value == pytest.approx(28.19e9) and slow["bus_id"] == "00000000:AB:00.0"
+    assert slow["model"] == "NVIDIA H100 80GB HBM3" and slow["check"] == "perf.h2d_bandwidth"
+    # the figure in summary.json is the same one, in the unit the reports show
+    [recorded] = [
+        f for f in summary["metrics"]["figures"]
+        if f["name"] == "h2d_bandwidth" and f["labels"]["host"] == slow["host"] and f["labels"]["gpu"] == "5"
+    ]  # fmt: skip
+    assert recorded["unit"] == "GB/s" and recorded["value"] == pytest.approx(28.19)
+    bounds = {v for _, v in series(text, "gpuready_h2d_bandwidth_lower_bound_bytes_per_second")}
+    assert bounds == {48e9}  # the H100's bound the message names
+    results = {(s["host"].rsplit("-", 1)[0], s["status"]) for s, _ in series(text, "gpuready_check_results")}
+    assert results == {("slow-gpu", "failed"), ("h100-x8", "passed")}

@@ -100,3 +100,37 @@ def test_ctrl_c_while_a_child_starts_still_records_it_under_its_component(tmp_pa
     assert seen["outcome"] == "interrupted"
     assert len(seen["children"]) == 1
     assert seen["spawned"] == seen["recorded"] == seen["children"]
+
+
+def test_a_process_that_exited_is_stopped_even_before_it_is_reaped(tmp_path: Path) -> None:
+    # The lab's detached processes are reaped by init, which some inits do only every few seconds: until then
+    # an exited process is a zombie, and `lab down` must not wait for it.
+    from gpuready.lab import pid_alive, start_time
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while start_time(child.pid):
+        assert time.monotonic() < deadline, "the child did not exit"
+        time.sleep(0.05)
+    try:
+        assert Path(f"/proc/{child.pid}/stat").read_text().split(") ")[1].startswith("Z")  # exited, not reaped
+        assert not pid_alive(child.pid)
+    finally:
+        child.wait()
+    assert not pid_alive(child.pid)
+
+
+def test_lab_down_names_what_it_stops(tmp_path: Path) -> None:
+    from gpuready.lab import Component, Lab, stop_in_reverse
+
+    class Part(Component):
+        name = "part"
+
+    lab = Lab(tmp_path / "lab")
+    pids = _spawn_children(lab, tmp_path, ["one", "two"])
+    try:
+        said = Part().stopping(lab, {"pids": pids, "namespaces": ["ns-0", "ns-1", "ns-2"]})
+    finally:
+        stop_in_reverse(pids)
+    assert said == f"2 process(es) ({Path(sys.executable).name} x2) and 3 network namespace(s)"
+    assert Part().stopping(lab, {"pids": pids}) == "no running process"

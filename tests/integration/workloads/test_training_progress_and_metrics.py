@@ -1,0 +1,56 @@
+"""`validate training`: each size says when it starts and when it ends, and `--metrics` writes every size's
+figures, labelled CPU, in a textfile Prometheus's promtool accepts. A real DDP sweep on this machine's CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import gpuready, require
+from tests.integration.core.test_metrics_textfile import series
+from tests.promtool import check_metrics
+
+pytestmark = pytest.mark.slow
+TINY = [
+    *("--framework", "pytorch", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"),
+    "--cpu",
+]
+
+
+def test_each_size_prints_its_start_and_end_and_its_figures_go_to_the_metrics_file(tmp_path: Path) -> None:
+    require(
+        importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"),
+        "torch and torchvision not installed (make .venv/.stamp-torch)",
+    )
+    runs, prom = tmp_path / "runs", tmp_path / "training.prom"
+    done = gpuready("validate", "training", "--gpus", "1,2", *TINY, "--artifacts", str(runs), "--metrics", str(prom))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("training densenet121 on ")]
+    ends = [
+        i
+        for i, line in enumerate(lines)
+        if re.fullmatch(r"training on \d CPU workers?: done in \d+s, [\d.]+ images/s", line)
+    ]
+    assert len(starts) == len(ends) == 2, done.stderr
+    assert starts[0] < ends[0] < starts[1] < ends[1]  # each size ends before the next one starts
+    assert "1 CPU worker:" in lines[ends[0]] and "2 CPU workers:" in lines[ends[1]]
+
+    text = prom.read_text()
+    checked = check_metrics(text)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    [summary_path] = runs.glob("*/summary.json")
+    sizes = {row["workers"]: row for row in json.loads(summary_path.read_text())["metrics"]["training"]["sizes"]}
+    images = {int(s["workers"]): (s, v) for s, v in series(text, "gpuready_training_images_per_second")}
+    assert set(images) == {1, 2}
+    for workers, (labels, value) in images.items():
+        assert value == sizes[workers]["images_per_second"]
+        assert labels["device"] == "CPU" and labels["framework"] == "pytorch" and labels["model"] == "densenet121"
+        # the size's figure and the line the terminal printed for it agree
+        assert f"{value:.1f} images/s" in lines[ends[workers - 1]]
+    efficiency = {int(s["workers"]): v for s, v in series(text, "gpuready_training_scaling_efficiency_ratio")}
+    assert efficiency == {n: row["efficiency"] for n, row in sizes.items()}
