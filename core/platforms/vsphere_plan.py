@@ -242,8 +242,12 @@ def target(inventory: Inventory, *, insecure: bool = False) -> Target:
     )
 
 
-def read_plan(si: Any, settings: Vsphere, esxi_hosts: list[str]) -> Plan:
-    """Check the settings, read the hosts and VMs from vCenter, and make the plan (refusing a bad one)."""
+def read_plan(si: Any, settings: Vsphere, esxi_hosts: list[str], *, provisioning: bool = False) -> Plan:
+    """Check the settings, read the hosts and VMs from vCenter, and make the plan (refusing a bad one).
+
+    ``provisioning`` also refuses a GPU VM that boots BIOS: the plan turns on 64-bit MMIO, which VMware
+    supports only for VMs that boot EFI (validation reports such a VM as a finding instead).
+    """
     from gpuready.core.platforms.vsphere import find_host, find_vm, pci_devices
 
     check_static(settings, esxi_hosts)
@@ -258,7 +262,22 @@ def read_plan(si: Any, settings: Vsphere, esxi_hosts: list[str]) -> Plan:
                 f"gpuready.vsphere.gpu_vms[{vm.name}]: the VM is on ESXi host {runs_on}, not "
                 f"{vm.esxi_host}: passthrough GPUs belong to the host the VM runs on"
             )
+        if provisioning and vm.gpus:
+            refuse_bios(vm.name, found)
     return make_plan(settings, esxi_hosts, devices)
+
+
+def refuse_bios(name: str, vm: Any) -> None:
+    """A VM that gets GPUs must boot EFI: VMware maps the large 64-bit MMIO the plan sets only for EFI guests
+    (VMware, "How to Enable Nvidia V100 GPU in Passthrough mode on vSphere": "the Guest OS must boot with EFI",
+    for devices that map more than 16 GB; every data-centre GPU gpuready plans does)."""
+    firmware = vm.config.firmware or "bios"
+    if firmware != "efi":
+        raise BadInput(
+            f"gpuready.vsphere.gpu_vms[{name}]: the VM boots {firmware.upper()}, and its GPUs need 64-bit MMIO, "
+            "which VMware supports only with EFI firmware: switch the VM to EFI (with an EFI install of its "
+            "guest OS), then provision again"
+        )
 
 
 def plan_for_inventory(inventory: Inventory, *, insecure: bool = False) -> Plan:
@@ -268,7 +287,7 @@ def plan_for_inventory(inventory: Inventory, *, insecure: bool = False) -> Plan:
     settings = inventory.settings.vsphere
     check_static(settings, inventory.hosts("esxi_hosts"))
     with connect(target(inventory, insecure=insecure)) as si:
-        return read_plan(si, settings, inventory.hosts("esxi_hosts"))
+        return read_plan(si, settings, inventory.hosts("esxi_hosts"), provisioning=True)
 
 
 def runs_vsphere(inventory: Inventory, tags: list[str] | None, limit: str | None) -> bool:

@@ -70,7 +70,7 @@ def main():
         module.fail_json(msg="gpuready.vsphere: %s" % e.errors()[0]["msg"])
     try:
         with session(module) as si:
-            plan = read_plan(si, settings, module.params["esxi_hosts"])
+            plan = read_plan(si, settings, module.params["esxi_hosts"], provisioning=True)
     except Exception as e:  # noqa: BLE001 - every error becomes one failure line
         fail(module, e)
     module.exit_json(changed=False, plan=plan.to_dict(), lines=plan.lines())

@@ -229,11 +229,20 @@ LINK_HOSTS = {
 
 @pytest.fixture(scope="module")
 def links_planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tmp = tmp_path_factory.mktemp("links")
-    cache = recorded_facts.fact_cache(tmp / "facts", {host: (record, None) for host, record in LINK_HOSTS.items()})
+    fabric = {"type": "infiniband", "ports": ["mlx5_0", "mlx5_1"], "mtu": 4092}
+    return _plan_links(tmp_path_factory.mktemp("links"), fabric, LINK_HOSTS)
+
+
+@pytest.fixture(scope="module")
+def roce_planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    fabric = {"type": "roce", "ports": ["mlx5_0", "mlx5_1"]}
+    return _plan_links(tmp_path_factory.mktemp("roce"), fabric, {"rhel-9": LINK_HOSTS["rhel-9"]})
+
+
+def _plan_links(tmp: Path, fabric: dict[str, Any], hosts: dict[str, str]) -> Any:
+    cache = recorded_facts.fact_cache(tmp / "facts", {host: (record, None) for host, record in hosts.items()})
     inventory = tmp / "inventory"
     (inventory / "group_vars" / "all").mkdir(parents=True)
-    fabric = {"type": "infiniband", "ports": ["mlx5_0", "mlx5_1"], "mtu": 4092}
     common = {
         "ansible_connection": "local",
         "ansible_python_interpreter": "{{ ansible_playbook_python }}",
@@ -241,7 +250,7 @@ def links_planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
         "fabric_plan_ibdev2netdev": IBDEV2NETDEV,
     }
     (inventory / "hosts.yml").write_text(
-        yaml.safe_dump({"gpu_nodes": {"hosts": {h: {} for h in LINK_HOSTS}, "vars": common}})
+        yaml.safe_dump({"gpu_nodes": {"hosts": {h: {} for h in hosts}, "vars": common}})
     )
     (inventory / "group_vars" / "all" / "gpuready.yml").write_text(
         yaml.safe_dump(
@@ -277,6 +286,14 @@ def test_rhel_family_keeps_fabric_ports_up_with_networkmanager(links_planned: An
     ]
     # The fabric carries no addresses of gpuready's: the link only comes up.
     assert {(c["method4"], c["method6"]) for c in plan["connections"]} == {("disabled", "disabled")}
+
+
+def test_roce_ports_keep_their_ip_addressing(roce_planned: Any) -> None:
+    """RoCE is RDMA over Ethernet and IP (RoCEv2 over UDP/IP): its GIDs come from the port's addresses, so the
+    connection must not disable IPv4 or IPv6; NetworkManager's own methods stay (nothing set by gpuready)."""
+    plan = _links(roce_planned, "rhel-9")
+    assert [(c["ifname"], c["type"]) for c in plan["connections"]] == [("ib0", "ethernet"), ("ib1", "ethernet")]
+    assert {(c["method4"], c["method6"]) for c in plan["connections"]} == {(None, None)}
 
 
 @pytest.mark.parametrize("host", ["ubuntu-22.04", "ubuntu-24.04"])
