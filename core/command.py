@@ -140,13 +140,14 @@ class Context:
     def console(self) -> Console:
         from rich.console import Console
 
-        return Console(highlight=False, soft_wrap=False)
+        # emoji=False: a PCI address such as 00000000:AB:00.0 holds ":ab:", which rich would print as an emoji.
+        return Console(highlight=False, soft_wrap=False, emoji=False)
 
     @cached_property
     def err(self) -> Console:
         from rich.console import Console
 
-        return Console(stderr=True, highlight=False)
+        return Console(stderr=True, highlight=False, emoji=False)
 
     def new_result(self) -> RunResult:
         self._result = RunResult(command=self.command, inventory=str(self.inventory_path))
@@ -268,7 +269,7 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
 def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
     """Write the results and show them. An artifact that cannot be written (a full disk) does not keep the
     verdict from the terminal: it is returned, to be named in one line and exit 3."""
-    from gpuready.core import reports
+    from gpuready.core import reports, verdict_text
     from gpuready.core.artifacts import ArtifactNotWritten, make_private
 
     ctx.stop_progress()
@@ -281,7 +282,7 @@ def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
             make_private(folder)
     except ArtifactNotWritten as e:
         problem = e
-    reports.print_table(result, ctx.console, verbose=bool(ctx.verbose))
+    verdict_text.show(result, ctx.console, verbose=bool(ctx.verbose))
     return problem
 
 
