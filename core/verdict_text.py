@@ -1,10 +1,10 @@
 """The verdict on a terminal: what failed and where, what was not tested, where the rest is; it fits the screen.
 
 :func:`lines` is a function of the results alone (a finished run read back from summary.json renders the same),
-so every command and ``report show`` print one verdict. Each line fits the width it is given (a cell is shortened,
-never wrapped word by word), and at most :data:`MAX_LINES` lines are printed whatever the number of hosts: detail
-is given up in a fixed order (remedies, extra messages, skip reasons, host names) until it fits; report.md and
-``-v`` keep everything.
+so every command and ``report show`` print one verdict. Each line fits the width it is given: a cell is shortened,
+never wrapped word by word (only a path, or a remedy's path too long for any line, stays whole to be copied). At
+most :data:`MAX_LINES` lines are printed whatever the number of hosts: detail is given up in a fixed order
+(remedies, extra messages, skip reasons, host names) until it fits; report.md and ``-v`` keep everything.
 """
 
 from __future__ import annotations
@@ -119,7 +119,8 @@ def show(run: RunResult, console: Console, *, verbose: bool = False) -> None:
     if verbose and run.checks:
         every_row(run, console)
     for line in lines(run, console.width, max_lines=None if verbose else MAX_LINES):
-        console.print(line, no_wrap=True, overflow="ellipsis", crop=True, soft_wrap=False)
+        # Every line already fits, but for a path or a command, which stay whole to be copied.
+        console.print(line, no_wrap=True, overflow="ignore", crop=False, soft_wrap=True)
 
 
 def every_row(run: RunResult, console: Console) -> None:
@@ -153,7 +154,7 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
         if failing_hosts:
             head.append(f", {len(failing_hosts)} failing")
     out.append(_fit(head, width))
-    out.append(_fit(Text(f"inventory: {run.inventory or '(none)'}"), width))
+    out.append(Text(f"inventory: {run.inventory or '(none)'}"))  # a path: whole, to be copied
     if run.aborted:
         out.append(_fit(Text(f"aborted: {redact.text(run.aborted)}", style=STYLE[ERROR]), width))
 
@@ -181,7 +182,7 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
     out += _skip_lines(run, {s.id for s in failing} & set(dependants), width, budget)
 
     if run.artifacts:
-        out.append(_fit(Text(f"artifacts: {run.artifacts}"), width))
+        out.append(Text(f"artifacts: {run.artifacts}"))
     hidden = []
     if not budget.remedies and any(g.remedy for s in failing for g in s.groups):
         hidden.append("remedies")
@@ -255,13 +256,13 @@ def _check_line(s: CheckSummary, id_width: int, dependants: int, width: int) -> 
 def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget) -> list[Text]:
     out: list[Text] = []
     for g in s.groups[: budget.messages]:
-        message = redact.text(g.message)
+        message = redact.text(g.message.replace("<host>", g.hosts[0]) if len(g.hosts) == 1 else g.message)
         if len(s.groups) > 1:  # one message: its hosts are on the check's line
             message = f"{_names(g.hosts, width // 2)}: {message}"
         out += _wrapped(message, width, INDENT, budget.message_lines)
         if budget.remedies and g.remedy:
             remedy = remedy_for(redact.text(g.remedy), g.hosts, run.inventory)
-            out += _wrapped(f"→ {remedy}", width, INDENT, None, style="cyan")
+            out += _wrapped(f"→ {remedy}", width, INDENT, None, style="cyan", cut=False)
     more = len(s.groups) - budget.messages
     if more > 0 and budget.messages:
         out.append(_fit(Text(f"{INDENT}… {plural(more, 'more message')}", style="dim"), width))
@@ -385,16 +386,19 @@ def _fit(text: Text, width: int) -> Text:
     return text
 
 
-def _wrapped(text: str, width: int, indent: str, max_lines: int | None, style: str = "") -> list[Text]:
+def _wrapped(
+    text: str, width: int, indent: str, max_lines: int | None, style: str = "", *, cut: bool = True
+) -> list[Text]:
     """``text`` wrapped at spaces, the first line under ``indent`` and the rest two cells further in, in at most
     ``max_lines`` lines (the last ending in an ellipsis when there was more). No line is left holding one word:
-    the word before it goes down with it. A word longer than a line is cut, never broken onto lines of its own."""
+    the word before it goes down with it. A word longer than a line is cut (``cut``; a remedy's path stays whole
+    to be pasted), never broken onto lines of its own."""
     if max_lines == 1:
         return [Text(indent + _clip(" ".join(text.split()), width - cell_len(indent)), style=style)]
     room = width - cell_len(indent) - 2
     rows: list[list[str]] = [[]]
     for word in " ".join(text.split()).split(" "):
-        word = _clip(word, room)
+        word = _clip(word, room) if cut else word
         if rows[-1] and cell_len(" ".join([*rows[-1], word])) > (room + 2 if len(rows) == 1 else room):
             rows.append([])
         rows[-1].append(word)
