@@ -156,6 +156,8 @@ class Context:
     def progress(self, event: TaskEvent) -> None:
         """One line per change or failure (every result with -v), and on a terminal a live status line
         with the counts, so a run over many hosts shows it is moving without flooding the screen."""
+        from rich.markup import escape
+
         self._counts[event.status] = self._counts.get(event.status, 0) + 1
         self._hosts.add(event.host)
         style = {
@@ -167,7 +169,14 @@ class Context:
         }.get(event.status, "")
         if event.status not in ("ok", "skipped") or self.verbose:
             detail = f" — {event.message}" if event.message else ""
-            self.err.print(f"[{style}]{event.status:<11}[/] {event.host:<20} {event.task}{detail}", markup=True)
+            # One line per event, cut at the terminal's width: a wrapped task name would read as a column of words.
+            self.err.print(
+                f"[{style}]{event.status:<11}[/] {escape(event.host):<20} {escape(event.task)}{escape(detail)}",
+                markup=True,
+                no_wrap=True,
+                overflow="ellipsis",
+                crop=True,
+            )
         if self.err.is_terminal:
             counts = " ".join(f"{k} {v}" for k, v in sorted(self._counts.items()))
             line = f"{len(self._hosts)} hosts · {counts} · {event.task}"
@@ -183,7 +192,8 @@ class Context:
             self._live = None
 
     def note(self, message: str) -> None:
-        self.err.print(message, markup=False)
+        # Whole, never broken at the width: a note often ends in a path to copy.
+        self.err.print(message, markup=False, soft_wrap=True)
 
 
 def fail(message: str, code: int) -> NoReturn:

@@ -75,6 +75,7 @@ class _Budget:
     messages: int = MESSAGES_PER_CHECK
     reasons: int | None = None
     name_hosts: bool = True
+    todo: int | None = None
     failing_checks: int | None = None
 
 
@@ -82,7 +83,9 @@ _STEPS = (
     {"remedies": False},
     {"message_lines": 1},
     {"reasons": 8},
+    {"todo": 6},
     {"reasons": 5},
+    {"todo": 3},
     {"messages": 2},
     {"name_hosts": False},
     {"messages": 1},
@@ -147,7 +150,8 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
     failing_hosts = [h for h, v in verdicts.items() if v in (FAILED, ERROR)]
     status = run.status.upper()
     head = Text()
-    head.append(f"{run.command}: ", style="bold")
+    mode = " (check mode)" if run.metrics.get("check_mode") is True else ""
+    head.append(f"{run.command}{mode}: ", style="bold")
     head.append(status, style=STYLE[run.status])
     if hosts:
         head.append(f" · {_subjects(run, hosts)}")
@@ -161,7 +165,7 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
     dependants = _dependants(run)
     failing = [s for s in summaries if s.counts[FAILED] or s.counts[ERROR]]
     shown = failing if budget.failing_checks is None else failing[: budget.failing_checks]
-    id_width = min(max((len(s.id) for s in failing), default=0), width // 3)
+    id_width = min(max((len(s.id) for s in failing), default=0), width // 2)
     for s in shown:
         out.append(_check_line(s, id_width, dependants.get(s.id, 0), width))
         out += _messages(run, s, width, budget)
@@ -178,6 +182,7 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
         tally.append("none ran")
     out.append(_fit(tally, width))
 
+    out += _todo_lines(run, width, budget)
     out += _host_lines(verdicts, width, budget)
     out += _skip_lines(run, {s.id for s in failing} & set(dependants), width, budget)
 
@@ -208,7 +213,7 @@ def _subjects(run: RunResult, hosts: list[str]) -> str:
         return text + (" and the cluster" if CLUSTER in hosts else "")
     text = plural(len(machines), "host")
     if vsphere and "hosts" in vsphere:
-        text += f" (vSphere: {plural(vsphere['hosts'], 'ESXi host')}, {plural(vsphere.get('vms', 0), 'VM')})"
+        text += f"; vSphere: {plural(vsphere['hosts'], 'ESXi host')}, {plural(vsphere.get('vms', 0), 'VM')}"
     return text
 
 
@@ -280,6 +285,23 @@ def _names(hosts: list[str], room: int) -> str:
         shown.append(host)
     extra = len(hosts) - len(shown)
     return ", ".join(shown) + (f" +{extra} more" if extra else "")
+
+
+def _todo_lines(run: RunResult, width: int, budget: _Budget) -> list[Text]:
+    """What is left for the user after a check that passed (a reboot gpuready never does): each such remedy once."""
+    todo: dict[str, str] = {}
+    for c in run.checks:
+        if c.status == PASSED and c.remedy:
+            todo.setdefault(redact.text(remedy_for(c.remedy, [], run.inventory)), c.id)
+    if not todo:
+        return []
+    shown = list(todo.items())[: budget.todo]
+    out = [_fit(Text("left to do:", style="cyan"), width)]
+    for remedy, check_id in shown:
+        out += _wrapped(f"→ {remedy} ({check_id})", width, "  ", budget.message_lines, style="cyan", cut=False)
+    if len(shown) < len(todo):
+        out.append(_fit(Text(f"  … {plural(len(todo) - len(shown), 'more')}", style="dim"), width))
+    return out
 
 
 def _host_lines(verdicts: dict[str, str], width: int, budget: _Budget) -> list[Text]:
