@@ -11,7 +11,7 @@ from gpuready.core import redact
 from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.bulk import no_cycle_collection
 from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, RunResult, now_iso
-from gpuready.core.verdict_text import remedy_for
+from gpuready.core.verdict_text import limits_hosts, remedy_for
 
 
 def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
@@ -198,7 +198,7 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
                 f"- hosts: {', '.join(g.hosts)}",
             ]
             if g.remedy:
-                lines.append(f"- remedy: {remedy_for(g.remedy, g.hosts, run.inventory)}")
+                lines.append(f"- remedy: {remedy_for(g.remedy, g.hosts, run.inventory, limit=limits_hosts(run))}")
             lines.append("")
     if every_row:
         lines += ["", "## Every host", "", "| host | check | status | message | remedy |", "|---|---|---|---|---|"]

@@ -48,10 +48,11 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def remedy_for(remedy: str, hosts: list[str], inventory: str) -> str:
+def remedy_for(remedy: str, hosts: list[str], inventory: str, *, limit: bool = True) -> str:
     """A group's remedy made runnable as written: ``<host>`` becomes every host it applies to, and each gpuready
-    command in it gets ``-i`` with the run's inventory (as the user gave it) and, where it takes one, ``--limit``
-    with those hosts, so a pasted remedy acts on these hosts of this inventory and no other."""
+    command in it gets ``-i`` with the run's inventory (as the user gave it) and, where it takes one and ``limit``
+    says the hosts are the inventory's own (not nodes or VMs reached through an API), ``--limit`` with those
+    hosts, so a pasted remedy acts on these hosts of this inventory and no other."""
     text = remedy.replace("<host>", ", ".join(hosts))
     if not inventory:
         return text
@@ -59,11 +60,19 @@ def remedy_for(remedy: str, hosts: list[str], inventory: str) -> str:
     def concrete(match: re.Match[str]) -> str:
         command = match.group(1)
         words = f"gpuready {command} -i {shlex.quote(inventory)}"
-        if command in _LIMITED and hosts:
+        rest = re.split(r"[`()]", text[match.end() :], maxsplit=1)[0]
+        if limit and command in _LIMITED and hosts and "--limit" not in rest:
             words += f" --limit {shlex.quote(','.join(hosts))}"
         return words
 
     return _COMMAND.sub(concrete, text)
+
+
+def limits_hosts(run: RunResult) -> bool:
+    """Whether the hosts of ``run``'s checks are hosts of its inventory that ``--limit`` selects (gpu-node's and
+    provision's are; validate cluster's nodes and validate vsphere's ESXi hosts and VMs are reached through an API,
+    and a limit to them would leave out the host that reaches it)."""
+    return run.command in ("validate gpu-node", "provision cluster")
 
 
 @dataclass
@@ -266,7 +275,7 @@ def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget) -> l
             message = f"{_names(g.hosts, width // 2)}: {message}"
         out += _wrapped(message, width, INDENT, budget.message_lines)
         if budget.remedies and g.remedy:
-            remedy = remedy_for(redact.text(g.remedy), g.hosts, run.inventory)
+            remedy = remedy_for(redact.text(g.remedy), g.hosts, run.inventory, limit=limits_hosts(run))
             out += _wrapped(f"→ {remedy}", width, INDENT, None, style="cyan", cut=False)
     more = len(s.groups) - budget.messages
     if more > 0 and budget.messages:
@@ -367,7 +376,10 @@ def _skip_lines(run: RunResult, folded: set[str], width: int, budget: _Budget) -
     out = [_fit(Text("not tested (skipped):", style=STYLE[SKIPPED]), width)]
     for reason, (hosts, ids, _) in shown:
         which = ids[0] if len(ids) == 1 else f"{ids[0]} +{len(ids) - 1}"
-        out.append(_fit(Text(f"  {reason}: {plural(len(hosts), 'host')} ({which})"), width))
+        count = f": {plural(len(hosts), 'host')}"
+        # The reason gives way to its count, the check ids to both.
+        reason = _clip(reason, max(width - 2 - cell_len(count), 24))
+        out.append(_fit(Text(f"  {reason}{count} ({which})"), width))
     if len(shown) < len(ordered):
         out.append(_fit(Text(f"  … {plural(len(ordered) - len(shown), 'more reason')}", style="dim"), width))
     return out
@@ -385,7 +397,7 @@ def _reason(message: str) -> str:
     depth = 0
     for i, ch in enumerate(message):
         depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth == 0 and message.startswith(": ", i) and i:
+        if depth == 0 and message.startswith(": ", i) and len(message[:i].split()) >= 3:
             return message[:i]
     return message
 
