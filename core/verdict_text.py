@@ -189,6 +189,10 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
         tally.append(f"{n} {status_}", style=STYLE[status_])
     if not parts:
         tally.append("none ran")
+    changed = run.metrics.get("changed")
+    if isinstance(changed, int) and not isinstance(changed, bool):
+        verb = "would change" if run.metrics.get("check_mode") is True else "changed"
+        tally.append(f"; Ansible tasks {verb}: {changed}")
     out.append(_fit(tally, width))
 
     out += _todo_lines(run, width, budget)
