@@ -3,8 +3,9 @@
 :func:`lines` is a function of the results alone (a finished run read back from summary.json renders the same),
 so every command and ``report show`` print one verdict. Each line fits the width it is given: a cell is shortened,
 never wrapped word by word (only a path, or a remedy's path too long for any line, stays whole to be copied). At
-most :data:`MAX_LINES` lines are printed whatever the number of hosts: detail is given up in a fixed order
-(remedies, extra messages, skip reasons, host names) until it fits; report.md and ``-v`` keep everything.
+most :data:`MAX_LINES` lines are printed whatever the number of hosts: detail is given up in the order of
+:data:`_STEPS` (remedies, second lines of messages, skip reasons, extra messages, host names) until it fits;
+report.md and ``-v`` keep everything.
 """
 
 from __future__ import annotations
