@@ -117,14 +117,22 @@ def lines(run: RunResult, width: int = 80, *, max_lines: int | None = MAX_LINES)
     summaries = summarize(run)
     budget = _Budget()
     out = _render(run, summaries, width, budget)
-    if max_lines is None:
-        return out
-    for step in _STEPS:
-        if len(out) <= max_lines:
-            break
-        budget = replace(budget, **step)
-        out = _render(run, summaries, width, budget)
-    return out[:max_lines]
+    if max_lines is not None:
+        for step in _STEPS:
+            if len(out) <= max_lines:
+                break
+            budget = replace(budget, **step)
+            out = _render(run, summaries, width, budget)
+        out = out[:max_lines]
+    return [_shown(line, width) for line in out]
+
+
+def _shown(line: Text, width: int) -> Text:
+    """``line`` with any control byte a node printed (ESC in a kernel log line) written out, not obeyed."""
+    from gpuready.core.reports import showable
+
+    plain = showable(line.plain)
+    return line if plain == line.plain else _fit(Text(plain, style=line.style), width)
 
 
 def show(run: RunResult, console: Console, *, verbose: bool = False) -> None:

@@ -165,3 +165,10 @@ def test_report_md_remedy_carries_the_inventory_and_every_host(tmp_path: Path) -
     reports.write_all(fleet(10, TEN), tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert "gpuready provision cluster -i 'inventories/site a' --limit gn0007,gn0008" in report
+
+
+def test_control_bytes_a_node_printed_are_shown_not_obeyed() -> None:
+    run = RunResult(command="validate gpu-node", inventory="inv")
+    run.add(failed("gpu.xid", "gn0001", "Xid 69: ErrorCode \x1b[31m\x00\x010000000c"))
+    text = "\n".join(shown(run))
+    assert "\x1b" not in text and "\\x1b[31m\\x00\\x010000000c" in text
