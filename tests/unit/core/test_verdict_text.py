@@ -172,3 +172,13 @@ def test_control_bytes_a_node_printed_are_shown_not_obeyed() -> None:
     run.add(failed("gpu.xid", "gn0001", "Xid 69: ErrorCode \x1b[31m\x00\x010000000c"))
     text = "\n".join(shown(run))
     assert "\x1b" not in text and "\\x1b[31m\\x00\\x010000000c" in text
+
+
+def test_a_long_skip_reason_gives_way_to_its_host_count() -> None:
+    from gpuready.core.results import skipped
+
+    run = RunResult(command="validate training", inventory="inv")
+    reason = "CPU run: weak-scaling efficiency 50.2% recorded, not judged (11.5 images/s per worker on the CPU)"
+    run.add(skipped("training.2w.scaling", "localhost", reason))
+    [line] = [line for line in shown(run) if "weak-scaling" in line]
+    assert cell_len(line) <= 80 and "…: 1 host (training" in line, line
