@@ -140,13 +140,14 @@ class Context:
     def console(self) -> Console:
         from rich.console import Console
 
-        return Console(highlight=False, soft_wrap=False)
+        # emoji=False: a PCI address such as 00000000:AB:00.0 holds ":ab:", which rich would print as an emoji.
+        return Console(highlight=False, soft_wrap=False, emoji=False)
 
     @cached_property
     def err(self) -> Console:
         from rich.console import Console
 
-        return Console(stderr=True, highlight=False)
+        return Console(stderr=True, highlight=False, emoji=False)
 
     def new_result(self) -> RunResult:
         self._result = RunResult(command=self.command, inventory=str(self.inventory_path))
@@ -155,6 +156,8 @@ class Context:
     def progress(self, event: TaskEvent) -> None:
         """One line per change or failure (every result with -v), and on a terminal a live status line
         with the counts, so a run over many hosts shows it is moving without flooding the screen."""
+        from rich.markup import escape
+
         self._counts[event.status] = self._counts.get(event.status, 0) + 1
         self._hosts.add(event.host)
         style = {
@@ -166,7 +169,14 @@ class Context:
         }.get(event.status, "")
         if event.status not in ("ok", "skipped") or self.verbose:
             detail = f" — {event.message}" if event.message else ""
-            self.err.print(f"[{style}]{event.status:<11}[/] {event.host:<20} {event.task}{detail}", markup=True)
+            # One line per event, cut at the terminal's width: a wrapped task name would read as a column of words.
+            self.err.print(
+                f"[{style}]{event.status:<11}[/] {escape(event.host):<20} {escape(event.task)}{escape(detail)}",
+                markup=True,
+                no_wrap=True,
+                overflow="ellipsis",
+                crop=True,
+            )
         if self.err.is_terminal:
             counts = " ".join(f"{k} {v}" for k, v in sorted(self._counts.items()))
             line = f"{len(self._hosts)} hosts · {counts} · {event.task}"
@@ -182,7 +192,8 @@ class Context:
             self._live = None
 
     def note(self, message: str) -> None:
-        self.err.print(message, markup=False)
+        # Whole, never broken at the width: a note often ends in a path to copy.
+        self.err.print(message, markup=False, soft_wrap=True)
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -268,7 +279,7 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
 def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
     """Write the results and show them. An artifact that cannot be written (a full disk) does not keep the
     verdict from the terminal: it is returned, to be named in one line and exit 3."""
-    from gpuready.core import prometheus_textfile, reports
+    from gpuready.core import prometheus_textfile, reports, verdict_text
     from gpuready.core.artifacts import ArtifactNotWritten, make_private
 
     ctx.stop_progress()
@@ -286,7 +297,7 @@ def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
             prometheus_textfile.write(result, metrics)
         except ArtifactNotWritten as e:
             problem = problem or e
-    reports.print_table(result, ctx.console, verbose=bool(ctx.verbose))
+    verdict_text.show(result, ctx.console, verbose=bool(ctx.verbose))
     return problem
 
 

@@ -1,4 +1,4 @@
-"""Writers for the one results model: summary.json, junit.xml, report.md, terminal table."""
+"""Writers for the one results model: summary.json, junit.xml, report.md (the terminal: verdict_text)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gpuready.core import redact
 from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.bulk import no_cycle_collection
 from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, RunResult, now_iso
-
-if TYPE_CHECKING:
-    from rich.console import Console
-
-_STYLE = {PASSED: "green", FAILED: "bold red", SKIPPED: "yellow", ERROR: "bold magenta"}
+from gpuready.core.verdict_text import limits_hosts, remedy_for
 
 
 def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
@@ -34,7 +29,7 @@ def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
         (folder / "report.md", lambda: write_text(folder / "report.md", redact.text(markdown(run, every_row=rows)))),
     ]
     if run.status != PASSED:
-        writers.append((marker, lambda: write_text(marker, f"{run.status}: {run.aborted or run.counts()}\n")))
+        writers.append((marker, lambda: write_json(marker, failure_marker(run))))
     elif marker.exists():
         marker.unlink()
     # Each is tried even when one before it failed (a full disk may still take a small file), and every one that
@@ -51,6 +46,14 @@ def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
         why = getattr(reason, "strerror", None) or str(failed[0][1])
         names = ", ".join(p.name for p, _ in failed)
         raise ArtifactNotWritten(f"could not write {names} in {folder}: {why}")
+
+
+def failure_marker(run: RunResult) -> dict[str, object]:
+    """What the FAILURE file holds (JSON): the status, the counts per status, and why a run stopped short."""
+    marker: dict[str, object] = {"status": run.status, "counts": run.counts()}
+    if run.aborted:
+        marker["aborted"] = run.aborted
+    return marker
 
 
 #: Characters XML 1.0 cannot hold (its Char production: tab, newline, carriage return and U+0020 on, less the
@@ -105,8 +108,6 @@ def write_junit(run: RunResult, path: Path) -> None:
 
 #: Host names shown per group; the rest are counted (every name is in summary.json and report.md).
 NAMES_SHOWN = 3
-#: Distinct failure messages shown per check on the terminal (all of them are in report.md).
-GROUPS_SHOWN = 3
 
 
 @dataclass
@@ -141,10 +142,12 @@ def summarize(run: RunResult) -> list[CheckSummary]:
         summary.counts[c.status] += 1
         if c.status in (FAILED, ERROR):
             # A message naming its own host ("cannot reach gn0997") groups with its siblings as "<host>".
-            message = c.message.replace(c.host, "<host>") if len(c.host) > 2 else c.message
+            named = len(c.host) > 2
+            message = c.message.replace(c.host, "<host>") if named else c.message
             key = (c.id, c.status, message)
             if key not in groups:
-                groups[key] = Group(c.status, message, c.remedy)
+                # A remedy naming its host ("reboot esx-01") is written for every host of the group when shown.
+                groups[key] = Group(c.status, message, c.remedy.replace(c.host, "<host>") if named else c.remedy)
                 summary.groups.append(groups[key])
             groups[key].hosts.append(c.host)
     for summary in summaries.values():
@@ -195,7 +198,7 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
                 f"- hosts: {', '.join(g.hosts)}",
             ]
             if g.remedy:
-                lines.append(f"- remedy: {g.remedy}")
+                lines.append(f"- remedy: {remedy_for(g.remedy, g.hosts, run.inventory, limit=limits_hosts(run))}")
             lines.append("")
     if every_row:
         lines += ["", "## Every host", "", "| host | check | status | message | remedy |", "|---|---|---|---|---|"]
@@ -211,64 +214,3 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
 
 def _cell(value: str) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
-
-
-def print_table(run: RunResult, console: Console, *, verbose: bool = False) -> None:
-    """The terminal view: one line per check with counts across hosts and its failing hosts grouped by
-    message, then the failures' details; ``verbose`` adds every host's rows."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    if verbose and run.checks:
-        rows = Table(title=f"gpuready {run.command}: every host", show_lines=False, expand=False)
-        for column in ("host", "check", "status", "message"):
-            rows.add_column(column, overflow="fold")
-        for check in run.checks:
-            rows.add_row(
-                escape(check.host),
-                check.id,
-                f"[{_STYLE[check.status]}]{check.status}[/]",
-                escape(redact.text(check.message + (f"\n→ {check.remedy}" if check.remedy else ""))),
-            )
-        console.print(rows)
-    summaries = summarize(run)
-    if summaries:
-        table = Table(title=f"gpuready {run.command}: {_hosts(run)} host(s)", show_lines=False, expand=False)
-        table.add_column("check", no_wrap=True, min_width=max(len(x.id) for x in summaries))
-        for status in (PASSED, FAILED, SKIPPED, ERROR):
-            table.add_column(
-                status,
-                justify="right",
-                style=_STYLE[status] if status != PASSED else "",
-                min_width=len(status),
-                no_wrap=True,
-            )
-        table.add_column("failing hosts (by message)", overflow="fold")
-        for s in summaries:
-            failing = "\n".join(
-                f"{len(g.hosts)}: {escape(g.names())} — {escape(redact.text(_short(g.message)))}"
-                for g in s.groups[:GROUPS_SHOWN]
-            )
-            if len(s.groups) > GROUPS_SHOWN:
-                failing += f"\n… {len(s.groups) - GROUPS_SHOWN} more message(s) (report.md)"
-            table.add_row(s.id, *(str(s.counts[k] or "") for k in (PASSED, FAILED, SKIPPED, ERROR)), failing)
-        console.print(table)
-        details = [(s.id, g) for s in summaries for g in s.groups[:GROUPS_SHOWN]]
-        for check_id, g in details:
-            console.print(
-                f"[{_STYLE[g.status]}]{g.status}[/] {check_id} on {len(g.hosts)} host(s): "
-                f"{escape(g.names())}\n  {escape(redact.text(g.message))}"
-                + (f"\n  → {escape(redact.text(g.remedy))}" if g.remedy else "")
-            )
-    counts = run.counts()
-    summary = ", ".join(f"[{_STYLE[s]}]{n} {s}[/]" for s, n in counts.items() if n)
-    console.print(
-        f"[bold]{run.status.upper()}[/] {summary or 'no checks'}"
-        + (f" — aborted: {redact.text(run.aborted)}" if run.aborted else "")
-    )
-    if run.artifacts:
-        console.print(f"artifacts: {run.artifacts}")
-
-
-def _short(message: str, limit: int = 160) -> str:
-    return message if len(message) <= limit else message[: limit - 1] + "…"

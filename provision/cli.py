@@ -107,6 +107,10 @@ def _cluster(ctx: Context) -> RunResult:
         skip_tags = ["preflight"]
     result = ctx.new_result()
     result.metrics["check_mode"] = opts["check"]
+    plan = (extra_vars or {}).get("gpuready_vsphere_plan", {}).get("plan")
+    if plan:
+        # Ansible reaches vCenter from one host; what the run provisions is the plan's ESXi hosts and VMs.
+        result.metrics["vsphere"] = {"hosts": len(plan["hosts"]), "vms": len(plan["vms"])}
     ctx.note(
         f"provision cluster: {inv.path} ({'check mode, nothing will change' if opts['check'] else 'apply'})"
         f" — artifacts in {ctx.run_dir}"

@@ -121,7 +121,8 @@ def _gpu_node(ctx: Context) -> RunResult:
         checks_settings = settings.node_checks.model_copy(update={"dcgm_level": opts["dcgm_level"]})
         settings = settings.model_copy(update={"node_checks": checks_settings})
     targets = [fanout.Target(h, connect.connection_spec(h, inv.host_vars(h)), inv.node_class(h)) for h in hosts]
-    ctx.note(f"validate gpu-node: {len(targets)} host(s), {opts['workers']} at once — artifacts in {ctx.run_dir}")
+    count = f"{len(targets)} host{'s' if len(targets) != 1 else ''}"
+    ctx.note(f"validate gpu-node: {count} of {inv.path}, {opts['workers']} at once — artifacts in {ctx.run_dir}")
     if selection.added:
         ctx.note(f"validate gpu-node: --only adds {', '.join(selection.added)}: the selected checks depend on them")
 
