@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuready.core.command import Context, FiniteFloatRange, artifacts_option, execute
+from gpuready.core.report_show import show
 
 if TYPE_CHECKING:
     from gpuready.core.results import RunResult
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
 @click.group("report")
 def report() -> None:
     """Reports built from earlier runs' artifact folders."""
+
+
+report.add_command(show)
 
 
 @report.command("compare")
