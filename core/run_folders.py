@@ -56,3 +56,14 @@ def resolve(spec: str | None, artifacts: Path | None = None) -> Path:
             raise BadInput(f"{spec}: matches no run folder")
         raise BadInput(f"{spec}: matches {len(matches)} run folders ({matches[0].name}, ...); name one")
     raise BadInput(f"{spec}: no such run folder (give a folder, a run number in {where}, or nothing for the latest)")
+
+
+def with_folder(spec: str, artifacts: Path | None = None) -> str:
+    """``RUN[=LABEL]`` with RUN resolved to its folder (a number, a glob), the label kept."""
+    run, sep, label = spec.partition("=")
+    if Path(run).exists():
+        return spec
+    try:
+        return f"{resolve(run, artifacts)}{sep}{label}"
+    except BadInput:
+        return spec  # the loader names what is wrong with it
