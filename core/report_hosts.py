@@ -71,19 +71,29 @@ def natural(name: str) -> tuple[object, ...]:
 
 @dataclass
 class SkipGroup:
-    check_id: str
+    """One reason for skipping, with the checks it skipped on the same hosts."""
+
     reason: str
-    hosts: list[str] = field(default_factory=list)
+    check_ids: list[str]
+    hosts: list[str]
 
 
 def skips(run: RunResult) -> list[SkipGroup]:
-    """Skipped checks grouped by check and reason, the most hosts first."""
-    groups: dict[tuple[str, str], SkipGroup] = {}
+    """Skipped checks grouped by reason (checks skipped for one reason on the same hosts share a group), the
+    most hosts first: "DCGM not installed: 10 hosts"."""
+    per_check: dict[tuple[str, str], list[str]] = {}
     for c in run.checks:
         if c.status == SKIPPED:
             reason = c.message.replace(c.host, "<host>") if len(c.host) > 2 else c.message
-            groups.setdefault((c.id, reason), SkipGroup(c.id, reason or "(no reason given)")).hosts.append(c.host)
-    return sorted(groups.values(), key=lambda g: (-len(g.hosts), g.check_id))
+            per_check.setdefault((reason or "(no reason given)", c.id), []).append(c.host)
+    groups: dict[tuple[str, tuple[str, ...]], SkipGroup] = {}
+    for (reason, check_id), hosts in per_check.items():
+        key = (reason, tuple(hosts))
+        if key in groups:
+            groups[key].check_ids.append(check_id)
+        else:
+            groups[key] = SkipGroup(reason, [check_id], hosts)
+    return sorted(groups.values(), key=lambda g: (-len(g.hosts), -len(g.check_ids), g.reason))
 
 
 #: Checks whose messages and evidence are measured figures against references.

@@ -30,6 +30,9 @@ from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, Check, RunResu
 
 #: Up to this many hosts, every host's measured figures and its own row are shown; beyond, a summary per check.
 EVERY_HOST_UP_TO = 20
+#: Rows of checks that did not pass shown with their figures beyond EVERY_HOST_UP_TO hosts (the rest are counted:
+#: every one is in summary.json); their failures are grouped above in any case.
+FIGURE_ROWS = 40
 #: Host names shown before the rest fold into a "+N more" that opens.
 NAMES_SHOWN = 5
 #: Plots bigger than this are linked, not embedded (a page of several megabytes is no longer one to mail).
@@ -45,7 +48,8 @@ table{border-collapse:collapse}td,th{border:1px solid #d0d7de;padding:2px 6px;ve
 th{background:#f6f8fa;cursor:pointer;user-select:none}th[aria-sort=ascending]::after{content:" ▲"}
 th[aria-sort=descending]::after{content:" ▼"}th.check{writing-mode:vertical-rl;transform:rotate(180deg);
 font-weight:normal;white-space:nowrap;padding:6px 2px}.scroll{overflow:auto;max-height:80vh}
-td.cell{text-align:center;min-width:1.2em}.passed{background:#dafbe1}.failed{background:#ffd8d3}
+td.cell{text-align:center;min-width:1.2em}#matrix td:first-child{white-space:nowrap}
+.passed{background:#dafbe1}.failed{background:#ffd8d3}
 .error{background:#f5d0fe}.skipped{background:#fff5c2}.verdict{display:inline-block;padding:2px 10px;
 border-radius:4px;font-weight:bold;text-transform:uppercase}dl.facts{display:grid;grid-template-columns:max-content 1fr;
 gap:0 1rem}dl.facts dt{font-weight:bold}article{border-left:4px solid #cf222e;padding:0 .8rem;margin:1rem 0}
@@ -187,12 +191,13 @@ def _skipped(run: RunResult) -> list[str]:
     if not groups:
         out.append("<p>Nothing was skipped.</p>")
     else:
-        out.append('<table id="skips" class="sortable"><thead><tr><th>check</th><th>reason</th>')
+        out.append('<table id="skips" class="sortable"><thead><tr><th>reason</th><th>checks</th>')
         out.append("<th data-type=num>hosts</th><th>which</th></tr></thead><tbody>")
         for g in groups:
+            checks = ", ".join(esc(i) for i in g.check_ids)
             out.append(
-                f'<tr><td data-key="{esc(g.check_id)}">{esc(g.check_id)}</td><td data-key="{esc(g.reason)}">'
-                f'{esc(g.reason)}</td><td class="num" data-key="{len(g.hosts)}">{len(g.hosts)}</td>'
+                f'<tr><td data-key="{esc(g.reason)}">{esc(g.reason)}</td><td data-key="{esc(g.check_ids[0])}">'
+                f'{checks}</td><td class="num" data-key="{len(g.hosts)}">{len(g.hosts)}</td>'
                 f'<td data-key="">{_names(g.hosts)}</td></tr>'
             )
         out.append("</tbody></table>")
@@ -212,23 +217,36 @@ def _figures(run: RunResult, grid: Matrix) -> list[str]:
         out += _training(training)
     every = len(grid.hosts) <= EVERY_HOST_UP_TO
     found = [f for c in checks for f in figures(c)]
-    if found and not every:
+    if found:
         out += _figure_summary(found)
-    shown = [c for c in checks if every or c.status != PASSED]
+    shown = sorted(
+        (c for c in checks if every or c.status != PASSED), key=lambda c: (SEVERITY[c.status], c.id, natural(c.host))
+    )
+    left = shown[FIGURE_ROWS:] if not every else []
+    shown = shown[: len(shown) - len(left)]
     if shown:
         title = "every measured check" if every else "checks that did not pass, with their figures"
         out.append(f"<h3>{title}</h3>")
         out.append('<table id="measured" class="sortable"><thead><tr><th>host</th><th>check</th>')
         out.append("<th data-type=num>verdict</th><th>result</th><th>figures and references</th></tr></thead><tbody>")
-        for c in sorted(shown, key=lambda c: (SEVERITY[c.status], c.id, natural(c.host))):
+        for c in shown:
             out.append(
                 f'<tr><td data-key="{esc(c.host)}">{esc(c.host)}</td><td data-key="{esc(c.id)}">{esc(c.id)}</td>'
                 f'<td class="{c.status}" data-key="{SEVERITY[c.status]}">{c.status}</td>'
-                f'<td data-key="">{esc(c.message)}</td><td data-key=""><pre>{esc(c.evidence)}</pre></td></tr>'
+                f'<td data-key="">{esc(c.message)}</td><td data-key="">{_evidence(c)}</td></tr>'
             )
         out.append("</tbody></table>")
+    if left:
+        out.append(f'<p id="figures-left">{len(left)} more that did not pass: every one is in summary.json.</p>')
     out.append("</section>")
     return out
+
+
+def _evidence(check: Check) -> str:
+    if not check.evidence:
+        return ""
+    lines = check.evidence.count("\n") + 1
+    return f"<details><summary>{lines} line(s)</summary><pre>{esc(check.evidence)}</pre></details>"
 
 
 def _figure_summary(found: list[Figure]) -> list[str]:
@@ -237,7 +255,7 @@ def _figure_summary(found: list[Figure]) -> list[str]:
     for f in found:
         by_check.setdefault((f.check_id, f.unit), []).append(f)
     out = [
-        "<h3>every host, per check</h3>",
+        "<h3>per check, over every host</h3>",
         '<table id="figure-summary" class="sortable"><thead><tr><th>check</th><th data-type=num>figures</th>',
         "<th data-type=num>lowest</th><th data-type=num>median</th><th data-type=num>highest</th><th>unit</th>",
         "<th>lowest at</th><th>references</th></tr></thead><tbody>",

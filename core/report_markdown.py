@@ -42,8 +42,8 @@ def hosts_and_skips(run: RunResult) -> list[str]:
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     groups = skips(run)
     if groups:
-        lines += ["", "## Skipped", "", "| check | reason | count | hosts |", "|---|---|---|---|"]
+        lines += ["", "## Skipped", "", "| reason | checks | count | hosts |", "|---|---|---|---|"]
         for g in groups:
-            cells = [g.check_id, g.reason, str(len(g.hosts)), ", ".join(g.hosts)]
+            cells = [g.reason, ", ".join(g.check_ids), str(len(g.hosts)), ", ".join(g.hosts)]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return lines

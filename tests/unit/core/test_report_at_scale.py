@@ -99,6 +99,6 @@ def test_report_md_has_the_same_shape(tmp_path: Path) -> None:
     [healthy] = [line for line in hosts.splitlines() if line.startswith("| passed |")]
     assert "gn0500" in healthy and "| 981 |" in healthy and healthy.endswith("| node.ib_ports |")
     assert "| failed | gn0013, gn0512 | 2 | gpu.ecc_volatile |  | node.ib_ports |" in hosts
-    assert "| node.ib_ports | the node class has no fabric ports | 997 | gn0000, gn0001," in hosts
+    assert "| the node class has no fabric ports | node.ib_ports | 997 | gn0000, gn0001," in hosts
     reports.write_all(run, tmp_path, every_row=True)
     assert "| gn0500 | gpu.count | passed | ok |" in (tmp_path / "report.md").read_text()
