@@ -53,7 +53,8 @@ td.cell{text-align:center;min-width:1.2em}#matrix td:first-child{white-space:now
 .error{background:#f5d0fe}.skipped{background:#fff5c2}.verdict{display:inline-block;padding:2px 10px;
 border-radius:4px;font-weight:bold;text-transform:uppercase}dl.facts{display:grid;grid-template-columns:max-content 1fr;
 gap:0 1rem}dl.facts dt{font-weight:bold}article{border-left:4px solid #cf222e;padding:0 .8rem;margin:1rem 0}
-article.error{border-color:#8250df}details summary{cursor:pointer}.num{text-align:right}
+article.error{border-color:#8250df}article.finding{background:#fffafa}
+details summary{cursor:pointer}.num{text-align:right}
 """
 
 SCRIPT = """
@@ -130,6 +131,11 @@ def _names(hosts: list[str], shown: int = NAMES_SHOWN) -> str:
     return f"{head} <details><summary>+{len(hosts) - shown} more</summary>{rest}</details>"
 
 
+def sort_key(name: str) -> str:
+    """A host name the page's string sort puts in natural order: numbers zero-padded (gn2 before gn10)."""
+    return "".join(f"{part:012d}" if isinstance(part, int) else part for part in natural(name))
+
+
 def _matrix(grid: Matrix) -> list[str]:
     grouped = len(grid.rows) < len(grid.hosts)
     out = [
@@ -144,7 +150,7 @@ def _matrix(grid: Matrix) -> list[str]:
     out.append("</tr></thead><tbody>")
     for row in grid.rows:
         first = sorted(row.hosts, key=natural)
-        key = esc(" ".join(f"{p:>12}" if isinstance(p, int) else p for p in map(str, natural(first[0]))))
+        key = esc(sort_key(first[0]))
         cells = [
             f'<tr class="{row.verdict}"><td data-key="{key}">{_names(first)}</td>',
             f'<td class="num" data-key="{len(row.hosts)}">{len(row.hosts)}</td>',

@@ -132,8 +132,8 @@ def test_the_verdict_as_json_and_again_from_the_artifacts(lab_run: dict[str, obj
 
 
 def thousand_hosts(folder: Path, into: Path) -> Path:
-    """The ten real hosts' results each repeated for 100 hosts named gn0000..gn0999 (a host's name in its
-    messages and evidence renamed with it), written by gpuready's own report writers."""
+    """The ten real hosts' results each repeated for 100 hosts named gn0..gn999 (a host's name in its messages
+    and evidence renamed with it), written by gpuready's own report writers."""
     from gpuready.core import reports
     from gpuready.core.results import Check, RunResult
 
@@ -145,7 +145,7 @@ def thousand_hosts(folder: Path, into: Path) -> Path:
     big = RunResult(command=run.command, inventory=run.inventory, started=run.started)
     for n in range(1000):
         original = originals[n % len(originals)]
-        name = f"gn{n:04d}"
+        name = f"gn{n}"  # unpadded: gn2 sorts before gn10 only in natural order
         for c in by_host[original]:
             fields = {k: v.replace(original, name) for k, v in vars(c).items() if k not in ("id", "status")}
             big.add(Check(id=c.id, status=c.status, **fields))
