@@ -204,3 +204,29 @@ def test_vsphere_runs_in_chromium(command: str, tmp_path: Path) -> None:
     assert_nothing_fetched(page)
     assert page.root.by_id("verdict").all_text == status
     assert matrix_rows(page) and page.root.by_id("run").all_text.count(inventory) >= 1
+
+
+def test_a_training_run_in_chromium(tmp_path: Path) -> None:
+    """A real CPU sweep (PyTorch DDP over Gloo, 1 and 2 workers): its table, its plot inline, labelled CPU."""
+    import importlib.util
+
+    require(
+        importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"),
+        "torch and torchvision not installed (make .venv/.stamp-torch)",
+    )
+    tiny = ["--framework", "pytorch", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"]
+    done = gpuready("validate", "training", "--cpu", "--gpus", "1,2", *tiny, "--artifacts", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    report = folder / "report.html"
+    screenshot(report, shots_folder(tmp_path) / "validate-training.png", height=2600)
+    page = dom(report)
+    assert_nothing_fetched(page)
+    [plot] = [img for img in page.root.find_all("img") if img.attrs.get("alt") == "scaling.png"]
+    assert plot.attrs["src"].startswith("data:image/png;base64,")
+    sizes = page.root.by_id("training-sizes")
+    headings = [th.all_text for th in sizes.find_all("th")]
+    assert headings[0] == "CPU workers" and "weak-scaling efficiency" in headings
+    assert [row.find_all("td")[0].all_text for row in sizes.find_all("tbody")[0].find_all("tr")] == ["1", "2"]
+    figures = page.root.by_id("figures").all_text
+    assert "training.2w" in figures and "CPU" in figures
