@@ -103,9 +103,34 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
+#: Where the --output choice is kept (click's context meta), so commands need no parameter for it.
+OUTPUT_KEY = "gpuready.output"
+
+
+def _keep_output(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    ctx.meta[OUTPUT_KEY] = value
+    return value
+
+
+def output_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--output",
+        type=click.Choice(["text", "json"]),
+        default="text",
+        show_default=True,
+        expose_value=False,
+        callback=_keep_output,
+        help="json: the run's summary.json on stdout and nothing else there (the verdict goes to stderr).",
+    )(func)
+
+
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return inventory_option(
-        artifacts_option(click.option("-v", "--verbose", count=True, help="More detail (repeat for debug logs).")(func))
+        artifacts_option(
+            output_option(
+                click.option("-v", "--verbose", count=True, help="More detail (repeat for debug logs).")(func)
+            )
+        )
     )
 
 
@@ -137,11 +162,18 @@ class Context:
         return new_run_dir(self.artifacts_root, self.command)
 
     @cached_property
+    def output(self) -> str:
+        """``text`` or ``json`` (--output), from the click command that built this context."""
+        current = click.get_current_context(silent=True)
+        return str(current.meta.get(OUTPUT_KEY, "text")) if current else "text"
+
+    @cached_property
     def console(self) -> Console:
+        """Where the verdict and the commands' tables go: stdout, or stderr when stdout carries JSON."""
         from rich.console import Console
 
         # emoji=False: a PCI address such as 00000000:AB:00.0 holds ":ab:", which rich would print as an emoji.
-        return Console(highlight=False, soft_wrap=False, emoji=False)
+        return Console(highlight=False, soft_wrap=False, emoji=False, stderr=self.output == "json")
 
     @cached_property
     def err(self) -> Console:
@@ -298,6 +330,10 @@ def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
         except ArtifactNotWritten as e:
             problem = problem or e
     verdict_text.show(result, ctx.console, verbose=bool(ctx.verbose))
+    if ctx.output == "json":
+        from gpuready.core.report_show import print_json
+
+        print_json(result)
     return problem
 
 

@@ -18,7 +18,9 @@ def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
     """Write every artifact of ``run`` into ``folder``; a ``FAILURE`` marker when it did not pass.
 
     report.md summarises per check and details the failures; ``every_row`` adds every host's rows
-    (summary.json and junit.xml always have them)."""
+    (summary.json and junit.xml always have them). report.html is the page to hand over (core/report_html.py)."""
+    from gpuready.core import report_html
+
     run.finished = run.finished or now_iso()
     run.artifacts = str(folder)
     rows = every_row
@@ -27,6 +29,7 @@ def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
         (folder / "summary.json", lambda: write_json(folder / "summary.json", run.to_dict())),
         (folder / "junit.xml", lambda: write_junit(run, folder / "junit.xml")),
         (folder / "report.md", lambda: write_text(folder / "report.md", redact.text(markdown(run, every_row=rows)))),
+        (folder / "report.html", lambda: write_text(folder / "report.html", report_html.render(run, folder))),
     ]
     if run.status != PASSED:
         writers.append((marker, lambda: write_json(marker, failure_marker(run))))
@@ -162,6 +165,8 @@ def _hosts(run: RunResult) -> int:
 def markdown(run: RunResult, *, every_row: bool = False) -> str:
     """report.md: the same shape as the terminal (summary per check, failures grouped, their details), then
     every host's rows (``every_row``)."""
+    from gpuready.core import report_markdown
+
     lines = [
         f"# gpuready {run.command}",
         "",
@@ -198,8 +203,13 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
                 f"- hosts: {', '.join(g.hosts)}",
             ]
             if g.remedy:
-                lines.append(f"- remedy: {remedy_for(g.remedy, g.hosts, run.inventory, limit=limits_hosts(run))}")
+                lines += [
+                    "- remedy:",
+                    "",
+                    *report_markdown.code(remedy_for(g.remedy, g.hosts, run.inventory, limit=limits_hosts(run))),
+                ]
             lines.append("")
+    lines += report_markdown.hosts_and_skips(run)
     if every_row:
         lines += ["", "## Every host", "", "| host | check | status | message | remedy |", "|---|---|---|---|---|"]
         for c in run.checks:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuready.core.command import Context, FiniteFloatRange, artifacts_option, execute
+from gpuready.core.report_show import show
 
 if TYPE_CHECKING:
     from gpuready.core.results import RunResult
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
 @click.group("report")
 def report() -> None:
     """Reports built from earlier runs' artifact folders."""
+
+
+report.add_command(show)
 
 
 @report.command("compare")
@@ -30,24 +34,27 @@ def report() -> None:
 @artifacts_option
 def compare(runs: tuple[str, ...], max_overhead: float | None, artifacts: Path | None) -> None:
     """Put `validate training` runs side by side: images/s per worker count and each run's overhead
-    against the first (the seeds: bare metal about 8% ahead of Kubernetes at 8 GPUs).
+    against the first (the seeds: bare metal about 8% ahead of Kubernetes at 8 GPUs). RUN is a run
+    folder or its number in the artifacts folder; =LABEL names it in the table.
 
-      gpuready report compare gpuready-runs/0003-*=bare-metal gpuready-runs/0007-*=kubernetes
+    \b
+      gpuready report compare 3=bare-metal 7=kubernetes
     """
     ctx = Context("report compare", Path(""), artifacts, 0, options={"runs": runs, "max_overhead": max_overhead})
     execute(ctx, _body)
 
 
 def _body(ctx: Context) -> RunResult:
+    from gpuready.core import run_folders
     from gpuready.core.artifacts import write_text
     from gpuready.core.errors import BadInput
     from gpuready.core.results import failed, passed
-    from gpuready.workloads.controller import compare
+    from gpuready.workloads.controller import compare, compare_view
 
     specs = ctx.options["runs"]
     if len(specs) < 2:
         raise BadInput("give at least two runs to compare (the first is the baseline)")
-    runs = [compare.load(s) for s in specs]
+    runs = [compare.load(run_folders.with_folder(s, ctx.artifacts_root)) for s in specs]
     rows = compare.table(runs)
     result = ctx.new_result()
     limit = ctx.options["max_overhead"]
@@ -66,7 +73,7 @@ def _body(ctx: Context) -> RunResult:
     write_text(ctx.run_dir / "comparison.md", compare.markdown(rows, runs))
     compare.plot(runs, ctx.run_dir / compare.PLOT_FILE)
     result.metrics["comparison"] = rows
-    ctx.console.print(compare.markdown(rows, runs).split("\n\n![")[0], markup=False, highlight=False)
+    compare_view.show(ctx.console, rows, runs)
     return result
 
 

@@ -1,0 +1,49 @@
+"""report.md's per-host sections: each host's verdict (hosts with the same verdict on every check on one line)
+and what was skipped, grouped by reason, so what was not tested is named in the report."""
+
+from __future__ import annotations
+
+from gpuready.core.report_hosts import matrix, natural, skips
+from gpuready.core.results import ERROR, FAILED, SKIPPED, RunResult
+
+
+def code(text: str) -> list[str]:
+    """``text`` as a fenced code block, fenced longer than any backtick run inside it."""
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return [fence + "sh", text, fence]
+
+
+def _cell(value: str) -> str:
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
+def hosts_and_skips(run: RunResult) -> list[str]:
+    grid = matrix(run)
+    if not grid.hosts:
+        return []
+    lines = [
+        "",
+        "## Hosts",
+        "",
+        f"{len(grid.hosts)} host(s); hosts with the same verdict on every check share a row.",
+        "",
+        "| verdict | hosts | count | failed | error | skipped |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in grid.rows:
+        by_status = {
+            status: ", ".join(i for i, s in zip(grid.check_ids, row.statuses, strict=True) if s == status)
+            for status in (FAILED, ERROR, SKIPPED)
+        }
+        names = ", ".join(sorted(row.hosts, key=natural))
+        cells = [row.verdict, names, str(len(row.hosts)), by_status[FAILED], by_status[ERROR], by_status[SKIPPED]]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    groups = skips(run)
+    if groups:
+        lines += ["", "## Skipped", "", "| reason | checks | count | hosts |", "|---|---|---|---|"]
+        for g in groups:
+            cells = [g.reason, ", ".join(g.check_ids), str(len(g.hosts)), ", ".join(g.hosts)]
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines

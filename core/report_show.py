@@ -1,0 +1,79 @@
+"""``gpuready report show [RUN]``: a finished run's verdict again, from its artifacts (for a person, or --json)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from gpuready.core.command import artifacts_option
+
+if TYPE_CHECKING:
+    from gpuready.core.results import RunResult
+
+
+def as_json(run: RunResult) -> str:
+    """The run as summary.json has it (secrets masked), with the folder it was read from."""
+    from gpuready.core import redact
+
+    data = run.to_dict()
+    data["artifacts"] = run.artifacts
+    return json.dumps(redact.structure(data), indent=2, default=str)
+
+
+def print_json(run: RunResult) -> None:
+    click.echo(as_json(run))
+
+
+def load(folder: Path) -> RunResult:
+    from gpuready.core.errors import BadInput
+    from gpuready.core.results import RunResult
+
+    summary = folder / "summary.json"
+    try:
+        data = json.loads(summary.read_text(encoding="utf-8"))
+        run = RunResult.from_dict(data)
+    except OSError as e:
+        raise BadInput(f"{summary}: cannot read it ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{summary}: not JSON ({e.msg} at line {e.lineno})") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise BadInput(f"{summary}: not a gpuready summary ({e})") from None
+    run.artifacts = str(folder)
+    return run
+
+
+@click.command("show")
+@click.argument("run", required=False, metavar="[RUN]")
+@click.option("--json", "as_json_flag", is_flag=True, help="Print the run's summary as JSON (for scripts).")
+@click.option("-v", "--verbose", count=True, help="Every host's rows too.")
+@artifacts_option
+def show(run: str | None, as_json_flag: bool, verbose: int, artifacts: Path | None) -> None:
+    """Print a finished run's verdict again, from its artifacts; exit as the run did (0 passed, 1 failed,
+    3 error). RUN is a run folder, its number in the artifacts folder, or left out for the latest run.
+
+    \b
+      gpuready report show                      # the latest run in ./gpuready-runs
+      gpuready report show 7 --json | jq .status
+    """
+    from rich.console import Console
+
+    from gpuready.core import run_folders, verdict_text
+    from gpuready.core.command import fail
+    from gpuready.core.errors import GpureadyError
+
+    try:
+        found = load(run_folders.resolve(run, artifacts))
+    except GpureadyError as e:
+        fail(str(e), e.exit_code)
+    if as_json_flag:
+        print_json(found)
+    else:
+        verdict_text.show(found, Console(highlight=False, soft_wrap=False, emoji=False), verbose=bool(verbose))
+        for name in ("report.html", "report.md"):
+            if (Path(found.artifacts) / name).is_file():
+                click.echo(f"{name}: {Path(found.artifacts) / name}")
+    sys.exit(found.exit_code())

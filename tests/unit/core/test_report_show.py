@@ -1,0 +1,93 @@
+"""A finished run's verdict again (`report show`), JSON for scripts (`--output json`), and report.html's escaping."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from gpuready.core import redact, report_html, reports
+from gpuready.core.results import RunResult, failed, passed, skipped
+from tests.browser import Dom
+from tests.conftest import gpuready
+
+
+def test_output_json_puts_only_json_on_stdout(artifacts: Path) -> None:
+    done = gpuready("validate", "gpu-node", "--artifacts", str(artifacts), "--output", "json")
+    assert done.returncode in (0, 1), done.stderr
+    printed = json.loads(done.stdout)
+    (folder,) = artifacts.iterdir()
+    assert printed["artifacts"] == str(folder)
+    assert printed["checks"] == json.loads((folder / "summary.json").read_text())["checks"]
+    assert printed["status"] == ("passed" if done.returncode == 0 else "failed")
+    assert printed["status"].upper() in done.stderr  # the verdict for a person is on stderr
+    assert (folder / "report.html").is_file()
+
+
+def _run(folder: Path, *checks: object) -> Path:
+    run = RunResult(command="validate gpu-node", inventory="inventories/site")
+    run.add(*checks)  # type: ignore[arg-type]
+    folder.mkdir(parents=True)
+    reports.write_all(run, folder)
+    return folder
+
+
+def test_report_show_prints_the_latest_run_or_the_one_named(artifacts: Path) -> None:
+    _run(artifacts / "0001-20261127T100000Z-validate-gpu-node", passed("gpu.count", "gn01", "8 GPUs"))
+    _run(
+        artifacts / "0002-20261127T110000Z-validate-gpu-node",
+        failed("gpu.throttle", "gn02", "hw_thermal_slowdown", remedy="Check cooling"),
+    )
+    latest = gpuready("report", "show", "--artifacts", str(artifacts))
+    assert latest.returncode == 1 and "gpu.throttle" in latest.stdout and "FAILED" in latest.stdout
+    first = gpuready("report", "show", "1", "--artifacts", str(artifacts))
+    assert first.returncode == 0 and "PASSED" in first.stdout and "gpu.throttle" not in first.stdout
+    as_json = gpuready("report", "show", str(artifacts / "0002-20261127T110000Z-validate-gpu-node"), "--json")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["checks"][0]["remedy"] == "Check cooling"
+
+
+def test_report_show_refuses_in_one_line(artifacts: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "summary.json").write_text("{not json")
+    for args in (["--artifacts", str(artifacts)], ["9", "--artifacts", str(artifacts)], [str(broken)]):
+        done = gpuready("report", "show", *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.startswith("gpuready: error: ") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_html_escapes_what_hosts_print_and_masks_secrets(tmp_path: Path) -> None:
+    secret = "s3cr3t-vcenter-pw"
+    redact.register(secret)
+    hostile = f'<script>alert(1)</script><img src="http://example.com/x.png"> \x1b[31m {secret}'
+    folder = _run(
+        tmp_path / "run",
+        failed("gpu.xid", "gn<b>01</b>", hostile, evidence=hostile, remedy=f"echo '{secret}' && rm -rf /"),
+        skipped("diag.dcgm", "gn02", "DCGM not installed"),
+    )
+    text = (folder / "report.html").read_text()
+    page = Dom()
+    page.feed(text)
+    assert secret not in text and redact.MASK in text
+    assert len(page.root.find_all("script")) == 1 and not page.root.find_all("b")  # only the page's own script
+    assert not [u for u in page.urls if not u.startswith(("#", "data:"))]
+    assert "\x1b" not in text and "\\x1b[31m" in text
+    md = (folder / "report.md").read_text()
+    assert secret not in md
+    assert "```sh\necho '********' && rm -rf /\n```" in md
+    assert re.search(r"\| DCGM not installed \| diag\.dcgm \| 1 \| gn02 \|", md)
+
+
+def test_a_plot_in_the_run_folder_is_inline(tmp_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    plt.plot([1, 2, 4], [100, 190, 370])
+    plt.savefig(folder / "scaling.png")
+    plt.close()
+    page = report_html.render(RunResult(command="validate training"), folder)
+    assert '<img src="data:image/png;base64,' in page and "scaling.png" in page
