@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuready.workloads.compare import Run, setup_differences
+from gpuready.workloads.controller.compare import Run, setup_differences
 
 
 def show(console: Any, rows: list[dict[str, Any]], runs: list[Run]) -> None:
