@@ -229,6 +229,9 @@ def _subjects(run: RunResult, hosts: list[str]) -> str:
     vsphere = run.metrics.get("vsphere") if isinstance(run.metrics.get("vsphere"), dict) else None
     if run.command == "validate vsphere" and vsphere and "hosts" in vsphere:
         return f"{plural(vsphere['hosts'], 'ESXi host')}, {plural(vsphere.get('vms', 0), 'VM')}"
+    if run.command == "inventory check" and isinstance(run.metrics.get("hosts"), int):
+        # Its first checks are about the inventory folder itself, which is no host.
+        return plural(run.metrics["hosts"], "host")
     machines = [h for h in hosts if h != CLUSTER]
     if run.command == "validate cluster":
         text = plural(len(machines), "node")
