@@ -24,7 +24,8 @@ class LazyGroup(click.Group):
         if name in self.lazy:
             target, _ = self.lazy[name]
             module, attribute = target.split(":")
-            return getattr(importlib.import_module(module), attribute)
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+            return command
         return super().get_command(ctx, name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -71,9 +71,12 @@ def import_torch_stack() -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Leave the mark scripts/test looks for: the session reached its end (no test ended the process)."""
+    """Leave the mark scripts/test looks for: the session reached its end (no test ended the process).
+
+    Under pytest-xdist only the controller writes it, once every worker has reported: a worker's end says
+    nothing of the others."""
     finished = os.environ.get("GPUREADY_TEST_FINISHED")
-    if finished:
+    if finished and not hasattr(session.config, "workerinput"):
         Path(finished).write_text(f"{int(exitstatus)}\n")
 
 
