@@ -7,9 +7,12 @@ prerequisite must have been installed by `make test`.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -80,15 +83,65 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         Path(finished).write_text(f"{int(exitstatus)}\n")
 
 
+#: Tests that share a lab run on one pytest-xdist worker (``--dist loadgroup``), one after the other: a
+#: module's lab fixture starts once, not once per worker, and two control planes never compete for the CPUs.
+#: Matched by path under tests/; the first match wins.
+LAB_GROUPS = (
+    ("integration/kubernetes/", "kubernetes"),
+    ("integration/vsphere/", "vcsim"),
+    ("integration/node/", "nodes-lab"),
+    ("integration/provision/test_reads_over_ssh.py", "nodes-lab"),
+    ("integration/provision/test_debian_root.py", "debian-roots"),
+    ("integration/provision/test_dcgm.py", "debian-roots"),
+    ("integration/provision/test_mpi_ssh.py", "debian-roots"),
+)
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """The lab group of a test; else its module, when it uses a fixture built once per module or package
+    (which would otherwise be built again on every worker that runs one of its tests); else none."""
+    where = item.path.relative_to(ROOT / "tests").as_posix()
+    for prefix, group in LAB_GROUPS:
+        if where.startswith(prefix):
+            return group
+    info = getattr(item, "_fixtureinfo", None)
+    defs = [d for ds in (info.name2fixturedefs.values() if info else ()) for d in ds]
+    if any(d.scope in ("module", "package") for d in defs):
+        return where
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = xdist_group(item)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(name=group))
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 @pytest.fixture(scope="session")
 def gpuready_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """gpuready's wheel built from this tree, without its dependencies (as the GPU runbook carries it)."""
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    """gpuready's wheel built from this tree, without its dependencies (as the GPU runbook carries it).
+
+    Built once per test run: pytest-xdist's workers share the run's folder above their own temporary folders,
+    and the lock keeps two setuptools builds out of this tree's build/ at the same time."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    out = shared / "gpuready-wheel"
+    with _locked(shared / "gpuready-wheel.lock"):
+        if not any(out.glob("gpuready-*.whl")):
+            subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
     (built,) = out.glob("gpuready-*.whl")
     return built
