@@ -100,6 +100,8 @@ LAB_GROUPS = (
 def xdist_group(item: pytest.Item) -> str | None:
     """The lab group of a test; else its module, when it uses a fixture built once per module or package
     (which would otherwise be built again on every worker that runs one of its tests); else none."""
+    if not item.path.is_relative_to(ROOT / "tests"):
+        return None
     where = item.path.relative_to(ROOT / "tests").as_posix()
     for prefix, group in LAB_GROUPS:
         if where.startswith(prefix):
