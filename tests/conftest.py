@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -83,41 +84,41 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         Path(finished).write_text(f"{int(exitstatus)}\n")
 
 
-#: Tests that share a lab run on one pytest-xdist worker (``--dist loadgroup``), one after the other: a
-#: module's lab fixture starts once, not once per worker, and two control planes never compete for the CPUs.
-#: Matched by path under tests/; the first match wins.
+#: Tests that share a lab run on one pytest-xdist worker, one after the other, so two control planes never
+#: compete for the CPUs: by path under tests/, the first match wins. Every other test runs with the rest of
+#: its module, so a module's fixtures (a lab, an installed wheel) are built once, not once per worker.
 LAB_GROUPS = (
-    ("integration/kubernetes/", "kubernetes"),
-    ("integration/vsphere/", "vcsim"),
-    ("integration/node/", "nodes-lab"),
-    ("integration/provision/test_reads_over_ssh.py", "nodes-lab"),
-    ("integration/provision/test_debian_root.py", "debian-roots"),
-    ("integration/provision/test_dcgm.py", "debian-roots"),
-    ("integration/provision/test_mpi_ssh.py", "debian-roots"),
+    ("tests/integration/kubernetes/", "kubernetes"),
+    ("tests/integration/vsphere/", "vcsim"),
+    ("tests/integration/node/", "nodes-lab"),
+    ("tests/integration/provision/test_reads_over_ssh.py", "nodes-lab"),
+    ("tests/integration/provision/test_debian_root.py", "debian-roots"),
+    ("tests/integration/provision/test_dcgm.py", "debian-roots"),
+    ("tests/integration/provision/test_mpi_ssh.py", "debian-roots"),
 )
 
 
-def xdist_group(item: pytest.Item) -> str | None:
-    """The lab group of a test; else its module, when it uses a fixture built once per module or package
-    (which would otherwise be built again on every worker that runs one of its tests); else none."""
-    if not item.path.is_relative_to(ROOT / "tests"):
+def xdist_group(nodeid: str) -> str:
+    """The work unit of a test under ``--dist loadgroup``: its lab's group, else its module."""
+    module = nodeid.split("::", 1)[0]
+    return next((group for prefix, group in LAB_GROUPS if module.startswith(prefix)), module)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` with the groups of :data:`LAB_GROUPS`, worked out from the test ids.
+
+    pytest-xdist 3.8 passes ``xdist_group`` marks to its scheduler by renaming each test id, which pytest
+    9.2's structured ids no longer take (pytest-dev/pytest-xdist#1386): the marks would be ignored silently.
+    The scheduler below groups by id instead, whatever pytest does with them."""
+    if config.getvalue("dist") != "loadgroup":
         return None
-    where = item.path.relative_to(ROOT / "tests").as_posix()
-    for prefix, group in LAB_GROUPS:
-        if where.startswith(prefix):
-            return group
-    info = getattr(item, "_fixtureinfo", None)
-    defs = [d for ds in (info.name2fixturedefs.values() if info else ()) for d in ds]
-    if any(d.scope in ("module", "package") for d in defs):
-        return where
-    return None
+    from xdist.scheduler import LoadScopeScheduling
 
+    class LabScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        group = xdist_group(item)
-        if group and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(name=group))
+    return LabScheduling(config, log)
 
 
 @contextlib.contextmanager
