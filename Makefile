@@ -49,6 +49,7 @@ test: setup $(STAMP)-train $(STAMP)-torch
 lint: setup
 	$(BIN)/ruff check .
 	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/lint-playbooks .
+	$(BIN)/python scripts/typecheck
 
 clean:
 	rm -rf $(VENV) gpuready-runs gpuready-lab

@@ -28,7 +28,7 @@ EXIT_SIGTERM = 128 + signal.SIGTERM
 #: to the admin machine dropped), which would otherwise end the process at once with nothing written.
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: Exit codes and reasons of the signals other than SIGINT, which is the default (the shell's 128 + number).
-_SIGNAL_EXITS = {
+_SIGNAL_EXITS: dict[int, tuple[int, str]] = {
     signal.SIGTERM: (128 + signal.SIGTERM, "terminated by SIGTERM"),
     signal.SIGHUP: (128 + signal.SIGHUP, "hung up (SIGHUP: the terminal or SSH session closed)"),
 }

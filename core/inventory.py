@@ -10,6 +10,7 @@ import fnmatch
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,10 @@ from gpuready.core.vault import Vault, is_vaulted
 
 if TYPE_CHECKING:
     from gpuready.core.settings import NodeClass, Settings
+
+    _SafeLoader = yaml.SafeLoader
+else:
+    _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml parses when present
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +54,11 @@ MAX_RANGE_HOSTS = 100_000
 MAX_EXPANDED_NODES = 2_000_000
 
 
-class _InventoryYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml parses when present
+class _InventoryYamlLoader(_SafeLoader):
     """Safe YAML that also accepts Ansible's tags (vaulted strings are kept opaque), and refuses a key
     given twice in one mapping (PyYAML would silently keep the last)."""
 
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, yaml.Mark] = {}
             for key_node, _ in node.value:
@@ -214,13 +219,16 @@ class Inventory:
         from ansible.vars.plugins import get_vars_from_inventory_sources
 
         def plugins(entities: list[Any]) -> dict[str, Any]:
-            return get_vars_from_inventory_sources(self._manager._loader, self._manager._sources, entities, "task")
+            found: dict[str, Any] = get_vars_from_inventory_sources(
+                self._manager._loader, self._manager._sources, entities, "task"
+            )
+            return found
 
         groups = sort_groups([g for g in host.get_groups() if g.name != "all"])
         key = tuple(g.name for g in groups)
         if key not in self._group_vars:
             everyone = self._manager.groups["all"]
-            parts = {
+            parts: dict[str, Callable[[], Any]] = {
                 "all_inventory": lambda: everyone.get_vars(),
                 "all_plugins_inventory": lambda: plugins([everyone]),
                 "groups_inventory": lambda: get_group_vars(groups),
@@ -231,7 +239,10 @@ class Inventory:
                 if entry in parts:
                     merged = combine_vars(merged, parts[entry]())
             self._group_vars[key] = merged
-        return combine_vars(combine_vars(self._group_vars[key], host.get_vars()), plugins([host]))
+        merged_vars: dict[str, Any] = combine_vars(
+            combine_vars(self._group_vars[key], host.get_vars()), plugins([host])
+        )
+        return merged_vars
 
     def limit(self, pattern: str | None, group: str = "all") -> list[str]:
         """Hosts of ``group`` matched by an Ansible ``--limit`` pattern.
@@ -506,7 +517,8 @@ def _strict_inventory_manager() -> Any:
                 and not self._match_list(self._inventory.hosts, pattern)
             ):
                 return []
-            return super()._enumerate_matches(pattern)
+            matches: list[Any] = super()._enumerate_matches(pattern)
+            return matches
 
     return StrictInventoryManager
 
@@ -640,7 +652,7 @@ def _resolve_paths(settings: Settings, folder: Path) -> Settings:
     for section, key in PATH_SETTINGS:
         current = sections.get(section) or getattr(settings, section, None)
         value = getattr(current, key, "")
-        if value:
+        if value and current is not None:
             path = Path(value).expanduser()
             sections[section] = current.model_copy(update={key: str(path if path.is_absolute() else folder / path)})
     return settings.model_copy(update=sections) if sections else settings

@@ -25,7 +25,8 @@ class LazyGroup(click.Group):
         if name in self.lazy:
             target, _ = self.lazy[name]
             module, attribute = target.split(":")
-            return getattr(importlib.import_module(module), attribute)
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+            return command
         return super().get_command(ctx, name)
 
     def resolve_command(

@@ -460,6 +460,6 @@ def _last_error(result: Any) -> str:
     try:
         lines = [line for line in result.stdout.read().splitlines() if line.strip()]
     except Exception:  # the stdout file may be missing when ansible never started
-        return result.status
+        return str(result.status)
     errors = [line for line in lines if "ERROR" in line]
-    return (errors or lines or [result.status])[-1]
+    return str((errors or lines or [result.status])[-1])

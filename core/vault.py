@@ -66,7 +66,7 @@ class Vault:
                 f"({'; '.join(self.given)}) does not open it"
             ) from None
         try:
-            return plain.decode("utf-8")
+            return str(plain.decode("utf-8"))
         except UnicodeDecodeError:
             raise BadInput(f"{where}: the Ansible Vault plaintext is not UTF-8 text") from None
 

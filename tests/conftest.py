@@ -7,10 +7,14 @@ prerequisite must have been installed by `make test`.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -71,21 +75,76 @@ def import_torch_stack() -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Leave the mark scripts/test looks for: the session reached its end (no test ended the process)."""
+    """Leave the mark scripts/test looks for: the session reached its end (no test ended the process).
+
+    Under pytest-xdist only the controller writes it, once every worker has reported: a worker's end says
+    nothing of the others."""
     finished = os.environ.get("GPUREADY_TEST_FINISHED")
-    if finished:
+    if finished and not hasattr(session.config, "workerinput"):
         Path(finished).write_text(f"{int(exitstatus)}\n")
+
+
+#: Tests that share a lab run on one pytest-xdist worker, one after the other, so two control planes never
+#: compete for the CPUs: by path under tests/, the first match wins. Every other test runs with the rest of
+#: its module, so a module's fixtures (a lab, an installed wheel) are built once, not once per worker.
+LAB_GROUPS = (
+    ("tests/integration/kubernetes/", "kubernetes"),
+    ("tests/integration/vsphere/", "vcsim"),
+    ("tests/integration/node/", "nodes-lab"),
+    ("tests/integration/provision/test_reads_over_ssh.py", "nodes-lab"),
+    ("tests/integration/provision/test_debian_root.py", "debian-roots"),
+    ("tests/integration/provision/test_dcgm.py", "debian-roots"),
+    ("tests/integration/provision/test_mpi_ssh.py", "debian-roots"),
+)
+
+
+def xdist_group(nodeid: str) -> str:
+    """The work unit of a test under ``--dist loadgroup``: its lab's group, else its module."""
+    module = nodeid.split("::", 1)[0]
+    return next((group for prefix, group in LAB_GROUPS if module.startswith(prefix)), module)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` with the groups of :data:`LAB_GROUPS`, worked out from the test ids.
+
+    pytest-xdist 3.8 passes ``xdist_group`` marks to its scheduler by renaming each test id, which pytest
+    9.2's structured ids no longer take (pytest-dev/pytest-xdist#1386): the marks would be ignored silently.
+    The scheduler below groups by id instead, whatever pytest does with them."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LabScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return LabScheduling(config, log)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with path.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture(scope="session")
 def gpuready_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """gpuready's wheel built from this tree, without its dependencies (as the GPU runbook carries it)."""
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    """gpuready's wheel built from this tree, without its dependencies (as the GPU runbook carries it).
+
+    Built once per test run: pytest-xdist's workers share the run's folder above their own temporary folders,
+    and the lock keeps two setuptools builds out of this tree's build/ at the same time."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    out = shared / "gpuready-wheel"
+    with _locked(shared / "gpuready-wheel.lock"):
+        if not any(out.glob("gpuready-*.whl")):
+            subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
     (built,) = out.glob("gpuready-*.whl")
     return built

@@ -223,7 +223,7 @@ def _timed_api_client(base: type) -> type:
     forever": an API server that stops answering would hang gpuready instead of being exit 3.
     """
 
-    class TimedApiClient(base):  # type: ignore[misc, valid-type]
+    class TimedApiClient(base):  # type: ignore[misc]
         def call_api(self, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("_request_timeout") is None:
                 kwargs["_request_timeout"] = REQUEST_TIMEOUT

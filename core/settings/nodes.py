@@ -9,6 +9,8 @@ from pydantic import Field, field_validator
 from gpuready.core import role_defaults
 from gpuready.core.settings.base import Int, Real, Section
 
+XidClass = Literal["hardware", "driver", "application", "unknown"]
+
 
 class Fabric(Section):
     """A high-speed fabric on the node (Dell's C4140 studies: EDR InfiniBand; Dell's vSphere study: ConnectX-6)."""
@@ -123,9 +125,7 @@ class NodeChecks(Section):
     #: Xid events older than this many hours (by the kernel log's clock) are reported, not failed. 0: since boot.
     xid_window_hours: Real = Field(default=24, ge=0)
     #: Xid classes that fail a node (NVIDIA's Xid catalogue): hardware, driver, application, unknown.
-    xid_fail_classes: list[Literal["hardware", "driver", "application", "unknown"]] = Field(
-        default_factory=lambda: ["hardware", "driver", "unknown"]
-    )
+    xid_fail_classes: list[XidClass] = Field(default_factory=lambda: list[XidClass](["hardware", "driver", "unknown"]))
     #: Retired pages (single- plus double-bit) at which a GPU is due for replacement: NVIDIA's DCGM fails a GPU at
     #: DCGM_LIMIT_MAX_RETIRED_PAGES = 63 ("updated to match the field diag"; NVIDIA/DCGM
     #: common/DcgmGPUHardwareLimits.h, applied as sbe + dbe >= 63 in its health watch and software plugin).

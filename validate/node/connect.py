@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ def _flag(value: Any, default: bool) -> bool:
 
 def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, Any]:
     """The parts of a host's Ansible variables that say how to reach it (plain values, JSON-able)."""
-    environ = os.environ if environ is None else environ
+    env: Mapping[str, str] = os.environ if environ is None else environ
     connection = variables.get("ansible_connection", "ssh")
     if name in ("localhost", "127.0.0.1") and "ansible_connection" not in variables:
         connection = "local"
@@ -46,7 +47,7 @@ def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str
     if become and method != "sudo":
         raise BadInput(f"host {name}: ansible_become_method {method!r} is not supported by validate gpu-node (sudo)")
     checking = variables.get("ansible_host_key_checking", variables.get("ansible_ssh_host_key_checking"))
-    spec = {
+    spec: dict[str, Any] = {
         "name": name,
         "connection": "local" if connection == "local" else "ssh",
         "address": str(variables.get("ansible_host", name)),
@@ -54,7 +55,7 @@ def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str
         "user": str(variables.get("ansible_user", "") or ""),
         "key": str(variables.get("ansible_ssh_private_key_file", "") or ""),
         "extra": [arg for key in SSH_ARG_VARS for arg in _split(name, key, variables)],
-        "host_key_checking": _flag(checking, _flag(environ.get("ANSIBLE_HOST_KEY_CHECKING"), True)),
+        "host_key_checking": _flag(checking, _flag(env.get("ANSIBLE_HOST_KEY_CHECKING"), True)),
         "become_user": str(variables.get("ansible_become_user", "root")) if become else "",
     }
     for key in ("address", "user", "key", "become_user"):

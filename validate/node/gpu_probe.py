@@ -14,22 +14,25 @@ devices): the tests run it end to end on machines without a GPU. Its figures are
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 METRICS = ("matmul", "memory", "h2d", "d2h", "p2p", "nccl")
 
 
-def _sync(torch, devices: str | tuple[str, ...]) -> None:
+def _sync(torch: Any, devices: str | tuple[str, ...]) -> None:
     for device in (devices,) if isinstance(devices, str) else devices:
         if device != "cpu":
             torch.cuda.synchronize(device)
 
 
-def _timed(torch, device: str | tuple[str, ...], step, repeat: int) -> float:
+def _timed(torch: Any, device: str | tuple[str, ...], step: Callable[[], object], repeat: int) -> float:
     """Seconds per call of ``step`` (after one warm-up call)."""
     step()
     _sync(torch, device)
@@ -40,7 +43,7 @@ def _timed(torch, device: str | tuple[str, ...], step, repeat: int) -> float:
     return (time.perf_counter() - start) / repeat
 
 
-def matmul_tflops(torch, device: str, cpu: bool) -> float:
+def matmul_tflops(torch: Any, device: str, cpu: bool) -> float:
     # bf16 on Tensor Cores (Ampere and later); Volta has fp16 Tensor Cores and no bf16.
     if cpu:
         n, dtype = 512, torch.float32
@@ -53,7 +56,7 @@ def matmul_tflops(torch, device: str, cpu: bool) -> float:
     return 2 * n**3 / seconds / 1e12
 
 
-def memory_bandwidth(torch, device: str, cpu: bool) -> float:
+def memory_bandwidth(torch: Any, device: str, cpu: bool) -> float:
     size = (64 if cpu else 1024) * 2**20
     src = torch.empty(size, dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
@@ -61,7 +64,7 @@ def memory_bandwidth(torch, device: str, cpu: bool) -> float:
     return 2 * size / seconds / 1e9
 
 
-def host_copy(torch, device: str, cpu: bool, to_device: bool) -> float:
+def host_copy(torch: Any, device: str, cpu: bool, to_device: bool) -> float:
     size = (64 if cpu else 256) * 2**20
     host = torch.empty(size, dtype=torch.uint8, pin_memory=not cpu)
     on_device = torch.empty(size, dtype=torch.uint8, device=device)
@@ -72,7 +75,7 @@ def host_copy(torch, device: str, cpu: bool, to_device: bool) -> float:
     return size / seconds / 1e9
 
 
-def peer_copy(torch, a: str, b: str, cpu: bool) -> float:
+def peer_copy(torch: Any, a: str, b: str, cpu: bool) -> float:
     size = (64 if cpu else 256) * 2**20
     src = torch.empty(size, dtype=torch.uint8, device=a)
     dst = torch.empty(size, dtype=torch.uint8, device=b)
@@ -111,14 +114,15 @@ def nccl_busbw(count: int, cpu: bool, samples: int) -> list[float]:
         store, out = os.path.join(folder, "store"), os.path.join(folder, "out.json")
         mp.spawn(_allreduce_worker, args=(count, store, cpu, samples, out), nprocs=count, join=True)
         with open(out) as f:
-            return json.load(f)
+            figures: list[float] = json.load(f)
+            return figures
 
 
-def _samples(measure, samples: int) -> list[float]:
+def _samples(measure: Callable[[], float], samples: int) -> list[float]:
     return [round(measure(), 3) for _ in range(samples)]
 
 
-def _measure_gpu(torch, gpu: dict, device: str, metrics: set[str], samples: int, cpu: bool) -> None:
+def _measure_gpu(torch: Any, gpu: dict[str, Any], device: str, metrics: set[str], samples: int, cpu: bool) -> None:
     if "matmul" in metrics:
         gpu["matmul_tflops"] = _samples(lambda: matmul_tflops(torch, device, cpu), samples)
     if "memory" in metrics:
@@ -134,10 +138,10 @@ def _one_line(error: Exception) -> str:
     return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
-def run(metrics: set[str], samples: int, cpu: bool, cpu_devices: int) -> dict:
+def run(metrics: set[str], samples: int, cpu: bool, cpu_devices: int) -> dict[str, Any]:
     import torch
 
-    result: dict = {"probe": "gpuready", "torch": torch.__version__, "device": "cpu" if cpu else "cuda"}
+    result: dict[str, Any] = {"probe": "gpuready", "torch": torch.__version__, "device": "cpu" if cpu else "cuda"}
     if cpu:
         devices = ["cpu"] * cpu_devices
         names = [f"cpu stand-in {i}" for i in range(cpu_devices)]
@@ -150,7 +154,7 @@ def run(metrics: set[str], samples: int, cpu: bool, cpu_devices: int) -> dict:
     result["dtype"] = "float32" if cpu else ("bfloat16" if torch.cuda.is_bf16_supported() else "float16")
     gpus = []
     for index, device in enumerate(devices):
-        gpu: dict = {"index": index, "name": names[index]}
+        gpu: dict[str, Any] = {"index": index, "name": names[index]}
         try:
             _measure_gpu(torch, gpu, device, metrics, samples, cpu)
         except Exception as e:  # a GPU that cannot compute is named; the checks fail with this one line
@@ -163,7 +167,7 @@ def run(metrics: set[str], samples: int, cpu: bool, cpu_devices: int) -> dict:
         for a in range(len(devices)):
             for b in range(a + 1, len(devices)):
                 if cpu or torch.cuda.can_device_access_peer(a, b):
-                    figures = _samples(lambda x=a, y=b: peer_copy(torch, devices[x], devices[y], cpu), samples)
+                    figures = _samples(functools.partial(peer_copy, torch, devices[a], devices[b], cpu), samples)
                     pairs.append({"pair": [a, b], "p2p_bandwidth": figures})
         result["p2p"] = pairs
     if "nccl" in metrics and len(devices) > 1:

@@ -62,7 +62,7 @@ def control_plane(inventory: Any) -> str:
             f"{inventory.path}: --mark-nodes needs a host in group kube_control_plane "
             "(where the Kubernetes API is reached from)"
         )
-    return hosts[0]
+    return str(hosts[0])
 
 
 def mark(

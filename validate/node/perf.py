@@ -121,8 +121,8 @@ def judge(
     else:
         ref = references.lookup(low.model, metric, low.gpu, overrides)
         bound = f", lower bound {ref.lower:g} {unit}" if ref else ""
-        mates = f"; each at least {MATES_FRACTION:.0%} of its mates' median" if per_gpu and len(figures) > 1 else ""
-        result.message = f"{summary}{bound}{mates}"
+        rule = f"; each at least {MATES_FRACTION:.0%} of its mates' median" if per_gpu and len(figures) > 1 else ""
+        result.message = f"{summary}{bound}{rule}"
     return result
 
 

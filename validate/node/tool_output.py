@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from gpuready.validate.node.nvsmi import ParseError
 
@@ -104,7 +105,7 @@ def nccl_busbw(text: str) -> list[float]:
     return [float(average.group(1))] if average else []
 
 
-def probe(text: str) -> dict:
+def probe(text: str) -> dict[str, Any]:
     """The probe's JSON object (the last line that starts with a brace: torch may warn before it)."""
     lines = [line for line in text.splitlines() if line.startswith("{")]
     if not lines:

@@ -25,6 +25,8 @@ from tests.conftest import ROOT, gpuready, require
 from tests.processes import Child, leftovers, new_mark
 from tests.unit.core.test_bad_inputs import make_inventory, with_settings
 
+pytestmark = pytest.mark.slow
+
 LOCAL = ROOT / "inventories" / "local"
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 

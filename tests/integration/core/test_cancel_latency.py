@@ -21,6 +21,8 @@ from gpuready.core import cancel
 from tests.conftest import ROOT
 from tests.processes import Child, leftovers, new_mark
 
+pytestmark = pytest.mark.slow
+
 LOCAL = ROOT / "inventories" / "local"
 #: docs/reliability.md: "it returns within two seconds of the signal".
 DOCUMENTED_BOUND_S = 2.0

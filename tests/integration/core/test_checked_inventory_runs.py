@@ -7,11 +7,14 @@ import json
 import stat
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import gpuready
 from tests.unit.core.test_bad_inputs import make_inventory
 from tests.unit.core.test_scope import LOCAL, marking_playbooks
+
+pytestmark = pytest.mark.slow
 
 
 def plant_strangers(inv: Path, tmp_path: Path) -> Path:

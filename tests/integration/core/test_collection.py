@@ -9,10 +9,13 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gpuready.core import role_defaults
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
 GALAXY = yaml.safe_load((ROOT / "playbooks" / "galaxy.yml").read_text())

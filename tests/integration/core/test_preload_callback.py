@@ -13,9 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gpuready.core.runner import ANSIBLE_SETTINGS, ansible_environment
+
+pytestmark = pytest.mark.slow
 
 PLUGIN = "community.general.chroot"
 

@@ -10,10 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gpuready.core.runner import TaskEvent, run_playbook
 from tests.conftest import ROOT, gpuready
+
+pytestmark = pytest.mark.slow
 
 LOCAL = ROOT / "inventories" / "local"
 

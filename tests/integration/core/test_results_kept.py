@@ -27,6 +27,8 @@ from tests.processes import Child, leftovers, new_mark
 from tests.unit.core.test_bad_inputs import make_inventory, with_settings
 from tests.unit.core.test_scope import LOCAL, marking_playbooks
 
+pytestmark = pytest.mark.slow
+
 LOCAL_INVENTORY = ROOT / "inventories" / "local"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -23,6 +23,8 @@ import yaml
 from tests.conftest import ROOT, require
 from tests.integration.provision import nvidia_ctk
 
+pytestmark = pytest.mark.slow
+
 RUNTIMES = ROOT / "tests" / "fixtures" / "runtimes"
 NVIDIA_RUNTIME = "/usr/bin/nvidia-container-runtime"  # NVIDIA Container Toolkit guide: the runtime nvidia-ctk adds
 CONTAINERD_V2 = ("plugins", "io.containerd.grpc.v1.cri", "containerd")

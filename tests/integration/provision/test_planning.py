@@ -22,6 +22,8 @@ from tests.integration.provision import netplan, recorded_facts
 from tests.integration.provision import nvidia_reference as ref
 from tests.unit.provision.local_play import run_local_play
 
+pytestmark = pytest.mark.slow
+
 HANDLERS = [
     "Driver | Rebuild the initramfs",
     "Driver | Restart nvidia-persistenced",

@@ -22,6 +22,8 @@ from gpuready.core.runner import run_playbook
 from tests.conftest import require
 from tests.integration.provision import recorded_facts
 
+pytestmark = pytest.mark.slow
+
 PCI_IDS = Path("/usr/share/misc/pci.ids")
 
 

@@ -26,6 +26,8 @@ from gpuready.core.errors import shorten
 from gpuready.core.runner import run_playbook
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow
+
 # ansible-core minor -> the oldest Python it runs modules with (the changelogs above; 2.19 kept 3.8).
 MIN_TARGET_PYTHON = {(2, 17): "3.7", (2, 18): "3.8", (2, 19): "3.8"}
 STOP = "Preflight | Stop a node whose Python Ansible cannot use"

@@ -23,7 +23,7 @@ from tests.conftest import require
 from tests.integration.node.conftest import start
 from tests.unit.provision.local_play import collection_filter
 
-pytestmark = [pytest.mark.root]
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 file_states = collection_filter("file_states")
 
