@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from importlib.resources import files
-from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuready.core.errors import BadInput, Unreachable
+
+if TYPE_CHECKING:
+    # importlib.resources.abc is 3.11's name; importlib.abc has it on every Python gpuready runs on.
+    from importlib.abc import Traversable
 
 
 def _examples() -> dict[str, Traversable]:

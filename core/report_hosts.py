@@ -64,7 +64,7 @@ def matrix(run: RunResult) -> Matrix:
     return Matrix(ids, ordered, list(hosts), cells)
 
 
-def natural(name: str) -> tuple[object, ...]:
+def natural(name: str) -> tuple[int | str, ...]:
     """gn2 before gn10."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 

@@ -392,10 +392,10 @@ def _skip_lines(run: RunResult, folded: set[str], width: int, budget: _Budget) -
     out = [_fit(Text("not tested (skipped):", style=STYLE[SKIPPED]), width)]
     for reason, (hosts, ids, _) in shown:
         which = ids[0] if len(ids) == 1 else f"{ids[0]} +{len(ids) - 1}"
-        count, ids = f": {plural(len(hosts), 'host')}", f" ({which})"
+        count, checks = f": {plural(len(hosts), 'host')}", f" ({which})"
         # The reason gives way to its count, the check ids (but their first cells) to both.
-        reason = _clip(reason, max(width - 2 - cell_len(count) - min(cell_len(ids), 12), 24))
-        out.append(_fit(Text(f"  {reason}{count}{ids}"), width))
+        reason = _clip(reason, max(width - 2 - cell_len(count) - min(cell_len(checks), 12), 24))
+        out.append(_fit(Text(f"  {reason}{count}{checks}"), width))
     if len(shown) < len(ordered):
         out.append(_fit(Text(f"  … {plural(len(ordered) - len(shown), 'more reason')}", style="dim"), width))
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from gpuready.validate.node.nvsmi import Gpu
@@ -135,7 +135,7 @@ TABLE: dict[tuple[str, str], Reference] = {
 
 
 def lookup(
-    model: str, metric: str, gpu: Gpu | None = None, overrides: Mapping[str, float] | None = None
+    model: str, metric: str, gpu: Gpu | None = None, overrides: Mapping[Any, float] | None = None
 ) -> Reference | None:
     """The reference for ``metric`` on ``model``: the node class's override, else the model's row, else (host
     copies) the PCIe rate of the GPU's link."""
