@@ -312,11 +312,16 @@ def _names(hosts: list[str], room: int) -> str:
     return ", ".join(shown) + (f" +{extra} more" if extra else "")
 
 
+#: A skipped check whose message says it is pending waits on the user, not on a tool to install.
+_PENDING = re.compile(r"\bpending\b", re.IGNORECASE)
+
+
 def _todo_lines(run: RunResult, width: int, budget: _Budget) -> list[Text]:
-    """What is left for the user after a check that passed (a reboot gpuready never does): each such remedy once."""
+    """What is left for the user (a reboot gpuready never does) after a check that passed, or one skipped as
+    pending until the user acts (ESXi's ATS takes effect at the host's next boot): each such remedy once."""
     todo: dict[str, str] = {}
     for c in run.checks:
-        if c.status == PASSED and c.remedy:
+        if c.remedy and (c.status == PASSED or (c.status == SKIPPED and _PENDING.search(c.message))):
             todo.setdefault(redact.text(remedy_for(c.remedy, [], run.inventory)), c.id)
     if not todo:
         return []

@@ -200,5 +200,10 @@ def test_metrics_file_has_each_gpus_figure_and_bound_per_host(lab: dict[str, Any
     assert recorded["unit"] == "GB/s" and recorded["value"] == pytest.approx(28.19)
     bounds = {v for _, v in series(text, "gpuready_h2d_bandwidth_lower_bound_bytes_per_second")}
     assert bounds == {48e9}  # the H100's bound the message names
-    results = {(s["host"].rsplit("-", 1)[0], s["status"]) for s, _ in series(text, "gpuready_check_results")}
+    # --only also runs the driver checks the measured one depends on: judge the measured check's results.
+    results = {
+        (s["host"].rsplit("-", 1)[0], s["status"])
+        for s, _ in series(text, "gpuready_check_results")
+        if s["check"] == "perf.h2d_bandwidth"
+    }
     assert results == {("slow-gpu", "failed"), ("h100-x8", "passed")}
