@@ -34,10 +34,11 @@ class ArtifactNotWritten(Unreachable):
     """An artifact could not be written (full disk, quota, I/O error): exit 3, naming the file."""
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write ``path`` atomically, readable by the user only: a temporary file in the same folder (0600, from
-    mkstemp), flushed to disk, then renamed over ``path``. On failure the temporary file is removed and
-    :class:`ArtifactNotWritten` names ``path``."""
+def write_text(path: Path, text: str, *, mode: int | None = None, what: str = "") -> None:
+    """Write ``path`` atomically, readable by the user only unless ``mode`` says otherwise: a temporary file in the
+    same folder (0600, from mkstemp; its name never ends as ``path``'s does, so a reader that globs for the
+    suffix never sees a half-written file), flushed to disk, then renamed over ``path``. On failure the temporary
+    file is removed and :class:`ArtifactNotWritten` names ``path`` (after ``what`` it is, where given)."""
     import tempfile
 
     temporary = ""
@@ -47,12 +48,14 @@ def write_text(path: Path, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(temporary, mode)
         os.replace(temporary, path)
     except OSError as e:
         if temporary:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
-        raise ArtifactNotWritten(f"could not write {path}: {e.strerror or e}") from e
+        raise ArtifactNotWritten(f"could not write {what + ' ' if what else ''}{path}: {e.strerror or e}") from e
 
 
 def make_private(folder: Path) -> None:

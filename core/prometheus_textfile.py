@@ -12,7 +12,6 @@ the files of several commands sit in one folder without clashing.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import math
 import os
@@ -88,25 +87,9 @@ def requested() -> Path | None:
 def write(run: RunResult, path: Path) -> None:
     """Write ``run`` to ``path`` atomically (a temporary file in the same folder, renamed over it). The temporary
     name does not end in .prom, so the collector never reads a half-written file."""
-    import tempfile
+    from gpuready.core.artifacts import write_text
 
-    from gpuready.core.artifacts import ArtifactNotWritten
-
-    text = redact.text(render(run))
-    temporary = ""
-    try:
-        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(descriptor, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(temporary, FILE_MODE & ~_umask())
-        os.replace(temporary, path)
-    except OSError as e:
-        if temporary:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-        raise ArtifactNotWritten(f"could not write the metrics file {path}: {e.strerror or e}") from e
+    write_text(path, redact.text(render(run)), mode=FILE_MODE & ~_umask(), what="the metrics file")
 
 
 def _umask() -> int:
