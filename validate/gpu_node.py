@@ -84,10 +84,16 @@ def gpu_node(
     execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
 
 
-def worth_a_line(event: HostDone) -> bool:
-    """At 1000 hosts a progress line per host is noise: a failing host, every tenth of the run and the
-    last host get one (``-v``: every host)."""
-    return bool(event.failing) or event.done == event.total or event.done % max(1, event.total // 10) == 0
+#: Failing hosts named in a progress line of their own; later ones are counted in the tenth-of-run lines, so a
+#: fleet failing everywhere (a bad driver pushed to all) gives a screenful, not a line per host.
+FAILING_LINES = 20
+
+
+def worth_a_line(event: HostDone, failing_so_far: int = 0) -> bool:
+    """At 1000 hosts a progress line per host is noise: the first failing hosts, every tenth of the run and the
+    last host get one (``-v``: every host). ``failing_so_far`` counts ``event``'s host when it fails."""
+    named = bool(event.failing) and failing_so_far <= FAILING_LINES
+    return named or event.done == event.total or event.done % max(1, event.total // 10) == 0
 
 
 def _gpu_node(ctx: Context) -> RunResult:
@@ -131,7 +137,7 @@ def _gpu_node(ctx: Context) -> RunResult:
     def progress(event: fanout.HostDone) -> None:
         if event.failing:
             failing_hosts.append(event.host)
-        if not (ctx.verbose or worth_a_line(event)):
+        if not (ctx.verbose or worth_a_line(event, len(failing_hosts))):
             return
         state = f"{event.failing} failing" if event.failing else "ok"
         ctx.note(

@@ -67,3 +67,6 @@ def test_progress_lines_at_1000_hosts() -> None:
     lines = [d for d in range(1, 1001) if worth_a_line(HostDone(f"gn{d}", d, 1000, int(d in (7, 512)), 1.0))]
     assert lines == [7, 100, 200, 300, 400, 500, 512, 600, 700, 800, 900, 1000]
     assert all(worth_a_line(HostDone("h", d, 8, 0, 1.0)) for d in range(1, 9))  # small runs: every host
+    # Every host failing: the first 20 are named, then only the tenths of the run (with the count so far).
+    lines = [d for d in range(1, 1001) if worth_a_line(HostDone(f"gn{d}", d, 1000, 1, 1.0), failing_so_far=d)]
+    assert lines == [*range(1, 21), 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]
