@@ -8,18 +8,16 @@ upgrade does to the files nvidia-ctk reads; the specification must then name the
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.conftest import ROOT, require
+from tests.conftest import require
 from tests.integration.provision import nvidia_ctk
+from tests.unit.provision.local_play import run_role_tasks
 
 LIBDIR = "usr/lib/x86_64-linux-gnu"
 LIBRARIES = ("libcuda.so", "libnvidia-ml.so")
@@ -51,46 +49,24 @@ def _install_driver(root: Path, version: str) -> None:
 
 
 def _play(tmp: Path, ctk: Path, driver_root: Path, spec: Path, *, check: bool = False) -> dict[str, Any]:
-    play = [
-        {
-            "hosts": "localhost",
-            "gather_facts": False,
-            "vars": {
-                "nvidia_container_toolkit_ctk": str(ctk),
-                "nvidia_container_toolkit_cdi_spec": str(spec),
-                "nvidia_container_toolkit_manage_services": False,
-                "nvidia_container_toolkit_findings": [],
-            },
-            "tasks": [
-                {
-                    "name": "Run the role's cdi.yml",
-                    "ansible.builtin.include_role": {"name": "nvidia_container_toolkit", "tasks_from": "cdi.yml"},
-                },
-                {"name": "Show the findings", "ansible.builtin.debug": {"var": "nvidia_container_toolkit_findings"}},
-            ],
-        }
-    ]
-    book = tmp / "play-cdi.yml"
-    book.write_text(yaml.safe_dump(play, sort_keys=False))
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(ROOT / "playbooks" / "roles"),
-        "ANSIBLE_STDOUT_CALLBACK": "json",
-        "ANSIBLE_LOCALHOST_WARNING": "0",
-        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
-        # nvidia-ctk's own settings (`nvidia-ctk cdi generate --help`): where the driver is, and the mode that needs
-        # no NVML (this machine has no GPU); the role passes them through untouched.
-        "NVIDIA_CTK_DRIVER_ROOT": str(driver_root),
-        "NVIDIA_CTK_CDI_GENERATE_MODE": "management",
+    role_vars = {
+        "nvidia_container_toolkit_ctk": str(ctk),
+        "nvidia_container_toolkit_cdi_spec": str(spec),
+        "nvidia_container_toolkit_manage_services": False,
     }
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
-    argv += ["-e", f"ansible_python_interpreter={sys.executable}", *(["--check"] if check else []), str(book)]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    out = json.loads(done.stdout)
-    tasks = out["plays"][0]["tasks"]
-    findings = tasks[-1]["hosts"]["localhost"]["nvidia_container_toolkit_findings"]
-    return {"stats": out["stats"]["localhost"], "finding": findings[-1]}
+    # nvidia-ctk's own settings (`nvidia-ctk cdi generate --help`): where the driver is, and the mode that needs
+    # no NVML (this machine has no GPU); the role passes them through untouched.
+    ctk_env = {"NVIDIA_CTK_DRIVER_ROOT": str(driver_root), "NVIDIA_CTK_CDI_GENERATE_MODE": "management"}
+    stats, findings = run_role_tasks(
+        tmp,
+        "nvidia_container_toolkit",
+        "cdi.yml",
+        role_vars,
+        "nvidia_container_toolkit_findings",
+        *(["--check"] if check else []),
+        env=ctk_env,
+    )
+    return {"stats": stats, "finding": findings[-1]}
 
 
 def _mounted_libraries(spec: Path) -> set[str]:

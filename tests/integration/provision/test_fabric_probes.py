@@ -9,18 +9,15 @@ kernel modules 580.159.04); the proprietary case is that recording with one fiel
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import ROOT, require
+from tests.unit.provision.local_play import run_role_tasks
 
 RECORDED = ROOT / "tests/fixtures/gpu/recorded/h100-80gb-hbm3-580.159.04/26-cat-proc-driver-nvidia-version.out"
 TOOLS = ("mst", "mlxconfig", "ibdev2netdev")
@@ -39,43 +36,15 @@ def _driver_file(tmp: Path, flavour: str) -> Path:
 
 
 def _play(tmp: Path, driver_file: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    play = [
-        {
-            "hosts": "localhost",
-            "gather_facts": False,
-            "vars": {
-                "fabric_settings": {"type": "roce", "ports": ["mlx5_0"], "ats": True, "gpudirect_rdma": True},
-                "fabric_kernel": os.uname().release,
-                "fabric_driver_version_file": str(driver_file),
-                "fabric_manage_links": False,
-                "fabric_persist_links": False,
-                "fabric_findings": [],
-            },
-            "tasks": [
-                {
-                    "name": "Run the role's configure.yml",
-                    "ansible.builtin.include_role": {"name": "fabric", "tasks_from": "configure.yml"},
-                },
-                {"name": "Show the findings", "ansible.builtin.debug": {"var": "fabric_findings"}},
-            ],
-        }
-    ]
-    book = tmp / "play-fabric.yml"
-    book.write_text(yaml.safe_dump(play, sort_keys=False))
-    env = {
-        **os.environ,
-        "ANSIBLE_ROLES_PATH": str(ROOT / "playbooks" / "roles"),
-        "ANSIBLE_STDOUT_CALLBACK": "json",
-        "ANSIBLE_LOCALHOST_WARNING": "0",
-        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+    role_vars = {
+        "fabric_settings": {"type": "roce", "ports": ["mlx5_0"], "ats": True, "gpudirect_rdma": True},
+        "fabric_kernel": os.uname().release,
+        "fabric_driver_version_file": str(driver_file),
+        "fabric_manage_links": False,
+        "fabric_persist_links": False,
     }
-    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local"]
-    argv += ["-e", f"ansible_python_interpreter={sys.executable}", str(book)]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    out = json.loads(done.stdout)
-    findings = out["plays"][0]["tasks"][-1]["hosts"]["localhost"]["fabric_findings"]
-    return out["stats"]["localhost"], {f["id"]: f for f in findings}
+    stats, findings = run_role_tasks(tmp, "fabric", "configure.yml", role_vars, "fabric_findings")
+    return stats, {f["id"]: f for f in findings}
 
 
 @pytest.fixture(scope="module")

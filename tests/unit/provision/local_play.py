@@ -33,6 +33,38 @@ def run_local_play(
     )
 
 
+def run_role_tasks(
+    tmp_path: Path,
+    role: str,
+    tasks_from: str,
+    role_vars: dict[str, Any],
+    findings: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run one task file of a role on this machine; its play recap stats and the findings it left in ``findings``."""
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "vars": {**role_vars, findings: []},
+            "tasks": [
+                {
+                    "name": f"Run the role's {tasks_from}",
+                    "ansible.builtin.include_role": {"name": role, "tasks_from": tasks_from},
+                },
+                {"name": "Show the findings", "ansible.builtin.debug": {"var": findings}},
+            ],
+        }
+    ]
+    roles = {"ANSIBLE_STDOUT_CALLBACK": "json", "ANSIBLE_ROLES_PATH": str(ROOT / "playbooks" / "roles")}
+    interpreter = f"ansible_python_interpreter={sys.executable}"
+    done = run_local_play(tmp_path, play, "-e", interpreter, *args, env={**roles, **(env or {})})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    out = json.loads(done.stdout)
+    return out["stats"]["localhost"], out["plays"][0]["tasks"][-1]["hosts"]["localhost"][findings]
+
+
 def collection_filter(name: str, plugin: str | None = None) -> Any:
     """``name`` from the collection's filter plugin file ``<plugin or name>.py``, imported without Ansible's loader."""
     spec = importlib.util.spec_from_file_location(
