@@ -102,15 +102,7 @@ def markdown(rows: list[dict[str, Any]], runs: list[Run]) -> str:
         ]
     lines += [head, "|---:|" + "---:|" * len(runs)]
     for row in rows:
-        cells = []
-        for i, c in enumerate(row["runs"]):
-            if c["images_per_second"] is None:
-                cells.append("—")
-            elif i == 0 or c["overhead_percent"] is None:
-                cells.append(f"{c['images_per_second']:.1f}")
-            else:
-                cells.append(f"{c['images_per_second']:.1f} ({c['overhead_percent']:+.1f}%)")
-        lines.append(f"| {row['workers']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row['workers']} | " + " | ".join(cells(row)) + " |")
     lines += [
         "",
         "images/s (total); in brackets each run's overhead against the first: (first - run) / first.",
@@ -141,3 +133,16 @@ def plot(runs: list[Run], path: Path) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def cells(row: dict[str, Any]) -> list[str]:
+    """A size's images/s in each run, with each later run's overhead against the first ("—": not measured)."""
+    out = []
+    for i, c in enumerate(row["runs"]):
+        if c["images_per_second"] is None:
+            out.append("—")
+        elif i == 0 or c["overhead_percent"] is None:
+            out.append(f"{c['images_per_second']:.1f}")
+        else:
+            out.append(f"{c['images_per_second']:.1f} ({c['overhead_percent']:+.1f}%)")
+    return out

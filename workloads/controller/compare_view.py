@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuready.workloads.controller.compare import Run, setup_differences
+from gpuready.workloads.controller.compare import Run, cells, setup_differences
 
 
 def show(console: Any, rows: list[dict[str, Any]], runs: list[Run]) -> None:
@@ -22,14 +22,6 @@ def show(console: Any, rows: list[dict[str, Any]], runs: list[Run]) -> None:
     for run in runs:
         table.add_column(escape(run.label), justify="right")
     for row in rows:
-        cells = []
-        for i, cell in enumerate(row["runs"]):
-            if cell["images_per_second"] is None:
-                cells.append("—")
-            elif i == 0 or cell["overhead_percent"] is None:
-                cells.append(f"{cell['images_per_second']:.1f}")
-            else:
-                cells.append(f"{cell['images_per_second']:.1f} ({cell['overhead_percent']:+.1f}%)")
-        table.add_row(str(row["workers"]), *cells)
+        table.add_row(str(row["workers"]), *cells(row))
     console.print(table)
     console.print("in brackets: each run's overhead against the first, (first - run) / first", markup=False)
