@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 from gpuready.core.results import Check
@@ -79,321 +80,303 @@ def gpu_model(node: Node, v: Verdict) -> Check:
     return v.failed(f"expected {want!r}; " + "; ".join(wrong), evidence)
 
 
-def _per_gpu(
-    node: Node,
-    v: Verdict,
-    bad: Callable[[nvsmi.Gpu], str],
-    ok_message: str,
-    note: Callable[[nvsmi.Gpu], str] | None = None,
+def per_gpu(
+    id: str,
+    what: str,
+    remedy: str,
     *,
+    passing: str | Callable[[Node], str],
+    bad: Callable[[Node, nvsmi.Gpu], str],
     facts: Callable[[nvsmi.Gpu], str],
-) -> Check:
-    """One verdict over every GPU: failed when ``bad`` says why for any; ``note`` adds what passes but is
-    worth seeing (e.g. a narrower link the node class does not forbid). The evidence is ``facts`` of each
-    GPU: the fields this check judged, so a report at 1000 nodes does not repeat every GPU's whole record
-    under every check."""
-    gpus = node.smi.gpus
-    if not gpus:
-        return v.skipped("no GPU visible (see gpu.count)")
-    problems = [f"GPU {g.index} ({g.bus_id}): {why}" for g in gpus if (why := bad(g))]
-    evidence = "nvidia-smi -q -x:\n" + "\n".join(f"GPU {g.index} {g.bus_id}: {facts(g)}" for g in gpus)
-    if problems:
-        return v.failed("; ".join(problems), evidence)
-    notes = [f"GPU {g.index}: {n}" for g in gpus if note and (n := note(g))]
-    return v.passed(ok_message + (" (" + "; ".join(notes) + ")" if notes else ""), evidence)
+    note: Callable[[nvsmi.Gpu], str] | None = None,
+    unless: Callable[[Node], str] | None = None,
+) -> None:
+    """Register a check that judges each GPU on its own (nvidia-smi -q -x): failed where ``bad`` says why for any
+    GPU; ``note`` adds what passes but is worth seeing (e.g. a narrower link the node class does not forbid);
+    ``unless`` names why the check does not apply to the node. The evidence is ``facts`` of each GPU: the fields
+    this check judged, so a report at 1000 nodes does not repeat every GPU's whole record under every check."""
+
+    def judge(node: Node, v: Verdict) -> Check:
+        if unless and (reason := unless(node)):
+            return v.skipped(reason)
+        gpus = node.smi.gpus
+        if not gpus:
+            return v.skipped("no GPU visible (see gpu.count)")
+        problems = [f"GPU {g.index} ({g.bus_id}): {why}" for g in gpus if (why := bad(node, g))]
+        evidence = "nvidia-smi -q -x:\n" + "\n".join(f"GPU {g.index} {g.bus_id}: {facts(g)}" for g in gpus)
+        if problems:
+            return v.failed("; ".join(problems), evidence)
+        notes = [f"GPU {g.index}: {n}" for g in gpus if note and (n := note(g))]
+        message = passing if isinstance(passing, str) else passing(node)
+        return v.passed(message + (" (" + "; ".join(notes) + ")" if notes else ""), evidence)
+
+    check(id, what, remedy, depends=GPU_VIEW)(judge)
 
 
-def _persistence_facts(g: nvsmi.Gpu) -> str:
-    return f"persistence={g.persistence or 'not reported'} virtualization={g.virtualization or 'not reported'}"
+def rate(
+    id: str,
+    what: str,
+    remedy: str,
+    *,
+    limit: str,
+    count: Callable[[nvsmi.Gpu], int | None],
+    unit_seconds: int,
+    read: str,
+    none: str,
+    shown: str,
+    high: str,
+    low: str,
+    fails: Callable[[float, float], bool],
+    quiet: str = "",
+) -> None:
+    """Register a check of a counter that starts at the driver load, judged per unit of the time it covers (at
+    most the uptime; under one unit counts as one, so a few events just after boot are not a high rate).
+
+    ``limit`` names the node_checks setting (0: off); ``count`` is a GPU's counter, None where it has none, ``read``
+    where nvidia-smi -q -x reports it; ``fails`` compares a rate with the limit. The templates take ``g``, ``count``,
+    ``window`` (in units), ``rate`` and ``limit``: a GPU's evidence line (``shown``), why it fails (``high``), the
+    passing message with the highest rate (``low``). ``quiet`` passes a node whose counters are all 0, uptime unread.
+    """
+
+    def judge(node: Node, v: Verdict) -> Check:
+        most: float = getattr(node.settings.node_checks, limit)
+        counted = [g for g in node.smi.gpus if count(g) is not None]
+        if not most:
+            return v.skipped(f"turned off (node_checks.{limit}: 0)")
+        if not counted:
+            return v.skipped(none)
+        judged = [g for g in counted if count(g) or not quiet]
+        if not judged:
+            return v.passed(quiet)
+        uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
+        if uptime is None:
+            return v.skipped(f"the uptime cannot be read ({UPTIME_COMMAND})")
+        window = max(uptime / unit_seconds, 1.0)
+        rates = {g.index: (count(g) or 0) / window for g in judged}
+        evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x {read}:\n" + "\n".join(
+            f"GPU {g.index} {g.bus_id}: " + shown.format(g=g, rate=rates[g.index]) for g in judged
+        )
+        failing = [
+            f"GPU {g.index} ({g.bus_id}): "
+            + high.format(count=count(g), window=window, rate=rates[g.index], limit=most)
+            for g in judged
+            if fails(rates[g.index], most)
+        ]
+        return v.passed_if(not failing, low.format(rate=max(rates.values()), limit=most), "; ".join(failing), evidence)
+
+    check(id, what, remedy, depends=GPU_VIEW)(judge)
 
 
-def _ecc_facts(g: nvsmi.Gpu) -> str:
-    return (
-        f"ecc={g.ecc_mode or 'not reported'} volatile_uncorrectable={g.volatile_uncorrectable or 'none'} "
-        f"aggregate_uncorrectable={g.aggregate_uncorrectable or 'none'} "
-        f"sram_threshold_exceeded={g.sram_threshold_exceeded}"
-    )
-
-
-def _memory_facts(g: nvsmi.Gpu) -> str:
-    return (
-        f"retired sbe/dbe={g.retired_sbe}/{g.retired_dbe} retired_pending={g.retired_pending} "
-        f"remapped pending/failure={g.remapped_pending}/{g.remapped_failure} "
-        f"repair_pending={','.join(g.repair_pending) or 'none'} unrepairable_memory={g.unrepairable_memory}"
-    )
-
-
-def _throttle_facts(g: nvsmi.Gpu) -> str:
-    return f"slowdowns={','.join(g.slowdowns) or 'none'} benign={','.join(g.benign_reasons) or 'none'}"
-
-
-def _pcie_facts(g: nvsmi.Gpu) -> str:
-    return (
-        f"pcie gen cur/max/gpu/host={g.pcie_gen}/{g.pcie_max_gen}/{g.pcie_device_max_gen}/{g.pcie_host_max_gen} "
-        f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width}"
-    )
-
-
-def _mig_facts(g: nvsmi.Gpu) -> str:
-    return f"mig current/pending={g.mig_current or 'not reported'}/{g.mig_pending or 'not reported'}"
-
-
-@check(
+# "N/A" (vGPU guests, Windows, some platforms) or absent (old schemas): the mode does not apply there.
+per_gpu(
     "gpu.persistence",
     "persistence mode is Enabled on every GPU (N/A on vGPU guests and some platforms)",
     "Enable it at boot: systemctl enable --now nvidia-persistenced (driver 580 logs that the legacy "
     "nvidia-smi -pm 1 is deprecated and points to nvidia-persistenced).",
-    depends=GPU_VIEW,
+    passing="no GPU with persistence mode Disabled",
+    bad=lambda _, g: f"persistence mode {g.persistence}" if g.persistence == "Disabled" else "",
+    note=lambda g: (
+        "" if g.persistence == "Enabled" else f"persistence mode {g.persistence or 'not reported'}, not applicable"
+    ),
+    facts=lambda g: (
+        f"persistence={g.persistence or 'not reported'} virtualization={g.virtualization or 'not reported'}"
+    ),
 )
-def persistence(node: Node, v: Verdict) -> Check:
-    # "N/A" (vGPU guests, Windows, some platforms) or absent (old schemas): the mode does not apply there.
-    return _per_gpu(
-        node,
-        v,
-        lambda g: f"persistence mode {g.persistence}" if g.persistence == "Disabled" else "",
-        "no GPU with persistence mode Disabled",
-        lambda g: (
-            "" if g.persistence == "Enabled" else f"persistence mode {g.persistence or 'not reported'}, not applicable"
-        ),
-        facts=_persistence_facts,
-    )
 
 
-@check(
+def _uncorrectable(_: Node, g: nvsmi.Gpu) -> str:
+    problems = []
+    errors = {k: v for k, v in g.volatile_uncorrectable.items() if v}
+    if errors:
+        problems.append(
+            f"{sum(errors.values())} volatile uncorrectable ECC errors ("
+            + ", ".join(f"{k}={v}" for k, v in errors.items())
+            + ")"
+        )
+    if g.sram_threshold_exceeded:  # NVIDIA's SRAM RMA flag (A100/H100 memory error management guide)
+        problems.append("SRAM uncorrectable-error threshold exceeded (RMA criterion)")
+    return ", ".join(problems)
+
+
+def _ecc_note(g: nvsmi.Gpu) -> str:
+    if g.ecc_mode and g.ecc_mode != "Enabled":
+        return f"ECC {g.ecc_mode}"
+    lifetime = sum(g.aggregate_uncorrectable.values())
+    return f"{lifetime} uncorrectable in its lifetime (aggregate)" if lifetime else ""
+
+
+per_gpu(
     "gpu.ecc_volatile",
     "no uncorrectable ECC error since the driver loaded (every DRAM and SRAM counter), SRAM threshold not exceeded",
     "Drain the node, reset the GPU (nvidia-smi -r) and run the field diagnostics; RMA if errors return.",
-    depends=GPU_VIEW,
+    passing="no volatile uncorrectable ECC errors",
+    bad=_uncorrectable,
+    note=_ecc_note,
+    facts=lambda g: (
+        f"ecc={g.ecc_mode or 'not reported'} volatile_uncorrectable={g.volatile_uncorrectable or 'none'} "
+        f"aggregate_uncorrectable={g.aggregate_uncorrectable or 'none'} "
+        f"sram_threshold_exceeded={g.sram_threshold_exceeded}"
+    ),
 )
-def ecc_volatile(node: Node, v: Verdict) -> Check:
-    def bad(g: nvsmi.Gpu) -> str:
-        problems = []
-        errors = {k: v for k, v in g.volatile_uncorrectable.items() if v}
-        if errors:
-            problems.append(
-                f"{sum(errors.values())} volatile uncorrectable ECC errors ("
-                + ", ".join(f"{k}={v}" for k, v in errors.items())
-                + ")"
-            )
-        if g.sram_threshold_exceeded:  # NVIDIA's SRAM RMA flag (A100/H100 memory error management guide)
-            problems.append("SRAM uncorrectable-error threshold exceeded (RMA criterion)")
-        return ", ".join(problems)
-
-    def note(g: nvsmi.Gpu) -> str:
-        if g.ecc_mode and g.ecc_mode != "Enabled":
-            return f"ECC {g.ecc_mode}"
-        lifetime = sum(g.aggregate_uncorrectable.values())
-        return f"{lifetime} uncorrectable in its lifetime (aggregate)" if lifetime else ""
-
-    return _per_gpu(node, v, bad, "no volatile uncorrectable ECC errors", note, facts=_ecc_facts)
-
-
-def _counter_window(node: Node, v: Verdict, unit_seconds: float) -> tuple[float, float] | Check:
-    """The seconds a counter that starts at the driver load covers (at most the uptime) and the same in units.
-
-    Under one unit counts as one, so a few events just after boot are not a high rate. No uptime: skipped.
-    """
-    uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
-    if uptime is None:
-        return v.skipped(f"the uptime cannot be read ({UPTIME_COMMAND})")
-    return uptime, max(uptime / unit_seconds, 1.0)
-
-
-@check(
+# The limit: NVIDIA DCGM's DCGM_LIMIT_MAX_SBE_RATE = 10 (NVIDIA/DCGM common/DcgmGPUHardwareLimits.h), per hour.
+rate(
     "gpu.ecc_correctable_rate",
     "corrected (single-bit) ECC errors per hour under the limit on every GPU (volatile counters over the uptime)",
     "A GPU correcting this many errors is degrading: watch its retired pages / remapped rows, drain it and run "
     "the field diagnostics (dcgmi diag -r 3) before it turns uncorrectable.",
-    depends=GPU_VIEW,
+    limit="correctable_errors_per_hour",
+    count=lambda g: sum(g.volatile_correctable.values()) if g.volatile_correctable else None,
+    unit_seconds=3600,
+    read="ecc_errors/volatile",
+    none="no GPU reports corrected-error counters (ECC off or not supported)",
+    shown="{g.volatile_correctable} -> {rate:.1f}/h",
+    high="{count} corrected in {window:.1f} h = {rate:.1f}/h >= {limit:g}/h",
+    low="at most {rate:.1f} corrected errors/h (< {limit:g}/h)",
+    fails=operator.ge,
 )
-def ecc_correctable_rate(node: Node, v: Verdict) -> Check:
-    limit = node.settings.node_checks.correctable_errors_per_hour
-    gpus = [g for g in node.smi.gpus if g.volatile_correctable]
-    if not limit:
-        return v.skipped("turned off (node_checks.correctable_errors_per_hour: 0)")
-    if not gpus:
-        return v.skipped("no GPU reports corrected-error counters (ECC off or not supported)")
-    window = _counter_window(node, v, 3600)
-    if isinstance(window, Check):
-        return window
-    uptime, hours = window
-    rates = {g.index: sum(g.volatile_correctable.values()) / hours for g in gpus}
-    evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x ecc_errors/volatile:\n" + "\n".join(
-        f"GPU {g.index} {g.bus_id}: {g.volatile_correctable} -> {rates[g.index]:.1f}/h" for g in gpus
-    )
-    high = [
-        f"GPU {g.index} ({g.bus_id}): {sum(g.volatile_correctable.values())} corrected in {hours:.1f} h = "
-        f"{rates[g.index]:.1f}/h >= {limit:g}/h"
-        for g in gpus
-        if rates[g.index] >= limit
-    ]
-    if high:
-        return v.failed("; ".join(high), evidence)
-    worst = max(rates.values())
-    return v.passed(f"at most {worst:.1f} corrected errors/h (< {limit:g}/h)", evidence)
 
 
-@check(
+def _memory_problems(node: Node, g: nvsmi.Gpu) -> str:
+    # The limit: NVIDIA DCGM's DCGM_LIMIT_MAX_RETIRED_PAGES = 63 (NVIDIA/DCGM common/DcgmGPUHardwareLimits.h).
+    limit = node.settings.node_checks.retired_pages_limit
+    problems = []
+    retired = (g.retired_sbe or 0) + (g.retired_dbe or 0)
+    if retired >= limit:
+        problems.append(f"{retired} retired pages (sbe {g.retired_sbe}, dbe {g.retired_dbe}) >= {limit}")
+    if g.retired_pending:
+        problems.append("page retirement pending")
+    if g.remapped_failure:  # NVIDIA's DRAM RMA criterion (A100 memory error management, RMA policy)
+        problems.append("row remapping failed")
+    if g.remapped_pending:
+        problems.append("row remapping pending")
+    problems += [f"{what.replace('_', ' ')}" for what in g.repair_pending]
+    if g.unrepairable_memory:  # NVML's unrepairable-memory flag: no reset brings the memory back
+        problems.append("memory flagged unrepairable (ecc_errors/unrepairable_memory Yes)")
+    return ", ".join(problems)
+
+
+per_gpu(
     "gpu.retired_pages",
     "retired pages under NVIDIA's replacement threshold, nothing pending; row remapping neither pending nor "
     "failed; no memory flagged unrepairable",
     "Pending retirement/remapping/repair: reset the GPU or reboot. Threshold reached, remapping failed or memory "
     "unrepairable: drain, run the field diagnostics, RMA.",
-    depends=GPU_VIEW,
+    passing="nothing pending, under the thresholds",
+    bad=_memory_problems,
+    note=lambda g: f"{retired} retired pages" if (retired := (g.retired_sbe or 0) + (g.retired_dbe or 0)) else "",
+    facts=lambda g: (
+        f"retired sbe/dbe={g.retired_sbe}/{g.retired_dbe} retired_pending={g.retired_pending} "
+        f"remapped pending/failure={g.remapped_pending}/{g.remapped_failure} "
+        f"repair_pending={','.join(g.repair_pending) or 'none'} unrepairable_memory={g.unrepairable_memory}"
+    ),
 )
-def retired_pages(node: Node, v: Verdict) -> Check:
-    limit = node.settings.node_checks.retired_pages_limit
-
-    def bad(g: nvsmi.Gpu) -> str:
-        problems = []
-        retired = (g.retired_sbe or 0) + (g.retired_dbe or 0)
-        if retired >= limit:
-            problems.append(f"{retired} retired pages (sbe {g.retired_sbe}, dbe {g.retired_dbe}) >= {limit}")
-        if g.retired_pending:
-            problems.append("page retirement pending")
-        if g.remapped_failure:  # NVIDIA's DRAM RMA criterion (A100 memory error management, RMA policy)
-            problems.append("row remapping failed")
-        if g.remapped_pending:
-            problems.append("row remapping pending")
-        problems += [f"{what.replace('_', ' ')}" for what in g.repair_pending]
-        if g.unrepairable_memory:  # NVML's unrepairable-memory flag: no reset brings the memory back
-            problems.append("memory flagged unrepairable (ecc_errors/unrepairable_memory Yes)")
-        return ", ".join(problems)
-
-    def note(g: nvsmi.Gpu) -> str:
-        retired = (g.retired_sbe or 0) + (g.retired_dbe or 0)
-        return f"{retired} retired pages" if retired else ""
-
-    return _per_gpu(node, v, bad, "nothing pending, under the thresholds", note, facts=_memory_facts)
-
-
-@check(
+per_gpu(
     "gpu.throttle",
     "no hardware slowdown (HW slowdown, thermal, power brake) active",
     "Check cooling, airflow and power supply; nvidia-smi -q -d PERFORMANCE shows the active reason.",
-    depends=GPU_VIEW,
+    passing="no hardware slowdown active",
+    bad=lambda _, g: "hardware slowdown active: " + ", ".join(g.slowdowns) if g.slowdowns else "",
+    note=lambda g: "benign: " + ", ".join(g.benign_reasons) if g.benign_reasons else "",
+    facts=lambda g: f"slowdowns={','.join(g.slowdowns) or 'none'} benign={','.join(g.benign_reasons) or 'none'}",
 )
-def throttle(node: Node, v: Verdict) -> Check:
-    return _per_gpu(
-        node,
-        v,
-        lambda g: "hardware slowdown active: " + ", ".join(g.slowdowns) if g.slowdowns else "",
-        "no hardware slowdown active",
-        lambda g: "benign: " + ", ".join(g.benign_reasons) if g.benign_reasons else "",
-        facts=_throttle_facts,
+
+
+def _link_problems(node: Node, g: nvsmi.Gpu) -> str:
+    # An idle GPU lowers its current generation to save power: the generation is judged on the link's
+    # negotiated maximum, the width on the current link (it does not drop at idle on data-centre GPUs).
+    # A link that trained narrower than the GPU's maximum width halves (or worse) its host bandwidth:
+    # it fails unless the node class declares the narrower slot, as Oracle Cloud's GPU fleet check for
+    # missing PCIe lanes fails it (oracle/oci-dr-hpc-v2, scripts/BM.GPU.H100.8/
+    # pcie_width_missing_lanes_check.py: every H100's LnkSta must read Width x16).
+    want_gen, want_width = node.node_class.pcie_gen, node.node_class.pcie_width
+    problems = []
+    if want_gen and g.pcie_max_gen is not None and g.pcie_max_gen < want_gen:
+        problems.append(f"link gen {g.pcie_max_gen} < node class gen {want_gen}")
+    if want_width and g.pcie_width is not None and g.pcie_width < want_width:
+        problems.append(f"width x{g.pcie_width} < node class x{want_width}")
+    elif not want_width and g.pcie_width and g.pcie_max_width and g.pcie_width < g.pcie_max_width:
+        problems.append(
+            f"width x{g.pcie_width} < the GPU's x{g.pcie_max_width} (missing lanes; a narrower slot is "
+            "declared as the node class's pcie_width)"
+        )
+    return ", ".join(problems)
+
+
+def _slower_link(g: nvsmi.Gpu) -> str:
+    gpu_max = g.pcie_device_max_gen or g.pcie_max_gen
+    if g.pcie_max_gen and gpu_max and g.pcie_max_gen < gpu_max:
+        limit = f", host max gen {g.pcie_host_max_gen}" if g.pcie_host_max_gen else ""
+        return f"link max gen {g.pcie_max_gen} < GPU's gen {gpu_max}{limit}"
+    return ""
+
+
+def _links_reach(node: Node) -> str:
+    want_gen, want_width = node.node_class.pcie_gen, node.node_class.pcie_width
+    declared = " and ".join(
+        filter(None, [f"gen {want_gen}" if want_gen else "", f"x{want_width}" if want_width else ""])
     )
+    return f"links reach the node class's {declared}" if declared else "links at the GPUs' full width"
 
 
-@check(
+per_gpu(
     "gpu.pcie_link",
     "PCIe link as wide as the GPU's maximum (or the node class's narrower pcie_width) and at the class's generation",
     "Reseat the GPU or riser (a link narrower than its maximum has missing lanes), set the slot to its maximum "
     "generation in the BIOS, check lspci -vv LnkSta; a slot narrower by design is declared as pcie_width.",
-    depends=GPU_VIEW,
+    passing=_links_reach,
+    bad=_link_problems,
+    note=_slower_link,
+    facts=lambda g: (
+        f"pcie gen cur/max/gpu/host={g.pcie_gen}/{g.pcie_max_gen}/{g.pcie_device_max_gen}/{g.pcie_host_max_gen} "
+        f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width}"
+    ),
 )
-def pcie_link(node: Node, v: Verdict) -> Check:
-    want_gen, want_width = node.node_class.pcie_gen, node.node_class.pcie_width
-
-    def bad(g: nvsmi.Gpu) -> str:
-        # An idle GPU lowers its current generation to save power: the generation is judged on the link's
-        # negotiated maximum, the width on the current link (it does not drop at idle on data-centre GPUs).
-        # A link that trained narrower than the GPU's maximum width halves (or worse) its host bandwidth:
-        # it fails unless the node class declares the narrower slot, as Oracle Cloud's GPU fleet check for
-        # missing PCIe lanes fails it (oracle/oci-dr-hpc-v2, scripts/BM.GPU.H100.8/
-        # pcie_width_missing_lanes_check.py: every H100's LnkSta must read Width x16).
-        problems = []
-        if want_gen and g.pcie_max_gen is not None and g.pcie_max_gen < want_gen:
-            problems.append(f"link gen {g.pcie_max_gen} < node class gen {want_gen}")
-        if want_width and g.pcie_width is not None and g.pcie_width < want_width:
-            problems.append(f"width x{g.pcie_width} < node class x{want_width}")
-        elif not want_width and g.pcie_width and g.pcie_max_width and g.pcie_width < g.pcie_max_width:
-            problems.append(
-                f"width x{g.pcie_width} < the GPU's x{g.pcie_max_width} (missing lanes; a narrower slot is "
-                "declared as the node class's pcie_width)"
-            )
-        return ", ".join(problems)
-
-    def note(g: nvsmi.Gpu) -> str:
-        gpu_max = g.pcie_device_max_gen or g.pcie_max_gen
-        if g.pcie_max_gen and gpu_max and g.pcie_max_gen < gpu_max:
-            limit = f", host max gen {g.pcie_host_max_gen}" if g.pcie_host_max_gen else ""
-            return f"link max gen {g.pcie_max_gen} < GPU's gen {gpu_max}{limit}"
-        return ""
-
-    declared = " and ".join(
-        filter(None, [f"gen {want_gen}" if want_gen else "", f"x{want_width}" if want_width else ""])
-    )
-    return _per_gpu(
-        node,
-        v,
-        bad,
-        f"links reach the node class's {declared}" if declared else "links at the GPUs' full width",
-        note,
-        facts=_pcie_facts,
-    )
-
-
-@check(
+# One reading gives an average: one above the per-minute limit means at least one minute was above it.
+# Shorter bursts need two readings a minute apart, as DCGM's health watch takes (dcgmi health).
+# The limit: NVIDIA DCGM's DCGM_LIMIT_MAX_PCIREPLAY_RATE = 8 per minute (NVIDIA/DCGM common/DcgmGPUHardwareLimits.h).
+rate(
     "gpu.pcie_replay",
     "PCIe replays per minute under the limit on every GPU (nvidia-smi -q -x replay_counter over the uptime)",
     "Many replays mean a marginal link: reseat the GPU or riser, check the slot and cables; nvidia-smi -q -d PCIE.",
-    depends=GPU_VIEW,
+    limit="pcie_replays_per_minute",
+    count=lambda g: g.pcie_replays,
+    unit_seconds=60,
+    read="pci/replay_counter",
+    none="no GPU reports a PCIe replay counter",
+    shown="{g.pcie_replays} -> {rate:.2f}/min",
+    high="{count} PCIe replays in {window:.0f} min = {rate:.2f}/min > {limit:g}/min",
+    low="at most {rate:.2f} PCIe replays/min (<= {limit:g}/min)",
+    fails=operator.gt,
+    quiet="no PCIe replays",
 )
-def pcie_replay(node: Node, v: Verdict) -> Check:
-    limit = node.settings.node_checks.pcie_replays_per_minute
-    counted = [g for g in node.smi.gpus if g.pcie_replays is not None]
-    if not limit:
-        return v.skipped("turned off (node_checks.pcie_replays_per_minute: 0)")
-    if not counted:
-        return v.skipped("no GPU reports a PCIe replay counter")
-    replaying = [g for g in counted if g.pcie_replays]
-    if not replaying:
-        return v.passed("no PCIe replays")
-    # One reading gives an average: one above the per-minute limit means at least one minute was above it.
-    # Shorter bursts need two readings a minute apart, as DCGM's health watch takes (dcgmi health).
-    window = _counter_window(node, v, 60)
-    if isinstance(window, Check):
-        return window
-    uptime, minutes = window
-    rates = {g.index: (g.pcie_replays or 0) / minutes for g in replaying}
-    evidence = f"$ {UPTIME_COMMAND}: {uptime:.0f} s; nvidia-smi -q -x pci/replay_counter:\n" + "\n".join(
-        f"GPU {g.index} {g.bus_id}: {g.pcie_replays} -> {rates[g.index]:.2f}/min" for g in replaying
-    )
-    high = [
-        f"GPU {g.index} ({g.bus_id}): {g.pcie_replays} PCIe replays in {minutes:.0f} min = "
-        f"{rates[g.index]:.2f}/min > {limit:g}/min"
-        for g in replaying
-        if rates[g.index] > limit
-    ]
-    if high:
-        return v.failed("; ".join(high), evidence)
-    worst = max(rates.values())
-    return v.passed(f"at most {worst:.2f} PCIe replays/min (<= {limit:g}/min)", evidence)
 
 
-@check(
+def _mig_target(node: Node) -> str:
+    return "Enabled" if node.node_class.mig else "Disabled"
+
+
+def _mig_problem(node: Node, g: nvsmi.Gpu) -> str:
+    if g.mig_current in nvsmi.NOT_AVAILABLE:
+        return "MIG not supported on this GPU" if node.node_class.mig else ""
+    if g.mig_current != _mig_target(node):
+        return f"MIG {g.mig_current}, the node class wants {_mig_target(node)}"
+    if g.mig_pending and g.mig_pending != g.mig_current:
+        return f"MIG change to {g.mig_pending} pending (reset the GPU)"
+    return ""
+
+
+per_gpu(
     "gpu.mig",
     "MIG mode as the node class declares, nothing pending (nvidia-smi -q -x mig_mode)",
     "Set MIG mode as the node class says (nvidia-smi -mig 1|0, or the GPU Operator's MIG manager) and reset "
     "the GPU so a pending change takes effect.",
-    depends=GPU_VIEW,
+    unless=lambda node: (
+        "the node class does not declare a MIG mode (mig: true|false)" if node.node_class.mig is None else ""
+    ),
+    passing=lambda node: f"MIG {_mig_target(node)}",
+    bad=_mig_problem,
+    facts=lambda g: f"mig current/pending={g.mig_current or 'not reported'}/{g.mig_pending or 'not reported'}",
 )
-def mig(node: Node, v: Verdict) -> Check:
-    want = node.node_class.mig
-    if want is None:
-        return v.skipped("the node class does not declare a MIG mode (mig: true|false)")
-    target = "Enabled" if want else "Disabled"
-
-    def bad(g: nvsmi.Gpu) -> str:
-        if g.mig_current in nvsmi.NOT_AVAILABLE:
-            return "MIG not supported on this GPU" if want else ""
-        if g.mig_current != target:
-            return f"MIG {g.mig_current}, the node class wants {target}"
-        if g.mig_pending and g.mig_pending != g.mig_current:
-            return f"MIG change to {g.mig_pending} pending (reset the GPU)"
-        return ""
-
-    return _per_gpu(node, v, bad, f"MIG {target}", facts=_mig_facts)
 
 
 @check(
