@@ -19,9 +19,7 @@ from gpuready.validate.node.checks.commands import (
     DEVICES_COMMAND,
     FABRIC_MANAGER_COMMAND,
     JOURNAL_COMMAND,
-    LABELS_COMMAND,
     LSPCI_COMMAND,
-    MEASURING,
     NCCL_COMMAND,
     NVBANDWIDTH_COMMAND,
     NVLSM_COMMAND,
@@ -29,7 +27,6 @@ from gpuready.validate.node.checks.commands import (
     PROBE_COMMAND,
     PROBE_TIMEOUT,
     RUNTIME_CONFIG,
-    SAMPLES,
     SELINUX_LABELS,
     UPTIME_COMMAND,
     VECTOR_ADD_COMMAND,
@@ -38,27 +35,23 @@ from gpuready.validate.node.checks.commands import (
     perf_commands,
     prefetch_commands,
 )
-from gpuready.validate.node.checks.driver import GPU_VIEW
-from gpuready.validate.node.checks.registry import CATALOGUE, DEPENDS, CheckDef, check
+from gpuready.validate.node.checks.registry import CATALOGUE
 from gpuready.validate.node.checks.runner import run_catalogue, run_check
 from gpuready.validate.node.node import MODULES_COMMAND
 
 CHECK_IDS = [c.id for c in CATALOGUE]
 
+#: What the tests, benchmarks and docs name from the package.
 __all__ = [
     "CATALOGUE",
     "CHECK_IDS",
     "DCGM_COMMAND",
     "DCGM_TIMEOUTS",
-    "DEPENDS",
     "DEVICES_COMMAND",
     "DEVICE_PLUGIN_SOCKET",
     "FABRIC_MANAGER_COMMAND",
-    "GPU_VIEW",
     "JOURNAL_COMMAND",
-    "LABELS_COMMAND",
     "LSPCI_COMMAND",
-    "MEASURING",
     "MODULES_COMMAND",
     "NCCL_COMMAND",
     "NVBANDWIDTH_COMMAND",
@@ -67,12 +60,9 @@ __all__ = [
     "PROBE_COMMAND",
     "PROBE_TIMEOUT",
     "RUNTIME_CONFIG",
-    "SAMPLES",
     "SELINUX_LABELS",
     "UPTIME_COMMAND",
     "VECTOR_ADD_COMMAND",
-    "CheckDef",
-    "check",
     "dcgm_command",
     "perf_budget",
     "perf_commands",

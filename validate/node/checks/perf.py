@@ -28,10 +28,12 @@ PERF_REMEDY = (
     "A GPU below its mates or its model's reference: look at the evidence's samples, then at gpu.throttle, "
     "gpu.pcie_link and what else runs on the node; rerun, and drain the node if the figure stays low."
 )
-COPY_REMEDY = "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link."
 INSTALL_PROBE = "pip install torch built for CUDA (gpuready's probe measures through it)"
 NO_PROBE = "nothing here measures it: " + INSTALL_PROBE
-NO_NVBANDWIDTH = "nothing here measures it: build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, or "
+NO_COPY_TOOL = (
+    "nothing here measures it: build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, or "
+    + INSTALL_PROBE
+)
 
 
 @dataclass
@@ -201,28 +203,18 @@ measure(
     [partial(_probe, read=partial(_per_gpu_from_probe, "memory_bandwidth"))],
     NO_PROBE,
 )
-measure(
-    "perf.h2d_bandwidth",
-    "pinned host-to-device copy bandwidth per GPU (nvbandwidth, else gpuready's probe) at least the model's "
-    "lower bound (else the PCIe link's) and 80% of its mates' median",
-    COPY_REMEDY,
-    [
-        partial(_from_nvbandwidth, tool_output.H2D_TEST),
-        partial(_probe, read=partial(_per_gpu_from_probe, "h2d_bandwidth")),
-    ],
-    NO_NVBANDWIDTH + INSTALL_PROBE,
-)
-measure(
-    "perf.d2h_bandwidth",
-    "pinned device-to-host copy bandwidth per GPU (nvbandwidth, else gpuready's probe) at least the model's "
-    "lower bound (else the PCIe link's) and 80% of its mates' median",
-    COPY_REMEDY,
-    [
-        partial(_from_nvbandwidth, tool_output.D2H_TEST),
-        partial(_probe, read=partial(_per_gpu_from_probe, "d2h_bandwidth")),
-    ],
-    NO_NVBANDWIDTH + INSTALL_PROBE,
-)
+for _id, _direction, _test in (
+    ("perf.h2d_bandwidth", "host-to-device", tool_output.H2D_TEST),
+    ("perf.d2h_bandwidth", "device-to-host", tool_output.D2H_TEST),
+):
+    measure(
+        _id,
+        f"pinned {_direction} copy bandwidth per GPU (nvbandwidth, else gpuready's probe) at least the model's "
+        "lower bound (else the PCIe link's) and 80% of its mates' median",
+        "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link.",
+        [partial(_from_nvbandwidth, _test), partial(_probe, read=partial(_per_gpu_from_probe, _id.split(".")[1]))],
+        NO_COPY_TOOL,
+    )
 measure(
     "perf.p2p_bandwidth",
     "peer-to-peer copy bandwidth per GPU pair that allows it (nvbandwidth device_to_device_memcpy_read_ce, else "
@@ -230,7 +222,7 @@ measure(
     "Check NVLink (topology.nvlink, topology.nvlink_errors) and the NVSwitch fabric (node.fabric_manager); "
     "a PCIe pair below its mates points at the PCIe switch or ACS settings.",
     [partial(_from_nvbandwidth, tool_output.P2P_TEST), partial(_probe, read=_pairs_from_probe)],
-    NO_NVBANDWIDTH + INSTALL_PROBE,
+    NO_COPY_TOOL,
     alone="one GPU: no peer-to-peer pair",
 )
 measure(
