@@ -49,6 +49,10 @@ class _Measured:
     evidence: str = ""
 
 
+def _failed(why: str, answer: Answer) -> _Measured:
+    return _Measured(fail=why, evidence=answer.evidence(1500))
+
+
 def _installed(node: Node, command: str) -> Answer | None:
     answer = node.run(command)
     return None if tool_absent(answer, "== not installed") else answer
@@ -63,11 +67,11 @@ def _probe(node: Node, read: Callable[[Node, dict[str, Any], Answer], _Measured]
         data = tool_output.probe(answer.stdout)
     except nvsmi.ParseError as e:
         why = "stopped at its time limit" if answer.rc in (124, 137) else f"exit {answer.rc}"
-        return _Measured(fail=f"gpuready's probe failed ({why}): {e}", evidence=answer.evidence(1500))
+        return _failed(f"gpuready's probe failed ({why}): {e}", answer)
     if data.get("no_cuda"):  # a CPU-only torch: as if there were none
         return _Measured()
     if data.get("error"):
-        return _Measured(fail=f"gpuready's probe could not measure: {data['error']}", evidence=answer.evidence(1500))
+        return _failed(f"gpuready's probe could not measure: {data['error']}", answer)
     return read(node, data, answer)
 
 
@@ -95,7 +99,7 @@ def _pair_figures(node: Node, values: dict[tuple[int, int], list[float]]) -> lis
 def _per_gpu_from_probe(key: str, node: Node, data: dict[str, Any], answer: Answer) -> _Measured:
     values = {g["index"]: g[key] for g in data.get("gpus", []) if g.get(key)}
     if not values:
-        return _Measured(fail=f"gpuready's probe printed no {key} figure", evidence=answer.evidence(1500))
+        return _failed(f"gpuready's probe printed no {key} figure", answer)
     return _Measured(
         f"gpuready's probe (torch {data.get('torch', '?')}, {data.get('dtype', '?')})", _gpu_figures(node, values)
     )
@@ -124,17 +128,13 @@ def _from_nvbandwidth(test: str, node: Node) -> _Measured:
         return _Measured(source, _pair_figures(node, pairs), per_gpu=False)
     values = tool_output.nvbandwidth_per_gpu(answer.stdout, test)
     if not values:
-        return _Measured(
-            fail=f"nvbandwidth printed no {test} figure (exit {answer.rc})", evidence=answer.evidence(1500)
-        )
+        return _failed(f"nvbandwidth printed no {test} figure (exit {answer.rc})", answer)
     return _Measured(source, _gpu_figures(node, values))
 
 
 def _all_reduce(node: Node, samples: list[float], source: str, answer: Answer) -> _Measured:
     if not samples or not any(samples):
-        return _Measured(
-            fail=f"no bus bandwidth figure in the output (exit {answer.rc})", evidence=answer.evidence(1500)
-        )
+        return _failed(f"no bus bandwidth figure in the output (exit {answer.rc})", answer)
     gpus = node.smi.gpus
     figure = perf.Figure(f"{len(gpus)} GPUs", gpus[0].name, samples, None, perf.busy(gpus))
     return _Measured(source, [figure], per_gpu=False)
