@@ -1,4 +1,7 @@
-"""Each GPU: on the bus, counted, its model, persistence, ECC and memory health, slowdowns, PCIe, MIG, Xids."""
+"""Each GPU: on the bus, counted, its model, persistence, ECC and memory health, slowdowns, PCIe, MIG, Xids.
+
+Checks that judge each GPU's nvidia-smi -q -x fields on their own are rows of :func:`per_gpu`; the counters judged
+per hour or minute of the uptime, rows of :func:`rate`."""
 
 from __future__ import annotations
 
