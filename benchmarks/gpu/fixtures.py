@@ -110,8 +110,9 @@ def edits_section(ids: list[Identifier], files: dict[str, list[str]], step: str)
         for field in ("serial", "uuid", "pdi"):
             mine = [i for i in ids if i.field == field]
             if mine:
-                shown = ", ".join(f"`{i.zeroed}`" for i in mine)
-                lines.append(f"- `{field}` -> {shown} ({', '.join(f'`{f}`' for f in files[field])})")
+                shown = ", ".join(f"`{z}`" for z in dict.fromkeys(i.zeroed for i in mine))
+                shown += f" ({len(mine)} GPUs)" if len(mine) > 1 else ""
+                lines.append(f"- `{field}` -> {shown} in {', '.join(f'`{f}`' for f in files[field])}")
     else:
         lines.append("Imported by `benchmarks/gpu/fixtures.py`: no GPU identifier to replace (none, or zeros already).")
     lines += [

@@ -9,6 +9,7 @@ hold it (the XML and ``nvidia-smi -q``), so the import has an identifier to zero
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -93,7 +94,7 @@ def test_a_packed_runbook_output_becomes_the_fixture_it_was_made_from(tmp_path: 
             assert (made / name).read_bytes() == (kept / name).read_bytes(), name
     source = (made / "SOURCE.md").read_text()
     assert source.startswith(kept.joinpath("SOURCE.md").read_text().split("\n## Edits")[0])
-    assert "- `serial` -> `0000000000000` (`01-nvidia-smi-q-x.out`, `24-nvidia-smi-q.out`)" in source
+    assert "- `serial` -> `0000000000000` in `01-nvidia-smi-q-x.out`, `24-nvidia-smi-q.out`" in source
     assert "`uuid`" not in source  # zeros already: nothing to edit, nothing claimed
     assert "in the same state (`gpu-node-after/` of the runbook)" in source
     rows = [line for line in sources.read_text().split("\n") if line.startswith(ROW)]
@@ -162,3 +163,23 @@ def test_no_gpu_here_means_no_recording_and_a_clear_refusal(tmp_path: Path) -> N
     )
     bad = run(GPU / "session.sh", tmp_path / "nowhere")
     assert bad.returncode == 2 and bad.stderr == f"session: {tmp_path / 'nowhere'} is not a writable folder\n"
+
+
+def test_each_gpu_keeps_an_identifier_of_its_own_once_zeroed() -> None:
+    # Two RTX 2070 of one host as telegraf recorded them (tests/fixtures/gpu/SOURCES.md): serial N/A, UUIDs and
+    # PDIs set. Zeroed, the GPUs still differ: GPU i's UUID ends in i.
+    spec = importlib.util.spec_from_file_location("runbook_fixtures", GPU / "fixtures.py")
+    assert spec is not None and spec.loader is not None
+    importer = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = importer  # its dataclass looks its module up there
+    spec.loader.exec_module(importer)
+    xml = (ROOT / "tests" / "fixtures" / "gpu" / "cut" / "dual-rtx-2070-590.44.01-v13.xml").read_text()
+    found = [(i.field, i.value, i.zeroed) for i in importer.identifiers(xml)]
+    assert found == [
+        ("uuid", "GPU-12345678-aaaa-bbbb-cccc-0123456789ab", "GPU-00000000-0000-0000-0000-000000000000"),
+        ("pdi", "0x123456789a0bcdef", "0x0000000000000000"),
+        ("uuid", "GPU-12345678-aaaa-bbbb-cccc-0123456789cd", "GPU-00000000-0000-0000-0000-000000000001"),
+        ("pdi", "0x1234567890abcdef", "0x0000000000000000"),
+    ]
+    scrubbed, touched = importer.scrub(xml.encode(), importer.identifiers(xml))
+    assert touched == {"uuid", "pdi"} and b"12345678" not in scrubbed and len(scrubbed) == len(xml.encode())
