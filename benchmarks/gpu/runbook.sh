@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU runbook: one command on a GPU machine, at most 6 minutes on one H100 (BUDGET_S), one output folder
+# The GPU runbook: one command on a GPU machine, a budget of 6 minutes on one H100 (BUDGET_S), one output folder
 # (docs/gpu-runbook.md). Optional steps that would not fit in what is left of the budget are skipped, saying so.
 #
 #   benchmarks/gpu/runbook.sh [OUT_DIR]        (default gpu-runbook-<UTC time>)
