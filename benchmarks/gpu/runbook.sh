@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The GPU runbook: one command on a GPU machine, at most 6 minutes on one H100 (BUDGET_S), one output folder
-# (docs/gpu-runbook.md).
+# The GPU runbook: one command on a GPU machine, a budget of 6 minutes on one H100 (BUDGET_S), one output folder
+# (docs/gpu-runbook.md). Optional steps that would not fit in what is left of the budget are skipped, saying so.
 #
 #   benchmarks/gpu/runbook.sh [OUT_DIR]        (default gpu-runbook-<UTC time>)
-#   PLAN=1 benchmarks/gpu/runbook.sh [OUT_DIR] (print the steps and their commands; run nothing)
+#   PLAN=1 benchmarks/gpu/runbook.sh [OUT_DIR] (print the steps, their commands and estimates; run nothing)
 #
 # Needs: nvidia-smi and a CUDA build of torch on $PYTHON (default python3), and gpuready, either
 # installed in $PYTHON already or as wheels in $WHEELS (default .cache/gpu-wheels, made here by
@@ -24,6 +24,17 @@ disk_batch=${DISK_BATCH:-256}
 disk_steps=${DISK_STEPS:-30}
 pipeline_probe=${PIPELINE_PROBE:-0}
 budget=${BUDGET_S:-360}
+# Seconds per step on one H100, for the plan and for the budget's decisions. From the runs of 2026-11-26
+# (BENCHMARKS.md, "GPU runbook and the PyTorch path": recording + gpu-node + probes + one eager smoke run of
+# 100 steps at batch 256 took 89 s) and 2026-11-27 (a first torch.compile of DenseNet-121 took 173 s in a
+# plain loop; the goal is 90 s). The probe gpu-node and the recorder now run (torch, about 10 s) is a guess
+# until a run's timings.tsv gives its figure. A real run replaces the compile's estimate with what its
+# first smoke run took.
+compile_s=${COMPILE_S:-173}
+est_inventory=3 est_record=20 est_node=25 est_probes=15 est_neighbour=5
+est_train=30              # a smoke run without compiling: start (imports, model) and 53 steps
+est_train_cached=45       # the same with the compile read back from the cache (goal: at most 20 s of it)
+est_plain=25              # probe.py baseline, eager and fused variants (2 x 53 steps, one start)
 
 refuse() { echo "runbook: $*" >&2; exit 3; }
 
@@ -72,10 +83,33 @@ fi
 out=$out_abs
 started=$(date +%s)
 step_started=$started
+plan_clock=0
+skipped=""
 # torch.compile's cache starts empty in every runbook run, so the first smoke run's compile time is a first
 # run's; gpuready keeps it under $XDG_CACHE_HOME/gpuready/torchinductor. Removed at the end (hundreds of MiB).
 export XDG_CACHE_HOME="$out/.cache" PYTHONUNBUFFERED=1 LC_ALL=C
 gpuready() { run "$py" -c 'from gpuready.core.cli import main; main()' "$@"; }
+elapsed() { if [ "${PLAN:-0}" = 1 ]; then echo "$plan_clock"; else echo $(( $(date +%s) - started )); fi; }
+step() {  # ESTIMATE MESSAGE: a step's headline; the plan shows the estimate and moves its clock by it
+  local estimate=$1
+  shift
+  if [ "${PLAN:-0}" = 1 ]; then
+    log "$* (~${estimate}s, at ~$(elapsed)s)"
+    plan_clock=$((plan_clock + estimate))
+  else
+    log "$*"
+  fi
+}
+fits() {  # NAME ESTIMATE: 0 when an optional step fits in what is left of the budget, else say it is skipped
+  # (in the log, in timings.tsv and on the last line)
+  local left=$((budget - $(elapsed)))
+  [ "$2" -le "$left" ] && return 0
+  [ "$left" -ge 0 ] || left=0
+  log "skipped $1: needs ~${2}s, ${left}s of the ${budget}s budget left"
+  skipped="${skipped:+$skipped, }$1"
+  [ "${PLAN:-0}" = 1 ] || printf '%s\tskipped\n' "$1" >> "$out/timings.tsv"
+  return 1
+}
 timed() {  # STEP: one line per step in timings.tsv (seconds since the previous mark)
   local now
   now=$(date +%s)
@@ -85,15 +119,19 @@ timed() {  # STEP: one line per step in timings.tsv (seconds since the previous 
 tail3() { [ "${PLAN:-0}" = 1 ] || tail -n 3 "$1" | tee -a "$out/runbook.log"; }
 
 node() {  # NAME: gpu-node's run in NAME/, its output in NAME.txt
-  gpuready validate gpu-node -i "$out/recorded/inventory" --artifacts "$out/$1" > "$out/$1.txt" 2>&1
+  gpuready validate gpu-node -i "$out/inventory" --artifacts "$out/$1" > "$out/$1.txt" 2>&1
   echo "exit $?" >> "$out/$1.txt"
   tail3 "$out/$1.txt"
+}
+
+record() {  # FOLDER [--note TEXT]: every command of the catalogue and of its measuring batch, raw
+  run "$py" "$here/record.py" "$@" 2>&1 | tee -a "$out/runbook.log"
 }
 
 train() {  # NAME, then validate training's options: artifacts in NAME/, output in NAME.txt, figures-NAME.json
   local name=$1
   shift
-  gpuready validate training -i "$out/recorded/inventory" --framework pytorch --gpus 1 --mixed-precision \
+  gpuready validate training -i "$out/inventory" --framework pytorch --gpus 1 --mixed-precision \
     --warmup-steps "$warmup" --image-size 224 --timeout 420 --artifacts "$out/$name" "$@" > "$out/$name.txt" 2>&1
   echo "exit $?" >> "$out/$name.txt"
   tail3 "$out/$name.txt"
@@ -106,30 +144,32 @@ train() {  # NAME, then validate training's options: artifacts in NAME/, output 
   fi
 }
 
-log "1/8 recording the node catalogue's commands"
-run "$py" "$here/record.py" "$out/recorded" 2>&1 | tee -a "$out/runbook.log"
-timed record
+step "$est_inventory" "1/7 this machine as an inventory (localhost, node class from nvidia-smi)"
+run "$py" "$here/record.py" --inventory-only "$out" 2>&1 | tee -a "$out/runbook.log"
+timed inventory
 
-log "2/8 gpuready validate gpu-node against this machine (localhost)"
-node gpu-node
-timed gpu-node
-
-log "3/8 vector add on the GPU, and the FLOPs of one training image"
+step "$est_probes" "2/7 vector add on the GPU, and the FLOPs of one training image"
 run "$py" "$here/probe.py" vector-add > "$out/vector-add.json" 2>&1
 [ "${PLAN:-0}" = 1 ] || tee -a "$out/runbook.log" < "$out/vector-add.json"
 run "$py" "$here/probe.py" flops > "$out/flops.json" 2>&1
 timed probes
 
+first_started=$(date +%s)
 for batch in $batches; do
-  log "4/8 smoke training, first run (empty compile cache): DenseNet-121, 1 GPU, bf16, torch.compile, batch $batch, $steps steps"
+  step $((est_train + compile_s)) "3/7 smoke training, first run (empty compile cache): DenseNet-121, 1 GPU, bf16, torch.compile, batch $batch, $steps steps"
   train "training-b$batch" --steps "$steps" --batch-size "$batch"
   timed "training-b$batch"
 done
 last=${batches##* }
+# What a cold compile takes on this machine, for the plain loop's compiled variant below.
+[ "${PLAN:-0}" = 1 ] || compile_s=$(( $(date +%s) - first_started - est_train ))
+[ "$compile_s" -ge 0 ] || compile_s=0
 
 if [ "$noisy" = 1 ]; then
-  # Another process keeps the GPU busy with matrix products: neither the node's checks nor the smoke run may pass.
-  log "5/8 noisy neighbour: matrix products on the GPU while gpu-node and the smoke run (batch $last) measure"
+  # Another process keeps the GPU busy with matrix products: neither the node's checks nor the smoke run may
+  # pass. The recording in this state is what the nodes lab replays for a busy GPU.
+  step $((est_neighbour + est_record + est_node + est_train_cached)) \
+    "4/7 noisy neighbour: matrix products on the GPU while the recorder, gpu-node and the smoke run (batch $last) measure"
   if [ "${PLAN:-0}" = 1 ]; then
     run "$py" "$here/probe.py" noisy --ready "$out/noisy.ready" "> $out/noisy.json &"
   else
@@ -138,6 +178,7 @@ if [ "$noisy" = 1 ]; then
     for _ in $(seq 120); do [ -s "$out/noisy.ready" ] && break; sleep 0.5; done
     log "neighbour: $(cat "$out/noisy.ready" 2>/dev/null || echo 'not ready after 60s')"
   fi
+  record "$out/recorded-busy" --note "busy: probe.py noisy ($(cat "$out/noisy.ready" 2>/dev/null || echo 'the neighbour')) on the GPU throughout"
   node gpu-node-busy
   train "training-busy" --steps "$steps" --batch-size "$last"
   if [ "${PLAN:-0}" = 1 ]; then
@@ -147,26 +188,48 @@ if [ "$noisy" = 1 ]; then
     wait "$noisy_pid" 2>/dev/null
   fi
   timed noisy
-  log "6/8 the neighbour stopped: gpu-node and the smoke run again (second run: compiled from the cache)"
+  # Recorded right before the gpu-node run it is compared with, as the busy state's recording is.
+  step $((est_record + est_node + est_train_cached)) \
+    "5/7 the neighbour stopped: the recorder, gpu-node and the smoke run again (second run: compiled from the cache)"
+  record "$out/recorded" --note "idle: nothing else on the GPU"
   node gpu-node-after
   train "training-after" --steps "$steps" --batch-size "$last"
   run "$py" "$here/probe.py" noisy-verdict "$out" > "$out/noisy-verdict.json" 2>&1
   [ "${PLAN:-0}" = 1 ] || tee -a "$out/runbook.log" < "$out/noisy-verdict.json"
   timed after
+else
+  step $((est_record + est_node)) "5/7 the recorder and gpu-node on the idle GPU"
+  record "$out/recorded" --note "idle: nothing else on the GPU"
+  node gpu-node
+  timed gpu-node
 fi
 
 if [ "$baseline" = 1 ]; then
-  log "7/8 the same model eagerly, and a plain PyTorch loop (torchvision DenseNet-121, same settings) to compare"
-  train "training-eager" --steps "$steps" --batch-size "$last" --eager
-  run "$py" "$here/probe.py" baseline --batch-size "$last" --steps "$steps" --warmup-steps "$warmup" \
-    > "$out/baseline.json" 2> "$out/baseline.err"
-  [ "${PLAN:-0}" = 1 ] || tee -a "$out/runbook.log" < "$out/baseline.json"
-  timed baseline
+  # The plain loop first (the smoke run's goal is its best variant), its compiled variant only where a cold
+  # compile still fits; the eager smoke run last.
+  variants=eager,fused
+  if fits plain-loop "$est_plain"; then
+    estimate=$est_plain
+    if fits plain-loop-compiled $((est_plain + compile_s)); then
+      variants=$variants,compiled
+      estimate=$((est_plain + compile_s))
+    fi
+    step "$estimate" "6/7 a plain PyTorch loop (torchvision DenseNet-121, same settings; $variants) to compare"
+    run "$py" "$here/probe.py" baseline --batch-size "$last" --steps "$steps" --warmup-steps "$warmup" \
+      --variants "$variants" > "$out/baseline.json" 2> "$out/baseline.err"
+    [ "${PLAN:-0}" = 1 ] || tee -a "$out/runbook.log" < "$out/baseline.json"
+    timed baseline
+  fi
+  if fits training-eager "$est_train"; then
+    step "$est_train" "6/7 the smoke run eagerly"
+    train "training-eager" --steps "$steps" --batch-size "$last" --eager
+    timed eager
+  fi
 fi
 
-if [ "$disk_images" -gt 0 ]; then
+if [ "$disk_images" -gt 0 ] && fits disk $((2 * est_train + 30)); then
   # The seeds' point on this machine: can the CPU cores decode fast enough to keep the GPU busy?
-  log "8/8 training from disk: $disk_images generated PNGs in TFRecords, batch $disk_batch, $disk_steps steps, 'new' and 'old' pipelines"
+  step $((2 * est_train + 30)) "7/7 training from disk: $disk_images generated PNGs in TFRecords, batch $disk_batch, $disk_steps steps, 'new' and 'old' pipelines"
   run "$py" "$here/probe.py" shards "$out/shards" --images "$disk_images" > "$out/shards.json" 2>&1
   for pipeline in new old; do
     train "disk-$pipeline" --steps "$disk_steps" --batch-size "$disk_batch" --data "$out/shards" --pipeline "$pipeline"
@@ -174,8 +237,8 @@ if [ "$disk_images" -gt 0 ]; then
   run rm -rf "$out/shards"
   timed disk
 fi
-if [ "$pipeline_probe" = 1 ]; then
-  log "8/8 input pipeline images/s per CPU core (PNG decode + resize in DataLoader workers)"
+if [ "$pipeline_probe" = 1 ] && fits pipeline 30; then
+  step 30 "7/7 input pipeline images/s per CPU core (PNG decode + resize in DataLoader workers)"
   run "$py" "$here/probe.py" pipeline > "$out/pipeline.json" 2>&1
   [ "${PLAN:-0}" = 1 ] || tee -a "$out/runbook.log" < "$out/pipeline.json"
   timed pipeline
@@ -183,10 +246,12 @@ fi
 
 [ "${PLAN:-0}" = 1 ] || log "compile cache: $(du -sm "$out/.cache" 2>/dev/null | cut -f1) MiB, removed"
 run rm -rf "$out/.venv" "$out/.cache"
-took=$(( $(date +%s) - started ))
-[ "${PLAN:-0}" = 1 ] && exit 0
+took=$(elapsed)
+left_out=${skipped:+; skipped: $skipped}
+done=done
+[ "${PLAN:-0}" = 1 ] && done=plan
 if [ "$took" -le "$budget" ]; then
-  log "done in ${took}s (budget ${budget}s): $out"
+  log "$done: ~${took}s of the ${budget}s budget${left_out}: $out"
 else
-  log "done in ${took}s, OVER the budget of ${budget}s: $out"
+  log "$done: ~${took}s, OVER the budget of ${budget}s${left_out}: $out"
 fi

@@ -12,9 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from gpuready.core import inventory
 from gpuready.core.results import Check, RunResult, failed, passed
 from gpuready.lab import replay
-from gpuready.validate.node.checks import PREFETCH
+from gpuready.validate.node.checks import (
+    NCCL_COMMAND,
+    NVBANDWIDTH_COMMAND,
+    PREFETCH,
+    PROBE_COMMAND,
+    SAMPLES,
+    perf_commands,
+    run_catalogue,
+)
+from gpuready.validate.node.node import Answer, Node
 from tests.conftest import ROOT, require
 
 GPU = ROOT / "benchmarks" / "gpu"
@@ -84,15 +94,32 @@ def test_wheels_installed_beside_a_torch_venv_see_its_torch(tmp_path: Path, gpur
     )
 
 
+def recorded_answers(folder: Path) -> dict[str, str | Answer]:
+    """What record.py saved, as the catalogue's replay reads it (tests/unit/node/test_recorded_machines.py)."""
+    index = json.loads((folder / "commands.json").read_text())
+    return {
+        command: Answer(
+            command,
+            int(files["rc"]),
+            (folder / files["stdout"]).read_text(errors="replace"),
+            (folder / files["stderr"]).read_text(errors="replace"),
+        )
+        for command, files in index.items()
+    }
+
+
 def test_recorder_saves_every_catalogue_command_raw_with_its_source(tmp_path: Path) -> None:
+    # The replayed tools of an 8x H100 node (nvbandwidth among them) and this machine's real torch, which has no
+    # GPU to use: the measuring batch runs for real and its answers are what the machine gave.
+    require(importlib.util.find_spec("torch"), "torch not installed (make .venv/.stamp-torch)")
     tools = replay.build("h100-x8", tmp_path / "replay")
     out = tmp_path / "recorded"
     done = subprocess.run(
-        [sys.executable, str(GPU / "record.py"), str(out)],
+        [sys.executable, str(GPU / "record.py"), str(out), "--note", "idle"],
         capture_output=True,
         text=True,
-        env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"},
-        timeout=120,
+        env={**os.environ, "PATH": f"{tools}:{Path(sys.executable).parent}:{os.environ['PATH']}"},
+        timeout=600,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -104,8 +131,42 @@ def test_recorder_saves_every_catalogue_command_raw_with_its_source(tmp_path: Pa
     assert (out / index["nvidia-smi topo -p2p r"]["stdout"]).read_bytes() == (data / "p2p.txt").read_bytes()
     source = (out / "SOURCE.md").read_text()
     assert "8x NVIDIA H100 80GB HBM3" in source and "driver: 535.54.03" in source and "- date: " in source
+    assert "- state: idle" in source
     facts = json.loads((out / "facts.json").read_text())
     assert (facts["gpu_model"], facts["gpu_count"], facts["driver"]) == ("NVIDIA H100 80GB HBM3", 8, "535.54.03")
+    # The measuring batch gpu-node sends under the written inventory's settings, after the fixed batch.
+    settings = inventory.load(out / "inventory").settings
+    measuring = [c for c, files in index.items() if files["batch"] == "perf"]
+    assert measuring == perf_commands(settings) and list(index)[-len(measuring) :] == measuring
+    answers = recorded_answers(out)
+    nvbandwidth = answers[NVBANDWIDTH_COMMAND].stdout
+    assert nvbandwidth.count((data / "nvbandwidth.txt").read_text()) == SAMPLES  # one copy per sample
+    assert answers[NCCL_COMMAND].stdout == "== not installed\n"
+    assert json.loads(answers[PROBE_COMMAND].stdout)["no_cuda"]  # torch ran and found no GPU
+    # Replayed, the catalogue judges the recorded batch as gpu-node judged it live.
+    node = Node.recorded("localhost", inventory.load(out / "inventory").node_class("localhost"), settings, answers)
+    verdicts = {c.id: c for c in run_catalogue(node)}
+    assert verdicts["perf.h2d_bandwidth"].status == "passed"
+    assert f"measured by {tools}/nvbandwidth -t host_to_device" in verdicts["perf.h2d_bandwidth"].evidence
+    matmul = verdicts["perf.matmul_tflops"]
+    assert matmul.status == "skipped" and "pip install torch built for CUDA" in matmul.message
+
+
+def test_recorder_writes_the_inventory_alone_when_asked(tmp_path: Path) -> None:
+    tools = replay.build("a100-x4", tmp_path / "replay")
+    done = subprocess.run(
+        [sys.executable, str(GPU / "record.py"), "--inventory-only", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["inventory"]
+    inv = inventory.load(tmp_path / "out" / "inventory")
+    node_class = inv.node_class("localhost")
+    assert (node_class.gpu_model, node_class.gpu_count) == ("NVIDIA A100-PCIE-40GB", 4)
 
 
 def test_recorder_refuses_without_nvidia_smi(tmp_path: Path) -> None:
@@ -186,49 +247,80 @@ def test_shards_probe_writes_what_training_reads(tmp_path: Path) -> None:
     assert done.stdout.split("\n")[0] == "2 (4, 3, 32, 32) (4, 14)"
 
 
-def test_plan_lists_every_step_in_order_with_the_noisy_neighbour_between_its_runs(tmp_path: Path) -> None:
+def plan(tmp_path: Path, name: str, **env: str) -> tuple[list[str], list[str]]:
+    """PLAN=1 runbook.sh: its headlines and the commands it would run."""
     done = subprocess.run(
-        [str(GPU / "runbook.sh"), str(tmp_path / "out")],
+        [str(GPU / "runbook.sh"), str(tmp_path / name)],
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PLAN": "1", "PATH": "/usr/bin:/bin"},  # no GPU, no nvidia-smi: a plan needs neither
+        env={**os.environ, "PLAN": "1", "PATH": "/usr/bin:/bin", **env},  # no GPU, no nvidia-smi: a plan needs neither
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert not (tmp_path / "out").exists()  # a plan writes nothing
+    assert not (tmp_path / name).exists()  # a plan writes nothing
     lines = done.stdout.splitlines()
-    commands = [ln.removeprefix("  $ ") for ln in lines if ln.startswith("  $ ")]
+    return [ln for ln in lines if ln.startswith("runbook: ")], [ln[4:] for ln in lines if ln.startswith("  $ ")]
+
+
+def test_plan_lists_every_step_in_order_with_the_noisy_neighbour_between_its_runs(tmp_path: Path) -> None:
+    # A first compile of 60 s: the plain loop's eager variants fit in the budget, a second cold compile does not.
+    steps, commands = plan(tmp_path, "out", COMPILE_S="60")
+    out = tmp_path / "out"
 
     def at(words: str, start: int = 0) -> int:
         return next(i for i, c in enumerate(commands) if i >= start and words in c)
 
+    assert commands[0].endswith(f"record.py --inventory-only {out}")  # what every later step's -i names
     first = at("validate training")
     assert "--gpus 1 --mixed-precision" in commands[first] and "--batch-size 256" in commands[first]
     start = at("probe.py noisy --ready")
-    busy_node, busy_train = at("--artifacts " + str(tmp_path / "out/gpu-node-busy")), at("training-busy")
+    busy_record = at(f"record.py {out}/recorded-busy --note busy")
+    busy_node, busy_train = at(f"-i {out}/inventory --artifacts {out}/gpu-node-busy"), at("training-busy")
     stop = at("kill <the neighbour>")
-    after_node, after_train = at("gpu-node-after"), at("training-after")
-    verdict = at("probe.py noisy-verdict")
-    # the neighbour runs while gpu-node and the smoke run measure, and is gone before they measure again
-    assert first < start < busy_node < busy_train < stop < after_node < after_train < verdict
-    eager, plain = at("--eager"), at("probe.py baseline --batch-size 256 --steps 50")
-    assert verdict < eager < plain
-    assert commands[-1] == f"rm -rf {tmp_path}/out/.venv {tmp_path}/out/.cache"  # the compile cache goes too
-    steps = [ln for ln in lines if ln.startswith("runbook: ")]
-    assert [s.split()[1] for s in steps] == ["1/8", "2/8", "3/8", "4/8", "5/8", "6/8", "7/8"]
-    # the opt-in steps appear when asked for
-    more = subprocess.run(
-        [str(GPU / "runbook.sh"), str(tmp_path / "out2")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PLAN": "1", "NOISY": "0", "DISK_IMAGES": "64", "PIPELINE_PROBE": "1"},
-        check=False,
+    record, after_node, after_train = (
+        at(f"record.py {out}/recorded --note idle"),
+        at("gpu-node-after"),
+        at("training-after"),
     )
-    assert more.returncode == 0, more.stderr
-    assert "probe.py noisy" not in more.stdout
-    assert "--pipeline old" in more.stdout and "probe.py pipeline" in more.stdout
+    verdict = at("probe.py noisy-verdict")
+    # the neighbour runs while the recorder, gpu-node and the smoke run measure, and is gone before they measure
+    # again; each recording is made right before the gpu-node run of its state, which the fixtures pair with it
+    assert first < start < busy_record < busy_node < busy_train < stop < record < after_node < after_train < verdict
+    plain, eager = at("probe.py baseline --batch-size 256 --steps 50"), at("--eager")
+    assert verdict < plain < eager and commands[plain].endswith("--variants eager,fused")
+    assert commands[-1] == f"rm -rf {out}/.venv {out}/.cache"  # the compile cache goes too
+    assert [s.split()[1] for s in steps if s.split()[1][0].isdigit()] == [
+        "1/7",
+        "2/7",
+        "3/7",
+        "4/7",
+        "5/7",
+        "6/7",
+        "6/7",
+    ]
+    assert "runbook: skipped plain-loop-compiled: needs ~85s, 67s of the 360s budget left" in steps
+    # the plan's clock is the sum of the steps' estimates, judged against the budget on the last line
+    estimates = [int(s.split("(~")[1].split("s,")[0]) for s in steps if "(~" in s]
+    assert steps[-1] == f"runbook: plan: ~{sum(estimates)}s of the 360s budget; skipped: plain-loop-compiled: {out}"
+
+
+def test_plan_skips_optional_steps_that_do_not_fit_the_budget(tmp_path: Path) -> None:
+    # A first compile as long as the plain loop's on the H100 (173 s): the required steps alone pass the budget,
+    # so neither the plain loop nor the eager smoke run is started; the last line says so.
+    steps, commands = plan(tmp_path, "slow")
+    assert not any("probe.py baseline" in c or "--eager" in c for c in commands)
+    assert any(s.startswith("runbook: skipped plain-loop: needs ~25s, 0s of the 360s budget left") for s in steps)
+    assert steps[-1].startswith("runbook: plan: ~") and ", OVER the budget of 360s; skipped: plain-loop, " in steps[-1]
+    # With time to spare every variant runs, the compiled one included.
+    _, roomy = plan(tmp_path, "roomy", BUDGET_S="1000")
+    assert any(c.endswith("--variants eager,fused,compiled") for c in roomy)
+    # The opt-in steps appear when asked for; without the neighbour, gpu-node runs once, after the recorder.
+    _, more = plan(tmp_path, "more", NOISY="0", DISK_IMAGES="64", PIPELINE_PROBE="1", BUDGET_S="1000")
+    assert not any("probe.py noisy" in c for c in more)
+    assert any("--pipeline old" in c for c in more) and any("probe.py pipeline" in c for c in more)
+    recorder = next(i for i, c in enumerate(more) if f"record.py {tmp_path}/more/recorded " in c)
+    assert f"--artifacts {tmp_path}/more/gpu-node" in more[recorder + 1]
 
 
 def _summary(folder: Path, *checks: Check) -> None:
