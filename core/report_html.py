@@ -27,6 +27,7 @@ from gpuready.core.report_hosts import (
 )
 from gpuready.core.reports import showable, summarize
 from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, Check, RunResult
+from gpuready.core.verdict_text import group_remedy
 
 #: Up to this many hosts, every host's measured figures and its own row are shown; beyond, a summary per check.
 EVERY_HOST_UP_TO = 20
@@ -185,7 +186,7 @@ def _failures(run: RunResult, grid: Matrix) -> list[str]:
                 f"<pre>{esc(first.evidence)}</pre></details>"
             )
         if g.remedy:
-            out.append(f'<p>remedy:</p><pre class="remedy"><code>{esc(g.remedy)}</code></pre>')
+            out.append(f'<p>remedy:</p><pre class="remedy"><code>{esc(group_remedy(run, g))}</code></pre>')
         out.append("</article>")
     out.append("</section>")
     return out

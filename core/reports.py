@@ -11,7 +11,7 @@ from gpuready.core import redact
 from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.bulk import no_cycle_collection
 from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, RunResult, now_iso
-from gpuready.core.verdict_text import limits_hosts, remedy_for
+from gpuready.core.verdict_text import group_remedy
 
 
 def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
@@ -206,7 +206,7 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
                 lines += [
                     "- remedy:",
                     "",
-                    *report_markdown.code(remedy_for(g.remedy, g.hosts, run.inventory, limit=limits_hosts(run))),
+                    *report_markdown.code(group_remedy(run, g)),
                 ]
             lines.append("")
     lines += report_markdown.hosts_and_skips(run)

@@ -24,7 +24,7 @@ from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, RunResult
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from gpuready.core.reports import CheckSummary
+    from gpuready.core.reports import CheckSummary, Group
 
 #: The most lines the verdict takes, at 10 hosts or 1000 (``-v`` lifts it).
 MAX_LINES = 40
@@ -67,6 +67,13 @@ def remedy_for(remedy: str, hosts: list[str], inventory: str, *, limit: bool = T
         return words
 
     return _COMMAND.sub(concrete, text)
+
+
+def group_remedy(run: RunResult, group: Group) -> str:
+    """A failure group's remedy as the terminal, report.md and report.html all show it: secrets masked, every host
+    of the group named, each gpuready command carrying ``-i`` as the user typed it (and ``--limit`` where it
+    applies)."""
+    return remedy_for(redact.text(group.remedy), group.hosts, run.inventory, limit=limits_hosts(run))
 
 
 def limits_hosts(run: RunResult) -> bool:
@@ -291,8 +298,7 @@ def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget) -> l
             message = f"{_names(g.hosts, width // 2)}: {message}"
         out += _wrapped(message, width, INDENT, budget.message_lines)
         if budget.remedies and g.remedy:
-            remedy = remedy_for(redact.text(g.remedy), g.hosts, run.inventory, limit=limits_hosts(run))
-            out += _wrapped(f"→ {remedy}", width, INDENT, None, style="cyan", cut=False)
+            out += _wrapped(f"→ {group_remedy(run, g)}", width, INDENT, None, style="cyan", cut=False)
     more = len(s.groups) - budget.messages
     if more > 0 and budget.messages:
         out.append(_fit(Text(f"{INDENT}… {plural(more, 'more message')}", style="dim"), width))
