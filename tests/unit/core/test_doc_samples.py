@@ -3,6 +3,7 @@ compares (run folders, times and sizes normalised)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -94,3 +95,25 @@ def test_the_samples_are_grouped_by_the_lab_or_run_they_need(tmp_path: Path) -> 
     # Neither is run for the samples that need no lab: the check passes without bringing a lab up.
     done = check(page, lab="none")
     assert done.returncode == 0 and not done.stdout, done.stdout + done.stderr
+
+
+#: A fenced block of gpuready's console output: a gpuready command typed, or a verdict's first line.
+CONSOLE = re.compile(r"^(\$ gpuready |(validate|provision) [a-z-]+( \(check mode\))?: (PASSED|FAILED|ERROR)\b)", re.M)
+FENCE = re.compile(r"^```[a-z]*\n(.*?)^```\n", re.M | re.S)
+RECORDED = re.compile(r"<!-- recorded: run by scripts/record-doc-samples[^>]*-->\n$")
+#: A sample no test can re-run here (a Slurm cluster, a Debian root), marked so with the reason.
+NOT_RECORDED = re.compile(r"<!-- not recorded: [^>]{12,} -->\n$")
+
+
+def test_every_console_sample_of_gpuready_in_the_docs_is_recorded_or_says_why_not() -> None:
+    unmarked = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        for block in FENCE.finditer(text):
+            if not CONSOLE.search(block.group(1)):
+                continue
+            before = text[: block.start()]
+            if RECORDED.search(before) or NOT_RECORDED.search(before):
+                continue
+            unmarked.append(f"{page.relative_to(ROOT)}:{before.count(chr(10)) + 1}")
+    assert not unmarked, f"console samples neither recorded nor marked <!-- not recorded: why -->: {unmarked}"
