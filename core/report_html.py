@@ -146,7 +146,7 @@ def _matrix(grid: Matrix) -> list[str]:
         '<section id="hosts"><h2>Verdict per host and check</h2>',
         f"<p>{len(grid.hosts)} host(s), {len(grid.check_ids)} check(s)"
         + (f", in {len(grid.rows)} row(s): hosts with the same verdict on every check share a row" if grouped else "")
-        + ". Click a heading to sort. ✓ passed, ✗ failed, ! error, – skipped, blank: not run.</p>",
+        + ". Click a heading to sort. ✓ passed, ✗ failed, ! error, … pending, – skipped, blank: not run.</p>",
         '<div class="scroll"><table id="matrix" class="sortable"><thead><tr>',
         "<th>hosts</th><th data-type=num>count</th><th data-type=num>verdict</th>",
     ]
