@@ -97,8 +97,10 @@ def test_the_samples_are_grouped_by_the_lab_or_run_they_need(tmp_path: Path) -> 
     assert done.returncode == 0 and not done.stdout, done.stdout + done.stderr
 
 
-#: A fenced block of gpuready's console output: a gpuready command typed, or a verdict's first line.
-CONSOLE = re.compile(r"^(\$ gpuready |(validate|provision) [a-z-]+( \(check mode\))?: (PASSED|FAILED|ERROR)\b)", re.M)
+#: A fenced block of gpuready's console output: a gpuready command typed, a refusal, or a verdict's first line.
+CONSOLE = re.compile(
+    r"^(\$ gpuready |gpuready: error: |(validate|provision) [a-z-]+( \(check mode\))?: (PASSED|FAILED|ERROR)\b)", re.M
+)
 FENCE = re.compile(r"^```[a-z]*\n(.*?)^```\n", re.M | re.S)
 RECORDED = re.compile(r"<!-- recorded: run by scripts/record-doc-samples[^>]*-->\n$")
 #: A sample no test can re-run here (a Slurm cluster, a Debian root), marked so with the reason.
