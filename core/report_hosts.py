@@ -1,23 +1,26 @@
 """The per-host view of a run, shared by report.html and report.md: each host's verdict, hosts with the same
-verdict on every check grouped into one row, and skipped checks grouped by reason."""
+verdict on every check grouped into one row, and skipped and pending checks grouped by reason."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, Check, RunResult
+from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, Check, RunResult
 
 #: Worst first: the order rows and cells sort in.
-SEVERITY = {ERROR: 0, FAILED: 1, SKIPPED: 2, PASSED: 3, "": 4}
+SEVERITY = {ERROR: 0, FAILED: 1, PENDING: 2, SKIPPED: 3, PASSED: 4, "": 5}
 
 
 def host_verdict(statuses: list[str]) -> str:
-    """A host's verdict, ranked as a run's: an error outranks a failure; skips alone do not fail a host."""
+    """A host's verdict, ranked as a run's: an error outranks a failure, a failure a pending check (the host
+    waits on a reboot or an admin's action); skips alone do not fail a host."""
     if ERROR in statuses:
         return ERROR
     if FAILED in statuses:
         return FAILED
+    if PENDING in statuses:
+        return PENDING
     if statuses and all(s == SKIPPED for s in statuses):
         return SKIPPED
     return PASSED
@@ -134,3 +137,30 @@ def figures(check: Check) -> list[Figure]:
                 continue
             found.append(Figure(check.host, check.id, check.status, m["label"], value, m["unit"], reference))
     return found
+
+
+@dataclass
+class PendingGroup:
+    """Checks left pending for one reason (what finishes them is outside gpuready), with what to do for each."""
+
+    reason: str
+    check_ids: list[str]
+    hosts: list[str]
+    count: int
+    #: Each distinct remedy once, in order (each may name the host or device it is for).
+    remedies: list[str]
+
+
+def pendings(run: RunResult) -> list[PendingGroup]:
+    """Pending checks grouped by reason (a host's own name in it made ``<host>``), the most first."""
+    groups: dict[str, PendingGroup] = {}
+    for c in run.checks:
+        if c.status != PENDING:
+            continue
+        reason = (c.message.replace(c.host, "<host>") if len(c.host) > 2 else c.message) or "(no reason given)"
+        g = groups.setdefault(reason, PendingGroup(reason, [], [], 0, []))
+        g.count += 1
+        for items, value in ((g.check_ids, c.id), (g.hosts, c.host), (g.remedies, c.remedy)):
+            if value and value not in items:
+                items.append(value)
+    return sorted(groups.values(), key=lambda g: (-g.count, g.reason))

@@ -23,10 +23,12 @@ from gpuready.core.report_hosts import (
     is_figure,
     matrix,
     natural,
+    pendings,
     skips,
 )
 from gpuready.core.reports import showable, summarize
-from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, Check, RunResult
+from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, Check, RunResult
+from gpuready.core.verdict_text import group_remedy, remedy_for
 
 #: Up to this many hosts, every host's measured figures and its own row are shown; beyond, a summary per check.
 EVERY_HOST_UP_TO = 20
@@ -38,7 +40,7 @@ NAMES_SHOWN = 5
 #: Plots bigger than this are linked, not embedded (a page of several megabytes is no longer one to mail).
 PLOT_LIMIT = 2 * 2**20
 
-GLYPH = {PASSED: "✓", FAILED: "✗", ERROR: "!", SKIPPED: "–", "": ""}
+GLYPH = {PASSED: "✓", FAILED: "✗", ERROR: "!", SKIPPED: "–", PENDING: "…", "": ""}
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 1rem 3rem;color:#1b1f24}
@@ -49,11 +51,11 @@ th{background:#f6f8fa;cursor:pointer;user-select:none}th[aria-sort=ascending]::a
 th[aria-sort=descending]::after{content:" ▼"}th.check{writing-mode:vertical-rl;transform:rotate(180deg);
 font-weight:normal;white-space:nowrap;padding:6px 2px}.scroll{overflow:auto;max-height:80vh}
 td.cell{text-align:center;min-width:1.2em}#matrix td:first-child{white-space:nowrap}
-.passed{background:#dafbe1}.failed{background:#ffd8d3}
+.passed{background:#dafbe1}.failed{background:#ffd8d3}.pending{background:#d6f0ff}
 .error{background:#f5d0fe}.skipped{background:#fff5c2}.verdict{display:inline-block;padding:2px 10px;
 border-radius:4px;font-weight:bold;text-transform:uppercase}dl.facts{display:grid;grid-template-columns:max-content 1fr;
 gap:0 1rem}dl.facts dt{font-weight:bold}article{border-left:4px solid #cf222e;padding:0 .8rem;margin:1rem 0}
-article.error{border-color:#8250df}article.finding{background:#fffafa}
+article.error{border-color:#8250df}article.pending{border-color:#0969da}article.finding{background:#fffafa}
 details summary{cursor:pointer}.num{text-align:right}
 """
 
@@ -109,11 +111,13 @@ def render(run: RunResult, folder: Path | None = None) -> str:
     if run.aborted:
         parts.append(f'<p id="aborted" class="error">aborted: {esc(run.aborted)}</p>')
     parts.append(
-        '<nav><a href="#hosts">hosts</a> · <a href="#failures">failures</a> · <a href="#skipped">skipped</a> · '
+        '<nav><a href="#hosts">hosts</a> · <a href="#failures">failures</a> · <a href="#pending">pending</a> · '
+        '<a href="#skipped">skipped</a> · '
         '<a href="#figures">figures</a> · <a href="#plots">plots</a> · <a href="#run">run</a></nav>'
     )
     parts += _matrix(grid)
     parts += _failures(run, grid)
+    parts += _pending(run)
     parts += _skipped(run)
     parts += _figures(run, grid)
     parts += _plots(folder)
@@ -142,7 +146,7 @@ def _matrix(grid: Matrix) -> list[str]:
         '<section id="hosts"><h2>Verdict per host and check</h2>',
         f"<p>{len(grid.hosts)} host(s), {len(grid.check_ids)} check(s)"
         + (f", in {len(grid.rows)} row(s): hosts with the same verdict on every check share a row" if grouped else "")
-        + ". Click a heading to sort. ✓ passed, ✗ failed, ! error, – skipped, blank: not run.</p>",
+        + ". Click a heading to sort. ✓ passed, ✗ failed, ! error, … pending, – skipped, blank: not run.</p>",
         '<div class="scroll"><table id="matrix" class="sortable"><thead><tr>',
         "<th>hosts</th><th data-type=num>count</th><th data-type=num>verdict</th>",
     ]
@@ -185,7 +189,28 @@ def _failures(run: RunResult, grid: Matrix) -> list[str]:
                 f"<pre>{esc(first.evidence)}</pre></details>"
             )
         if g.remedy:
-            out.append(f'<p>remedy:</p><pre class="remedy"><code>{esc(g.remedy)}</code></pre>')
+            out.append(f'<p>remedy:</p><pre class="remedy"><code>{esc(group_remedy(run, g))}</code></pre>')
+        out.append("</article>")
+    out.append("</section>")
+    return out
+
+
+def _pending(run: RunResult) -> list[str]:
+    """What a reboot or an action outside gpuready finishes, by reason, with what to do (as the terminal's "left
+    to do" says it)."""
+    groups = pendings(run)
+    out = ['<section id="pending"><h2>Pending: what a reboot or an action outside gpuready finishes</h2>']
+    if not groups:
+        out.append("<p>Nothing is pending.</p>")
+    for g in groups:
+        out += [
+            f'<article class="pending"><h3>{esc(", ".join(g.check_ids))}: pending on {len(g.hosts)} host(s)</h3>',
+            f'<p class="message">{esc(g.reason)} ({g.count} check(s))</p>',
+            f"<p>hosts: {_names(g.hosts)}</p>",
+        ]
+        if g.remedies:
+            todo = "\n".join(remedy_for(redact.text(r), [], run.inventory) for r in g.remedies)
+            out.append(f'<p>left to do:</p><pre class="remedy"><code>{esc(todo)}</code></pre>')
         out.append("</article>")
     out.append("</section>")
     return out

@@ -3,8 +3,8 @@ and what was skipped, grouped by reason, so what was not tested is named in the 
 
 from __future__ import annotations
 
-from gpuready.core.report_hosts import matrix, natural, skips
-from gpuready.core.results import ERROR, FAILED, SKIPPED, RunResult
+from gpuready.core.report_hosts import matrix, natural, pendings, skips
+from gpuready.core.results import ERROR, FAILED, PENDING, SKIPPED, RunResult
 
 
 def code(text: str) -> list[str]:
@@ -29,21 +29,36 @@ def hosts_and_skips(run: RunResult) -> list[str]:
         "",
         f"{len(grid.hosts)} host(s); hosts with the same verdict on every check share a row.",
         "",
-        "| verdict | hosts | count | failed | error | skipped |",
-        "|---|---|---|---|---|---|",
+        "| verdict | hosts | count | failed | error | skipped | pending |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in grid.rows:
         by_status = {
             status: ", ".join(i for i, s in zip(grid.check_ids, row.statuses, strict=True) if s == status)
-            for status in (FAILED, ERROR, SKIPPED)
+            for status in (FAILED, ERROR, SKIPPED, PENDING)
         }
         names = ", ".join(sorted(row.hosts, key=natural))
-        cells = [row.verdict, names, str(len(row.hosts)), by_status[FAILED], by_status[ERROR], by_status[SKIPPED]]
+        cells = [row.verdict, names, str(len(row.hosts)), *(by_status[s] for s in (FAILED, ERROR, SKIPPED, PENDING))]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    lines += _pending(run)
     groups = skips(run)
     if groups:
         lines += ["", "## Skipped", "", "| reason | checks | count | hosts |", "|---|---|---|---|"]
         for g in groups:
             cells = [g.reason, ", ".join(g.check_ids), str(len(g.hosts)), ", ".join(g.hosts)]
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return lines
+
+
+def _pending(run: RunResult) -> list[str]:
+    """What a reboot or an action outside gpuready finishes, by reason, with each thing left to do as code."""
+    from gpuready.core.verdict_text import remedy_for
+
+    lines: list[str] = []
+    for g in pendings(run):
+        lines += ["", f"## Pending: {_cell(g.reason)}", "", f"- checks: {', '.join(g.check_ids)} ({g.count})"]
+        lines.append(f"- hosts: {', '.join(g.hosts)}")
+        if g.remedies:
+            todo = "\n".join(remedy_for(r, [], run.inventory) for r in g.remedies)
+            lines += ["- left to do:", "", *code(todo)]
     return lines

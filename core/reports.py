@@ -10,8 +10,8 @@ from pathlib import Path
 from gpuready.core import redact
 from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.bulk import no_cycle_collection
-from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, RunResult, now_iso
-from gpuready.core.verdict_text import limits_hosts, remedy_for
+from gpuready.core.results import CHECK_STATUSES, ERROR, FAILED, PASSED, PENDING, SKIPPED, RunResult, now_iso
+from gpuready.core.verdict_text import group_remedy
 
 
 def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
@@ -90,11 +90,16 @@ def write_junit(run: RunResult, path: Path) -> None:
         case = ET.SubElement(suites[check.host], "testcase", name=showable(check.id), classname=classnames[check.host])
         tally = tallies[check.host]
         tally["tests"] += 1
-        tag = {FAILED: ("failure", "failures"), ERROR: ("error", "errors"), SKIPPED: ("skipped", "skipped")}.get(
-            check.status
-        )
+        # JUnit knows no pending: a pending check is skipped there (not a failure), its message saying it pends.
+        tag = {
+            FAILED: ("failure", "failures"),
+            ERROR: ("error", "errors"),
+            SKIPPED: ("skipped", "skipped"),
+            PENDING: ("skipped", "skipped"),
+        }.get(check.status)
         if tag:
-            ET.SubElement(case, tag[0], message=showable(redact.text(check.message)))
+            message = f"pending: {check.message}" if check.status == PENDING else check.message
+            ET.SubElement(case, tag[0], message=showable(redact.text(message)))
             tally[tag[1]] += 1
         text = redact.text("\n".join(filter(None, [check.evidence, check.remedy and f"remedy: {check.remedy}"])))
         if text:
@@ -141,7 +146,7 @@ def summarize(run: RunResult) -> list[CheckSummary]:
     summaries: dict[str, CheckSummary] = {}
     groups: dict[tuple[str, str, str], Group] = {}
     for c in run.checks:
-        summary = summaries.setdefault(c.id, CheckSummary(c.id, dict.fromkeys((PASSED, FAILED, SKIPPED, ERROR), 0), []))
+        summary = summaries.setdefault(c.id, CheckSummary(c.id, dict.fromkeys(CHECK_STATUSES, 0), []))
         summary.counts[c.status] += 1
         if c.status in (FAILED, ERROR):
             # A message naming its own host ("cannot reach gn0997") groups with its siblings as "<host>".
@@ -184,13 +189,13 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
         "",
         "## Summary",
         "",
-        "| check | passed | failed | skipped | error | failing hosts |",
-        "|---|---|---|---|---|---|",
+        "| check | passed | failed | skipped | error | pending | failing hosts |",
+        "|---|---|---|---|---|---|---|",
     ]
     summaries = summarize(run)
     for s in summaries:
         failing = "<br>".join(f"{len(g.hosts)}: {g.names()} — {g.message}" for g in s.groups)
-        cells = [s.id, *(str(s.counts[k]) for k in (PASSED, FAILED, SKIPPED, ERROR))]
+        cells = [s.id, *(str(s.counts[k]) for k in (PASSED, FAILED, SKIPPED, ERROR, PENDING))]
         lines.append("| " + " | ".join(_cell(x) for x in cells) + " | " + _cell(failing) + " |")
     details = [(s.id, g) for s in summaries for g in s.groups]
     if details:
@@ -206,7 +211,7 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
                 lines += [
                     "- remedy:",
                     "",
-                    *report_markdown.code(remedy_for(g.remedy, g.hosts, run.inventory, limit=limits_hosts(run))),
+                    *report_markdown.code(group_remedy(run, g)),
                 ]
             lines.append("")
     lines += report_markdown.hosts_and_skips(run)

@@ -16,7 +16,10 @@ PASSED = "passed"
 FAILED = "failed"
 SKIPPED = "skipped"
 ERROR = "error"
-CHECK_STATUSES = (PASSED, FAILED, SKIPPED, ERROR)
+#: Done as far as gpuready can take it; what finishes it is outside gpuready (a reboot, an admin's action), so it
+#: fails nothing: a run with passes and pendings passes, and its remedy is listed as left to do.
+PENDING = "pending"
+CHECK_STATUSES = (PASSED, FAILED, SKIPPED, ERROR, PENDING)
 
 
 @dataclass
@@ -45,6 +48,10 @@ def failed(id: str, host: str, message: str, evidence: str = "", remedy: str = "
 
 def skipped(id: str, host: str, reason: str, evidence: str = "") -> Check:
     return Check(id, host, SKIPPED, reason, evidence)
+
+
+def pending(id: str, host: str, message: str, evidence: str = "", remedy: str = "") -> Check:
+    return Check(id, host, PENDING, message, evidence, remedy)
 
 
 def errored(id: str, host: str, message: str, evidence: str = "", remedy: str = "") -> Check:
@@ -87,7 +94,7 @@ class RunResult:
         return counts
 
     def exit_code(self) -> int:
-        """0 all passed, 1 a check failed, 3 something could not be reached or run.
+        """0 all passed (pending checks included), 1 a check failed, 3 something could not be reached or run.
 
         A failed check outranks an unreachable host: the admin has a real finding to act on.
         """
@@ -133,11 +140,13 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "FAILED",
     "PASSED",
+    "PENDING",
     "SKIPPED",
     "Check",
     "RunResult",
     "errored",
     "failed",
     "passed",
+    "pending",
     "skipped",
 ]

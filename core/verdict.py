@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, Check
+from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, Check
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,10 @@ class Verdict:
 
     def skipped(self, reason: str, evidence: str = "") -> Check:
         return Check(self.id, self.host, SKIPPED, reason, evidence)
+
+    def pending(self, message: str, evidence: str = "", remedy: str = "") -> Check:
+        """Done as far as gpuready goes; a reboot or an admin's action finishes it (``remedy`` says which)."""
+        return Check(self.id, self.host, PENDING, message, evidence, remedy or self.remedy)
 
     def errored(self, message: str, evidence: str = "") -> Check:
         """The check could not reach its verdict: the check's remedy (for what it judges) does not apply."""

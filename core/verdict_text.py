@@ -19,12 +19,12 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from gpuready.core import redact
-from gpuready.core.results import ERROR, FAILED, PASSED, SKIPPED, RunResult
+from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, RunResult
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from gpuready.core.reports import CheckSummary
+    from gpuready.core.reports import CheckSummary, Group
 
 #: The most lines the verdict takes, at 10 hosts or 1000 (``-v`` lifts it).
 MAX_LINES = 40
@@ -35,7 +35,7 @@ MESSAGES_PER_CHECK = 3
 #: A pseudo-host: checks about the cluster as a whole (validate cluster), not about one machine.
 CLUSTER = "cluster"
 
-STYLE = {PASSED: "green", FAILED: "bold red", SKIPPED: "yellow", ERROR: "bold magenta"}
+STYLE = {PASSED: "green", FAILED: "bold red", SKIPPED: "yellow", ERROR: "bold magenta", PENDING: "cyan"}
 MARK = {FAILED: "✗", ERROR: "!"}
 INDENT = "    "
 
@@ -67,6 +67,13 @@ def remedy_for(remedy: str, hosts: list[str], inventory: str, *, limit: bool = T
         return words
 
     return _COMMAND.sub(concrete, text)
+
+
+def group_remedy(run: RunResult, group: Group) -> str:
+    """A failure group's remedy as the terminal, report.md and report.html all show it: secrets masked, every host
+    of the group named, each gpuready command carrying ``-i`` as the user typed it (and ``--limit`` where it
+    applies)."""
+    return remedy_for(redact.text(group.remedy), group.hosts, run.inventory, limit=limits_hosts(run))
 
 
 def limits_hosts(run: RunResult) -> bool:
@@ -192,7 +199,7 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
 
     counts = run.counts()
     tally = Text("checks: ")
-    parts = [(status_, counts[status_]) for status_ in (FAILED, ERROR, PASSED, SKIPPED) if counts[status_]]
+    parts = [(status_, counts[status_]) for status_ in (FAILED, ERROR, PASSED, PENDING, SKIPPED) if counts[status_]]
     for i, (status_, n) in enumerate(parts):
         tally.append(" · " if i else "")
         tally.append(f"{n} {status_}", style=STYLE[status_])
@@ -204,6 +211,7 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
         tally.append(f"; Ansible tasks {verb}: {changed}")
     out.append(_fit(tally, width))
 
+    out += _pending_lines(run, width, budget)
     out += _todo_lines(run, width, budget)
     out += _host_lines(verdicts, width, budget)
     out += _skip_lines(run, {s.id for s in failing} & set(dependants), width, budget)
@@ -243,8 +251,9 @@ def _subjects(run: RunResult, hosts: list[str]) -> str:
 
 
 def _host_verdicts(run: RunResult) -> dict[str, str]:
-    """Each host's verdict: error over failed over passed; a host whose checks were all skipped is skipped."""
-    rank = {SKIPPED: 0, PASSED: 1, FAILED: 2, ERROR: 3}
+    """Each host's verdict: error over failed over pending over passed; a host whose checks were all skipped is
+    skipped."""
+    rank = {SKIPPED: 0, PASSED: 1, PENDING: 2, FAILED: 3, ERROR: 4}
     verdicts: dict[str, str] = {}
     for c in run.checks:
         if c.host not in verdicts or rank[c.status] > rank[verdicts[c.host]]:
@@ -291,8 +300,7 @@ def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget) -> l
             message = f"{_names(g.hosts, width // 2)}: {message}"
         out += _wrapped(message, width, INDENT, budget.message_lines)
         if budget.remedies and g.remedy:
-            remedy = remedy_for(redact.text(g.remedy), g.hosts, run.inventory, limit=limits_hosts(run))
-            out += _wrapped(f"→ {remedy}", width, INDENT, None, style="cyan", cut=False)
+            out += _wrapped(f"→ {group_remedy(run, g)}", width, INDENT, None, style="cyan", cut=False)
     more = len(s.groups) - budget.messages
     if more > 0 and budget.messages:
         out.append(_fit(Text(f"{INDENT}… {plural(more, 'more message')}", style="dim"), width))
@@ -312,16 +320,35 @@ def _names(hosts: list[str], room: int) -> str:
     return ", ".join(shown) + (f" +{extra} more" if extra else "")
 
 
-#: A skipped check whose message says it is pending waits on the user, not on a tool to install.
-_PENDING = re.compile(r"\bpending\b", re.IGNORECASE)
+def _pending_lines(run: RunResult, width: int, budget: _Budget) -> list[Text]:
+    """Pending checks grouped by reason, one line each: what a reboot or an action outside gpuready finishes."""
+    from gpuready.core.report_hosts import pendings
+
+    groups = pendings(run)
+    if not groups:
+        return []
+    shown = groups if budget.reasons is None else groups[: budget.reasons]
+    out = [_fit(Text("pending (a reboot or an action outside gpuready finishes it):", style=STYLE[PENDING]), width)]
+    for g in shown:
+        hosts = plural(len(g.hosts), "host")
+        count = f": {hosts}" if g.count == len(g.hosts) else f": {g.count} checks on {hosts}"
+        if len(g.hosts) == 1 and g.count > 1:
+            count = f": {g.count} checks"  # the host is named under its verdict, or is the one of the run
+        which = g.check_ids[0] if len(g.check_ids) == 1 else f"{g.check_ids[0]} +{len(g.check_ids) - 1}"
+        checks = f" ({which})"
+        reason = _clip(redact.text(" ".join(g.reason.split())), max(width - 2 - cell_len(count) - cell_len(checks), 24))
+        out.append(_fit(Text(f"  {reason}{count}{checks}"), width))
+    if len(shown) < len(groups):
+        out.append(_fit(Text(f"  … {plural(len(groups) - len(shown), 'more reason')}", style="dim"), width))
+    return out
 
 
 def _todo_lines(run: RunResult, width: int, budget: _Budget) -> list[Text]:
-    """What is left for the user (a reboot gpuready never does) after a check that passed, or one skipped as
-    pending until the user acts (ESXi's ATS takes effect at the host's next boot): each such remedy once."""
+    """What is left for the user (a reboot gpuready never does) after a check that passed or one left pending
+    (ESXi's ATS takes effect at the host's next boot): each such remedy once."""
     todo: dict[str, str] = {}
     for c in run.checks:
-        if c.remedy and (c.status == PASSED or (c.status == SKIPPED and _PENDING.search(c.message))):
+        if c.remedy and c.status in (PASSED, PENDING):
             todo.setdefault(redact.text(remedy_for(c.remedy, [], run.inventory)), c.id)
     if not todo:
         return []
@@ -339,7 +366,7 @@ def _host_lines(verdicts: dict[str, str], width: int, budget: _Budget) -> list[T
     by_status: dict[str, list[str]] = {}
     for host, verdict in verdicts.items():
         by_status.setdefault(verdict, []).append(host)
-    order = [s for s in (FAILED, ERROR, PASSED, SKIPPED) if s in by_status]
+    order = [s for s in (FAILED, ERROR, PENDING, PASSED, SKIPPED) if s in by_status]
     machines = [h for h in verdicts if h != CLUSTER]
     if not machines:
         return []

@@ -172,7 +172,8 @@ SIZE_FIGURES = {
 
 
 def record_figures(result: RunResult) -> None:
-    """Each size's figures, labelled with where it ran, its worker count and device (CPU or GPU)."""
+    """Each size's figures, labelled with where it ran, its worker count and device (CPU or GPU); and each
+    worker's images/s, labelled with its rank, its host and its GPU where the worker reported one."""
     from gpuready.core import figures
 
     training = result.metrics.get("training") or {}
@@ -188,3 +189,7 @@ def record_figures(result: RunResult) -> None:
         for key, (name, unit) in SIZE_FIGURES.items():
             if isinstance(row.get(key), int | float):
                 figures.record(result, name, unit, row[key], **labels)
+        for rank in row.get("ranks") or []:
+            if isinstance(rank, dict) and isinstance(rank.get("images_per_second"), int | float):
+                whose = {**labels, "host": rank.get("host", ""), "rank": rank.get("rank"), "gpu": rank.get("gpu")}
+                figures.record(result, "training_rank", "images/s", rank["images_per_second"], **whose)

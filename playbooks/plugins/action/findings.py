@@ -14,7 +14,7 @@ from ansible.module_utils.six import string_types
 from ansible.plugins.action import ActionBase
 
 FACT = "gpuready_checks"
-STATUSES = ("passed", "failed", "skipped", "error")
+STATUSES = ("passed", "failed", "skipped", "error", "pending")
 FIELDS = ("id", "status", "message", "evidence", "remedy", "host")
 
 

@@ -17,7 +17,7 @@ description:
   - Runs on the controller; changes nothing on the host. Supports check mode.
 options:
   findings:
-    description: The findings, each with C(id), C(status) (passed, failed, skipped, error), C(message),
+    description: The findings, each with C(id), C(status) (passed, failed, skipped, error, pending), C(message),
       C(evidence) and C(remedy); optionally C(host), the machine the finding is about when it is not the
       inventory host the task ran for (a Kubernetes node marked from the control plane host).
     type: list

@@ -116,3 +116,19 @@ def test_figures_are_written_in_base_units_per_host_and_gpu() -> None:
     assert images == 812.5 and labels["workers"] == "8" and labels["device"] == "GPU"
     [(_, ratio)] = series(text, "gpuready_training_scaling_efficiency_ratio")
     assert ratio == 0.968
+
+
+def test_the_metrics_textfile_counts_pending_and_promtool_accepts_it() -> None:
+    """A check left pending (ATS until each ESXi host reboots) is counted as such; the run passed."""
+    from gpuready.core.results import PENDING
+    from tests.unit.core.test_pending import provision_run
+
+    text = render(provision_run())
+    checked = check_metrics(text)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    counts = {s["status"]: v for s, v in series(text, "gpuready_run_checks")}
+    assert counts[PENDING] == 2 and counts["skipped"] == 1
+    [state] = [s["status"] for s, v in series(text, "gpuready_run_status") if v == 1]
+    assert state == "passed"
+    results = {(s["check"], s["status"]): v for s, v in series(text, "gpuready_check_results")}
+    assert results[("vsphere.ats_reboot", PENDING)] == 2

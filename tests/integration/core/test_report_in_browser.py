@@ -212,6 +212,12 @@ def test_lab_runs_in_chromium(component: str, command: str, tmp_path: Path) -> N
     assert rows and inventory in page.root.by_id("run").all_text
     if status == "failed":
         assert page.root.find_all("article", **{"class": "finding"})
+    if command == "provision cluster":
+        # ATS is set, pending until each ESXi host reboots: one reason, and what to do for each host.
+        [pending] = page.root.by_id("pending").find_all("article", **{"class": "pending"})
+        assert "vsphere.ats_reboot: pending" in pending.all_text
+        [todo] = pending.find_all("pre", **{"class": "remedy"})
+        assert "put DC0_H0 in maintenance mode" in todo.all_text and "put DC0_H1" in todo.all_text
 
 
 def test_a_training_run_in_chromium(tmp_path: Path) -> None:

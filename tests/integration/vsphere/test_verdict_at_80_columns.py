@@ -43,4 +43,6 @@ def test_read_back_and_plan_fit_one_screen(vcsim: Vcsim, env: dict[str, str], ar
     # What only the user can do, without -v.
     assert "  → put DC0_H0 in maintenance mode and reboot it (vsphere.ats_reboot)" in text
     assert "  → put DC0_H1 in maintenance mode and reboot it (vsphere.ats_reboot)" in text
+    # ATS is pending on both ESXi hosts: one line, its reason naming neither.
+    assert "  ATS would be set; effective at the next boot: 2 checks (vsphere.ats_reboot)" in text
     assert all(len(line) <= 80 for line in plan.stderr.splitlines() if not line.startswith(("plan: ", "provision ")))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import socket
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,14 @@ def test_each_size_prints_its_start_and_end_and_its_figures_go_to_the_metrics_fi
         assert f"{value:.1f} images/s" in lines[ends[workers - 1]]
     efficiency = {int(s["workers"]): v for s, v in series(text, "gpuready_training_scaling_efficiency_ratio")}
     assert efficiency == {n: row["efficiency"] for n, row in sizes.items()}
+    # Each worker's own images/s, by rank and host (no GPU label: the workers ran on the CPU).
+    found = series(text, "gpuready_training_rank_images_per_second")
+    ranks = {(int(s["workers"]), int(s["rank"])): (s, v) for s, v in found}
+    assert set(ranks) == {(1, 0), (2, 0), (2, 1)}
+    for (workers, rank), (labels, value) in ranks.items():
+        [worker] = [r for r in sizes[workers]["ranks"] if r["rank"] == rank]
+        assert value == worker["images_per_second"] > 0
+        assert labels["host"] == socket.gethostname() and labels["device"] == "CPU" and "gpu" not in labels
+    for workers, row in sizes.items():
+        per_rank = sum(v for (n, _), (_, v) in ranks.items() if n == workers)
+        assert per_rank == pytest.approx(row["images_per_second"], abs=0.01)

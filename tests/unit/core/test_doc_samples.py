@@ -3,6 +3,7 @@ compares (run folders, times and sizes normalised)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,20 +16,22 @@ SCRIPT = ROOT / "scripts" / "record-doc-samples"
 START = "<!-- recorded: run by scripts/record-doc-samples -->"
 
 
-def check(*files: Path) -> subprocess.CompletedProcess[str]:
+def check(*files: Path, lab: str = "", timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """``record-doc-samples --check`` on ``files`` (default: every doc), only the samples of ``lab`` when given."""
     return subprocess.run(
-        [sys.executable, str(SCRIPT), "--check", *map(str, files)],
+        [sys.executable, str(SCRIPT), "--check", *(["--lab", lab] if lab else []), *map(str, files)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         cwd=ROOT,
     )
 
 
 @pytest.mark.slow
-def test_every_recorded_sample_still_matches_what_its_commands_print() -> None:
+def test_every_recorded_sample_without_a_lab_still_matches_what_its_commands_print() -> None:
+    """The samples that need a lab are checked with their lab's tests (tests/integration/*/test_doc_samples.py)."""
     assert START in (ROOT / "README.md").read_text()  # the tour's sample is one of them
-    done = check()
+    done = check(lab="none")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -58,3 +61,61 @@ def test_recording_rewrites_only_the_sample(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     printed = "inventories/local\nnext: gpuready inventory check -i inventories/local\n"
     assert page.read_text() == _page(tmp_path / "again", printed).read_text()
+
+
+def _sample(tmp_path: Path, body: str, options: str = "") -> Path:
+    page = tmp_path / "sample.md"
+    start = START.replace(" -->", f"{options} -->")
+    page.write_text(f"{start}\n```console\n{body}```\n<!-- /recorded -->\n")
+    return page
+
+
+def test_a_sample_is_one_shell_session_what_one_command_exports_the_next_has(tmp_path: Path) -> None:
+    body = "$ export SAMPLE_WORD=kept\n$ echo $SAMPLE_WORD\nkept\n"
+    assert check(_sample(tmp_path, body)).returncode == 0
+    done = check(_sample(tmp_path, body.removesuffix("kept\n") + "lost\n"))  # as if the export were lost
+    assert done.returncode == 1 and "+kept" in done.stdout
+
+
+def test_a_sample_whose_figures_vary_is_compared_without_its_numbers_only(tmp_path: Path) -> None:
+    body = "$ echo '│ 1 │ 11.79 │ 100.0% │'\n│ 1 │ 120.5 │ 99.5% │\n"
+    assert check(_sample(tmp_path, body)).returncode == 1  # measured figures differ from run to run
+    assert check(_sample(tmp_path, body, "; varies: figures")).returncode == 0
+    # Anything but the numbers still counts.
+    drifted = body.replace("│ 1 │ 120.5 │ 99.5% │", "│ 1 │ 120.5 │ 99.5% │ extra │")
+    assert check(_sample(tmp_path, drifted, "; varies: figures")).returncode == 1
+
+
+def test_the_samples_are_grouped_by_the_lab_or_run_they_need(tmp_path: Path) -> None:
+    page = tmp_path / "labs.md"
+    page.write_text(
+        f"{START.replace(' -->', '; lab: nodes -->')}\n```console\n$ false\n```\n<!-- /recorded -->\n"
+        f"{START}\n```console\n$ gpuready lab up --components kubernetes\n```\n<!-- /recorded -->\n"
+    )
+    # Neither is run for the samples that need no lab: the check passes without bringing a lab up.
+    done = check(page, lab="none")
+    assert done.returncode == 0 and not done.stdout, done.stdout + done.stderr
+
+
+#: A fenced block of gpuready's console output: a gpuready command typed, a refusal, or a verdict's first line.
+CONSOLE = re.compile(
+    r"^(\$ gpuready |gpuready: error: |(validate|provision) [a-z-]+( \(check mode\))?: (PASSED|FAILED|ERROR)\b)", re.M
+)
+FENCE = re.compile(r"^```[a-z]*\n(.*?)^```\n", re.M | re.S)
+RECORDED = re.compile(r"<!-- recorded: run by scripts/record-doc-samples[^>]*-->\n$")
+#: A sample no test can re-run here (a Slurm cluster, a Debian root), marked so with the reason.
+NOT_RECORDED = re.compile(r"<!-- not recorded: [^>]{12,} -->\n$")
+
+
+def test_every_console_sample_of_gpuready_in_the_docs_is_recorded_or_says_why_not() -> None:
+    unmarked = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        for block in FENCE.finditer(text):
+            if not CONSOLE.search(block.group(1)):
+                continue
+            before = text[: block.start()]
+            if RECORDED.search(before) or NOT_RECORDED.search(before):
+                continue
+            unmarked.append(f"{page.relative_to(ROOT)}:{before.count(chr(10)) + 1}")
+    assert not unmarked, f"console samples neither recorded nor marked <!-- not recorded: why -->: {unmarked}"

@@ -54,13 +54,13 @@ def test_report_md_has_the_same_shape(tmp_path: Path) -> None:
     reports.write_all(run, tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert len(report.splitlines()) < 120
-    assert "| driver.version | 987 | 10 | 0 | 0 | 10: gn0007, gn0107, gn0207 +7 more — " + OLD_DRIVER in report
+    assert "| driver.version | 987 | 10 | 0 | 0 | 0 | 10: gn0007, gn0107, gn0207 +7 more — " + OLD_DRIVER in report
     assert "### gpu.ecc_volatile — failed on 2 host(s)" in report and "- hosts: gn0013, gn0512" in report
     summary, hosts = report.split("\n## Hosts\n")
     assert "gn0500" not in summary  # the summary and the failures name only failing hosts
     # Every host's verdict, healthy ones included, with hosts of identical verdicts on one row.
     [healthy] = [line for line in hosts.splitlines() if line.startswith("| passed |")]
-    assert "gn0500" in healthy and "| 981 |" in healthy and healthy.endswith("| node.ib_ports |")
+    assert "gn0500" in healthy and "| 981 |" in healthy and healthy.endswith("| node.ib_ports |  |")
     assert "| failed | gn0013, gn0512 | 2 | gpu.ecc_volatile |  | node.ib_ports |" in hosts
     assert "| the node class has no fabric ports | node.ib_ports | 997 | gn0000, gn0001," in hosts
     reports.write_all(run, tmp_path, every_row=True)

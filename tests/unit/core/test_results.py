@@ -56,7 +56,7 @@ def test_writers_produce_summary_junit_report_and_failure_marker(tmp_path: Path)
     reports.write_all(run, tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "error"
-    assert summary["counts"] == {"passed": 1, "failed": 1, "skipped": 1, "error": 1}
+    assert summary["counts"] == {"passed": 1, "failed": 1, "skipped": 1, "error": 1, "pending": 0}
     assert summary["checks"][1] == {
         "id": "gpu.count",
         "host": "gpu01",

@@ -167,6 +167,21 @@ def test_report_md_remedy_carries_the_inventory_and_every_host(tmp_path: Path) -
     assert "gpuready provision cluster -i 'inventories/site a' --limit gn0007,gn0008" in report
 
 
+def test_report_html_remedy_is_the_one_the_terminal_and_report_md_show(tmp_path: Path) -> None:
+    from tests.browser import Dom
+
+    run = fleet(10, TEN)
+    reports.write_all(run, tmp_path)
+    page = Dom()
+    page.feed((tmp_path / "report.html").read_text(encoding="utf-8"))
+    findings = {a.find_all("h3")[0].all_text: a for a in page.root.find_all("article", **{"class": "finding"})}
+    pinned = findings["driver.version: failed on 2 host(s)"]
+    [remedy] = [pre.all_text for pre in pinned.find_all("pre", **{"class": "remedy"})]
+    assert "gpuready provision cluster -i 'inventories/site a' --limit gn0007,gn0008" in remedy
+    assert remedy in (tmp_path / "report.md").read_text()
+    assert " ".join(remedy.split()) in " ".join(" ".join(shown(run)).split())
+
+
 def test_control_bytes_a_node_printed_are_shown_not_obeyed() -> None:
     run = RunResult(command="validate gpu-node", inventory="inv")
     run.add(failed("gpu.xid", "gn0001", "Xid 69: ErrorCode \x1b[31m\x00\x010000000c"))

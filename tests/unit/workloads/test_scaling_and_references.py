@@ -27,6 +27,17 @@ def test_sweep_figures_from_step_times() -> None:
     assert rows[1]["step_time_median_s"] == 0.75
 
 
+def test_each_worker_keeps_its_own_images_per_second_rank_host_and_gpu() -> None:
+    gpu = {**_rank(1, [1.0, 1.0]), "host": "gn02", "gpu_index": 3}  # 8 images/s
+    cpu = {**_rank(0, [0.5, 0.5]), "host": "gn01", "gpu_index": None}  # 16 images/s
+    (row,) = scaling.sweep_figures({2: [gpu, cpu]})
+    assert row["ranks"] == [
+        {"rank": 0, "host": "gn01", "images_per_second": 16.0},
+        {"rank": 1, "host": "gn02", "gpu": 3, "images_per_second": 8.0},
+    ]
+    assert sum(r["images_per_second"] for r in row["ranks"]) == row["images_per_second"]
+
+
 def test_no_efficiency_without_a_one_worker_run() -> None:
     (row,) = scaling.sweep_figures({4: [_rank(i, [1.0]) for i in range(4)]})
     assert row["efficiency"] is None and row["images_per_second"] == 32.0
