@@ -46,7 +46,7 @@ def _first_groups(pytester: pytest.Pytester, seconds: dict[str, float]) -> list[
 
 def test_the_longest_recorded_groups_go_first_whatever_their_test_count(pytester: pytest.Pytester) -> None:
     seconds = {**dict.fromkeys(MANY, 0.1), **dict.fromkeys(KUBE, 100.0), ROOTS[0]: 500.0}
-    assert _first_groups(pytester, seconds) == ["debian-roots", "kubernetes"]
+    assert _first_groups(pytester, seconds) == ["tests/integration/provision/test_debian_root.py", "kubernetes"]
 
 
 def test_without_a_record_the_groups_with_most_tests_go_first(pytester: pytest.Pytester) -> None:
