@@ -91,14 +91,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 #: Tests that share a lab run on one pytest-xdist worker, one after the other: by path under tests/, the first
 #: match wins. The Kubernetes modules share one control plane for the session (kubernetes/conftest.py), the
-#: nodes lab's hosts take fixed names and addresses. Every other test runs with the rest of its module, so a
-#: module's fixtures (a lab, a Debian root, an installed wheel) are built once, not once per worker; the
-#: Debian-root modules share only the cached root tarball, built behind a lock, and so run side by side.
+#: nodes lab's hosts take fixed names and addresses, and the two PyTorch modules read one real sweep
+#: (workloads/conftest.py). Every other test runs with the rest of its module, so a module's fixtures (a lab,
+#: a Debian root, an installed wheel) are built once, not once per worker; the Debian-root modules share only
+#: the cached root tarball, built behind a lock, and so run side by side.
 LAB_GROUPS = (
     ("tests/integration/kubernetes/", "kubernetes"),
     ("tests/integration/vsphere/", "vcsim"),
     ("tests/integration/node/", "nodes-lab"),
     ("tests/integration/provision/test_reads_over_ssh.py", "nodes-lab"),
+    ("tests/integration/workloads/test_pytorch_run.py", "pytorch-cpu-sweep"),
+    ("tests/integration/workloads/test_training_progress_and_metrics.py", "pytorch-cpu-sweep"),
 )
 
 
