@@ -42,8 +42,9 @@ def provisioned(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> It
     rc, _, err, summary = lab.run("provision", "cluster", "--tags", "kubernetes", artifacts=runs)
     assert rc == 0, err
     yield {**summary, "runs": str(runs)}
-    # The shared lab as it was (test_remove_... also removes, but may not have run).
-    lab.run("provision", "cluster", "--tags", "kubernetes", "--remove", artifacts=runs / "restore")
+    # The shared lab as it was: test_remove_... removes what gpuready applied, unless it did not run.
+    if lab.kubectl.run("get", "daemonset", "-n", "kube-system", DS, check=False).returncode == 0:
+        lab.run("provision", "cluster", "--tags", "kubernetes", "--remove", artifacts=runs / "restore")
     lab.kubectl.run("label", "node", "stor2.lab.local", f"{LABEL}-")
 
 
