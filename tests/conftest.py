@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests import scheduling
+
 # Property tests judge behaviour, not speed: a loaded machine (CI beside other jobs) must not turn
 # hypothesis' generation-time health check or per-example deadline into a failure.
 settings.register_profile("gpuready", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -79,22 +81,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     Under pytest-xdist only the controller writes it, once every worker has reported: a worker's end says
     nothing of the others."""
+    if hasattr(session.config, "workerinput"):
+        return
+    scheduling.save(_measured)
     finished = os.environ.get("GPUREADY_TEST_FINISHED")
-    if finished and not hasattr(session.config, "workerinput"):
+    if finished:
         Path(finished).write_text(f"{int(exitstatus)}\n")
 
 
-#: Tests that share a lab run on one pytest-xdist worker, one after the other, so two control planes never
-#: compete for the CPUs: by path under tests/, the first match wins. Every other test runs with the rest of
-#: its module, so a module's fixtures (a lab, an installed wheel) are built once, not once per worker.
+#: Tests that share a lab run on one pytest-xdist worker, one after the other: by path under tests/, the first
+#: match wins. The Kubernetes modules share one control plane for the session (kubernetes/conftest.py), the
+#: nodes lab's hosts take fixed names and addresses, and the two PyTorch modules read one real sweep
+#: (workloads/conftest.py). Every other test runs with the rest of its module, so a module's fixtures (a lab,
+#: a Debian root, an installed wheel) are built once, not once per worker; the Debian-root modules share only
+#: the cached root tarball, built behind a lock, and so run side by side.
 LAB_GROUPS = (
     ("tests/integration/kubernetes/", "kubernetes"),
     ("tests/integration/vsphere/", "vcsim"),
     ("tests/integration/node/", "nodes-lab"),
     ("tests/integration/provision/test_reads_over_ssh.py", "nodes-lab"),
-    ("tests/integration/provision/test_debian_root.py", "debian-roots"),
-    ("tests/integration/provision/test_dcgm.py", "debian-roots"),
-    ("tests/integration/provision/test_mpi_ssh.py", "debian-roots"),
+    ("tests/integration/workloads/test_pytorch_run.py", "pytorch-cpu-sweep"),
+    ("tests/integration/workloads/test_training_progress_and_metrics.py", "pytorch-cpu-sweep"),
 )
 
 
@@ -105,20 +112,25 @@ def xdist_group(nodeid: str) -> str:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup`` with the groups of :data:`LAB_GROUPS`, worked out from the test ids.
+    """``--dist loadgroup`` with the groups of :data:`LAB_GROUPS`, worked out from the test ids, longest group first.
 
     pytest-xdist 3.8 passes ``xdist_group`` marks to its scheduler by renaming each test id, which pytest
     9.2's structured ids no longer take (pytest-dev/pytest-xdist#1386): the marks would be ignored silently.
-    The scheduler below groups by id instead, whatever pytest does with them."""
+    The scheduler below groups by id instead, whatever pytest does with them, and hands out the groups by the
+    durations the previous runs recorded (tests/scheduling.py)."""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class LabScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return xdist_group(nodeid)
+    return scheduling.longest_first(LoadScopeScheduling, xdist_group, scheduling.load())(config, log)
 
-    return LabScheduling(config, log)
+
+#: Each test's duration in this run (setup, call and teardown), as the controller hears of it.
+_measured: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _measured[report.nodeid] = _measured.get(report.nodeid, 0.0) + report.duration
 
 
 @contextlib.contextmanager

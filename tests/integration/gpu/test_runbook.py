@@ -20,10 +20,10 @@ from gpuready.validate.node.checks import (
     NVBANDWIDTH_COMMAND,
     PREFETCH,
     PROBE_COMMAND,
-    SAMPLES,
     perf_commands,
     run_catalogue,
 )
+from gpuready.validate.node.checks.commands import SAMPLES
 from gpuready.validate.node.node import Answer, Node
 from tests.conftest import ROOT, require
 

@@ -4,15 +4,18 @@ as a user does (`gpuready lab up`), and kubectl as the independent client that r
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.conftest import gpuready, require
 from tests.processes import Child, leftovers
@@ -103,3 +106,93 @@ def lab_up_midway(lab: Path, env: dict[str, str]) -> Child:
                 os.kill(int(line.split(":")[0]), signal.SIGKILL)
         raise
     return up
+
+
+#: Kinds that record what happened rather than what is: they grow with every run and are left out of a lab's state.
+HISTORY = {"events", "events.events.k8s.io"}
+
+
+def lab_state(lab: LabCluster) -> dict[str, Any]:
+    """What a module could leave behind in a lab: every object the API lists (but events), each node's labels,
+    taints, gpuready's annotations and GPUs, and the inventory `lab up` wrote."""
+    listed = lab.kubectl.run("api-resources", "--verbs=list", "-o", "name").stdout.split()
+    kinds = [kind for kind in listed if kind not in HISTORY]
+    state: dict[str, Any] = {}
+    for item in lab.kubectl.json("get", ",".join(kinds), "-A")["items"]:
+        meta = item["metadata"]
+        key = f"{item['kind']} {meta.get('namespace', '')}/{meta['name']}".replace(" /", " ")
+        state[key] = None
+        if item["kind"] == "Node":
+            state[key] = {
+                "labels": meta.get("labels", {}),
+                "taints": item["spec"].get("taints", []),
+                "annotations": {k: v for k, v in meta.get("annotations", {}).items() if k.startswith("gpuready")},
+                "gpus": item["status"].get("allocatable", {}).get("nvidia.com/gpu", "0"),
+            }
+    for path in sorted(Path(lab.inventory).rglob("*")):
+        if path.is_file():
+            state[f"inventory {path.relative_to(lab.inventory)}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+def state_changes(base: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    added = [f"+ {key}" for key in sorted(now.keys() - base.keys())]
+    gone = [f"- {key}" for key in sorted(base.keys() - now.keys())]
+    changed = [f"~ {key}: {now[key]}" for key in sorted(base.keys() & now.keys()) if base[key] != now[key]]
+    return added + gone + changed
+
+
+class SharedLab:
+    """The session's default lab (`lab up --components kubernetes`), started when a module first asks for it,
+    and the state it had then, which every module must leave it in."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self.factory = factory
+        self.cluster: LabCluster | None = None
+        self.base: dict[str, Any] = {}
+
+    def get(self) -> LabCluster:
+        if self.cluster is None:
+            self.cluster = LabCluster(self.factory.mktemp("shared-lab"))
+            self.base = lab_state(self.cluster)
+        return self.cluster
+
+    def changes(self, settle: float = 60) -> list[str]:
+        """What differs from the base state, once the controllers had ``settle`` seconds to finish (the garbage
+        collector removes a deleted DaemonSet's pods, the device stand-in the GPUs of a node without a plugin)."""
+        assert self.cluster is not None
+        deadline = time.monotonic() + settle
+        while True:
+            changes = state_changes(self.base, lab_state(self.cluster))
+            if not changes or time.monotonic() > deadline:
+                return changes
+            time.sleep(1)
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.down()
+            self.cluster = None
+
+
+@pytest.fixture(scope="session")
+def shared_labs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedLab]:
+    shared = SharedLab(tmp_path_factory)
+    yield shared
+    shared.close()
+
+
+@pytest.fixture(scope="module")
+def lab(shared_labs: SharedLab, request: pytest.FixtureRequest) -> Iterator[LabCluster]:
+    """The default lab, shared by every module of this folder that does not define its own ``lab``.
+
+    Starting a control plane costs more than most modules' tests, so the session starts it once (the
+    Kubernetes group runs on one xdist worker). A module that changes the lab puts back what it changed in
+    its own fixtures' teardown; here, after them, the lab is compared with the state it had after `lab up`.
+    What a module left behind fails that module, and the lab is started anew, so the next module still
+    finds it as `lab up` left it. A module that breaks the lab on purpose (stopped API server, faulty
+    nodes, another flavour) defines its own ``lab``."""
+    yield shared_labs.get()
+    left = shared_labs.changes()
+    if left:
+        shared_labs.close()
+        pytest.fail(f"{request.module.__name__} left the shared Kubernetes lab changed: {'; '.join(left)}")

@@ -35,20 +35,17 @@ def _checks(summary: dict) -> dict[tuple[str, str], dict]:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
-    cluster = LabCluster(tmp_path_factory.mktemp("lab"))
-    yield cluster
-    cluster.down()
-
-
-@pytest.fixture(scope="module")
-def provisioned(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> dict:
+def provisioned(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     # An admin labelled stor2 before gpuready came: --remove must leave that label alone.
     lab.kubectl.run("label", "node", "stor2.lab.local", f"{LABEL}=true")
     runs = tmp_path_factory.mktemp("runs")
     rc, _, err, summary = lab.run("provision", "cluster", "--tags", "kubernetes", artifacts=runs)
     assert rc == 0, err
-    return {**summary, "runs": str(runs)}
+    yield {**summary, "runs": str(runs)}
+    # The shared lab as it was: test_remove_... removes what gpuready applied, unless it did not run.
+    if lab.kubectl.run("get", "daemonset", "-n", "kube-system", DS, check=False).returncode == 0:
+        lab.run("provision", "cluster", "--tags", "kubernetes", "--remove", artifacts=runs / "restore")
+    lab.kubectl.run("label", "node", "stor2.lab.local", f"{LABEL}-")
 
 
 def test_the_lab_runs_the_pinned_release_of_the_real_control_plane(lab: LabCluster) -> None:

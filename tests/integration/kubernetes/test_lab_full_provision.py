@@ -18,13 +18,6 @@ from tests.integration.kubernetes.conftest import LabCluster
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
-    cluster = LabCluster(tmp_path_factory.mktemp("lab"))
-    yield cluster
-    cluster.down()
-
-
 def plays_and_hosts(runs: Path) -> dict[str, set[str]]:
     """Each play of the latest run and the hosts it ran tasks on, from ansible-runner's events."""
     run = sorted(p for p in runs.iterdir() if p.is_dir())[-1]
@@ -39,7 +32,14 @@ def plays_and_hosts(runs: Path) -> dict[str, set[str]]:
     return seen
 
 
-def test_provision_without_tags_then_again_then_validate(lab: LabCluster, tmp_path: Path) -> None:
+@pytest.fixture
+def removed_after(lab: LabCluster, tmp_path: Path) -> Iterator[None]:
+    """The shared lab as it was, once the test is done."""
+    yield
+    lab.run("provision", "cluster", "--remove", artifacts=tmp_path / "restore")
+
+
+def test_provision_without_tags_then_again_then_validate(lab: LabCluster, tmp_path: Path, removed_after: None) -> None:
     hosts = yaml.safe_load((Path(lab.inventory) / "hosts.yml").read_text())
     nodes = sorted(hosts["gpu_nodes"]["children"]["kube_only_nodes"]["hosts"])
 

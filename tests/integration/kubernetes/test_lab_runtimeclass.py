@@ -26,14 +26,7 @@ DS = "nvidia-device-plugin-daemonset"
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
-    cluster = LabCluster(tmp_path_factory.mktemp("lab"))
-    yield cluster
-    cluster.down()
-
-
-@pytest.fixture(scope="module")
-def inventory(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def inventory(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The lab's inventory with the NVIDIA runtime offered through a RuntimeClass, provisioned."""
     inventory = tmp_path_factory.mktemp("inv") / "inventory"
     shutil.copytree(lab.inventory, inventory)
@@ -43,11 +36,12 @@ def inventory(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Path
     # A pod pinned to a node that is not there stays Pending: say so within a minute, not five.
     settings["gpuready"]["kubernetes"]["pod_timeout_s"] = 60
     settings_file.write_text(yaml.safe_dump(settings))
-    rc, out, err, _ = lab.run(
-        "provision", "cluster", "--tags", "kubernetes", artifacts=tmp_path_factory.mktemp("runs"), inventory=inventory
-    )
+    runs = tmp_path_factory.mktemp("runs")
+    rc, out, err, _ = lab.run("provision", "cluster", "--tags", "kubernetes", artifacts=runs, inventory=inventory)
     assert rc == 0, out + err
-    return inventory
+    yield inventory
+    # The shared lab as it was.
+    lab.run("provision", "cluster", "--tags", "kubernetes", "--remove", artifacts=runs / "restore", inventory=inventory)
 
 
 def _watched_pods(lab: LabCluster, run: Any) -> tuple[Any, list[dict[str, Any]]]:

@@ -14,7 +14,6 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,13 +30,6 @@ pytestmark = pytest.mark.slow
 NAMESPACE = "gpuready-training"
 PLAN = Plan(model="resnet50", batch_size=4, image_size=32, steps=3, warmup_steps=1)
 TINY = ["--model", "resnet50", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"]
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
-    cluster = LabCluster(tmp_path_factory.mktemp("lab"))
-    yield cluster
-    cluster.down()
 
 
 def _job(kind: str, framework: str = "tensorflow", gpus_per_node: int = 1) -> dict[str, Any]:

@@ -29,24 +29,20 @@ GPU_TAINT = "nvidia.com/gpu"
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A healthy and an ECC-faulty GPU host, and a cluster with a kwok node of each one's name."""
+def site(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A healthy and an ECC-faulty GPU host, and the shared lab with a kwok node of each one's name (taken
+    away again at the end, with what gpuready marked on them)."""
     hosts_gen = start(tmp_path_factory.mktemp("hosts"), ["a100-x4", "ecc-errors"])
     hosts = next(hosts_gen)
+    names = {h["profile"]: h["name"] for h in hosts["hosts"]}
     try:
-        lab = LabCluster(tmp_path_factory.mktemp("lab"))
-    except BaseException:
-        next(hosts_gen, None)
-        raise
-    try:
-        names = {h["profile"]: h["name"] for h in hosts["hosts"]}
         nodes = [kwok_config.node({"name": n, "profile": "t4", "fault": ""}, PROFILES["t4"]) for n in names.values()]
         lab.kubectl.run("create", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes}))
         # An admin's label and the GPU taint the nodes already carry must survive every mark.
         lab.kubectl.run("label", "node", names["a100-x4"], "rack=r1")
         yield {"lab": lab, "hosts": hosts, "ok": names["a100-x4"], "bad": names["ecc-errors"]}
     finally:
-        lab.down()
+        lab.kubectl.run("delete", "node", "--ignore-not-found", *names.values())
         next(hosts_gen, None)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,6 @@ from tests.integration.kubernetes.conftest import LabCluster
 from tests.verdict_shape import assert_fits, failing_lines
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
-    cluster = LabCluster(tmp_path_factory.mktemp("lab"))
-    yield cluster
-    cluster.down()
 
 
 def run(lab: LabCluster, artifacts: Path, *args: str) -> tuple[int, list[str], str]:

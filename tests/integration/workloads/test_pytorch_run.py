@@ -14,12 +14,10 @@ import pytest
 
 from gpuready.workloads.dataset import tfrecord
 from tests.conftest import gpuready, import_torch_stack, require
+from tests.integration.workloads.conftest import PYTORCH_CPU, Sweep
 
 pytestmark = pytest.mark.slow
-TINY = [
-    *("--framework", "pytorch", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"),
-    "--cpu",
-]
+TINY = PYTORCH_CPU
 
 
 def _need_torch() -> None:
@@ -35,10 +33,9 @@ def _summary(artifacts: Path) -> tuple[Path, dict]:
     return run, json.loads((run / "summary.json").read_text())
 
 
-def test_ddp_sweep_of_1_and_2_cpu_workers_reports_figures(artifacts: Path) -> None:
-    _need_torch()
-    done = gpuready("validate", "training", "--gpus", "1,2", *TINY, "--artifacts", str(artifacts))
-    run, summary = _summary(artifacts)
+def test_ddp_sweep_of_1_and_2_cpu_workers_reports_figures(pytorch_cpu_sweep: Sweep) -> None:
+    done = pytorch_cpu_sweep.done
+    run, summary = _summary(pytorch_cpu_sweep.runs)
     assert done.returncode == 0, done.stdout + done.stderr
     training = summary["metrics"]["training"]
     assert training["framework"] == "pytorch" and training["distribution"] == "ddp"

@@ -1,34 +1,24 @@
 """`validate training`: each size says when it starts and when it ends, and `--metrics` writes every size's
-figures, labelled CPU, in a textfile Prometheus's promtool accepts. A real DDP sweep on this machine's CPU."""
+figures, labelled CPU, in a textfile Prometheus's promtool accepts. A real DDP sweep on this machine's CPU,
+shared with test_pytorch_run.py (conftest.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import socket
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import gpuready, require
 from tests.integration.core.test_metrics_textfile import series
+from tests.integration.workloads.conftest import Sweep
 from tests.promtool import check_metrics
 
 pytestmark = pytest.mark.slow
-TINY = [
-    *("--framework", "pytorch", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"),
-    "--cpu",
-]
 
 
-def test_each_size_prints_its_start_and_end_and_its_figures_go_to_the_metrics_file(tmp_path: Path) -> None:
-    require(
-        importlib.util.find_spec("torch") and importlib.util.find_spec("torchvision"),
-        "torch and torchvision not installed (make .venv/.stamp-torch)",
-    )
-    runs, prom = tmp_path / "runs", tmp_path / "training.prom"
-    done = gpuready("validate", "training", "--gpus", "1,2", *TINY, "--artifacts", str(runs), "--metrics", str(prom))
+def test_each_size_prints_its_start_and_end_and_its_figures_go_to_the_metrics_file(pytorch_cpu_sweep: Sweep) -> None:
+    done, runs, prom = pytorch_cpu_sweep.done, pytorch_cpu_sweep.runs, pytorch_cpu_sweep.metrics
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stderr.splitlines()
     starts = [i for i, line in enumerate(lines) if line.startswith("training densenet121 on ")]
