@@ -1,8 +1,9 @@
 """The Debian components NVIDIA's packages need (contrib) reach every Debian archive a node reads, -security included.
 
 Real parts: the recorded `apt-cache policy` and the deb822 sources of a Debian 12 node as Debian's official container
-image ships it (tests/fixtures/apt/SOURCES.md), the driver role's components task file run by Ansible on this machine,
-and apt itself (`apt-get indextargets`), asked which indexes the node's sources and the written file together name.
+image ships it (tests/fixtures/apt/SOURCES.md), the role's reading of the sources (its raw command, run here), the
+driver role's components task file run by Ansible on this machine, and apt itself (`apt-get indextargets`), asked
+which indexes the node's sources and the written file together name.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,9 +20,23 @@ from tests.unit.provision.local_play import collection_filter, run_role_tasks
 
 FIXTURES = ROOT / "tests" / "fixtures" / "apt"
 POLICY = (FIXTURES / "debian12-apt-cache-policy.txt").read_text()
-debian_missing_components = collection_filter("debian_missing_components", "apt_components")
+apt_sources_command = collection_filter("apt_sources_command", "apt_sources")
+debian_missing_components = collection_filter("debian_missing_components", "apt_sources")
 
 pytestmark = pytest.mark.skipif(shutil.which("apt-get") is None, reason="needs apt (Debian)")
+
+
+def _etc(tmp_path: Path) -> Path:
+    """/etc/apt of the recorded node: Debian's debian.sources only."""
+    etc = tmp_path / "etc" / "apt"
+    (etc / "sources.list.d").mkdir(parents=True)
+    shutil.copy(FIXTURES / "debian12-debian.sources", etc / "sources.list.d" / "debian.sources")
+    return etc
+
+
+def _read(etc: Path) -> str:
+    read = subprocess.run(["sh", "-c", apt_sources_command(str(etc))], capture_output=True, text=True, check=True)
+    return read.stdout
 
 
 def _index_targets(parts: Path, lists: Path) -> set[tuple[str, str, str]]:
@@ -48,28 +64,41 @@ def _index_targets(parts: Path, lists: Path) -> set[tuple[str, str, str]]:
     return {(site, suite, component) for site, suite, component, kind in rows if kind == "Packages"}
 
 
-def test_every_debian_archive_of_the_node_lacking_contrib_is_named_at_its_own_uri() -> None:
-    assert debian_missing_components(POLICY, ["contrib"]) == [
+def test_every_debian_archive_of_the_node_lacking_contrib_is_named_at_its_own_uri(tmp_path: Path) -> None:
+    sources = _read(_etc(tmp_path))
+    assert debian_missing_components(POLICY, ["contrib"], sources) == [
         {"uri": "http://deb.debian.org/debian-security", "suites": ["bookworm-security"], "components": ["contrib"]},
         {"uri": "http://deb.debian.org/debian", "suites": ["bookworm-updates", "bookworm"], "components": ["contrib"]},
     ]
-    assert debian_missing_components(POLICY, ["main"]) == []
+    assert debian_missing_components(POLICY, ["main"], sources) == []
 
 
-def test_the_written_source_gives_contrib_to_the_release_updates_and_security_suites(tmp_path: Path) -> None:
-    parts = tmp_path / "sources.list.d"
-    parts.mkdir()
-    shutil.copy(FIXTURES / "debian12-debian.sources", parts / "debian.sources")
-    written = parts / "gpuready-debian-components.sources"
+def test_a_component_is_judged_by_the_sources_not_by_apts_list_of_indexes(tmp_path: Path) -> None:
+    """apt-cache policy leaves out an empty index (bookworm-updates has no contrib packages), so the policy alone
+    would ask for contrib there on every run: the sources say it is enabled."""
+    etc = _etc(tmp_path)
+    text = (etc / "sources.list.d" / "debian.sources").read_text()
+    (etc / "sources.list.d" / "debian.sources").write_text(text.replace("Components: main", "Components: main contrib"))
+    assert debian_missing_components(POLICY, ["contrib"], _read(etc)) == []
+
+
+def _run(tmp_path: Path, etc: Path) -> dict[str, Any]:
     role_vars = {
         "nvidia_driver_plan": {"components": ["contrib"]},
         "nvidia_driver_apt": {"policy": POLICY},
+        "nvidia_driver_sources_read": {"stdout": _read(etc)},
         "nvidia_driver_files": {"stdout": ""},
-        "nvidia_driver_components_sources": str(written),
+        "nvidia_driver_components_sources": str(etc / "sources.list.d" / "gpuready-debian-components.sources"),
     }
     stats, _ = run_role_tasks(tmp_path, "nvidia_driver", "components.yml", role_vars, "nvidia_driver_findings")
-    assert stats["changed"] == 1, written.read_text() if written.exists() else stats
-    node = _index_targets(parts, tmp_path / "lists")
+    return stats
+
+
+def test_the_written_source_gives_contrib_to_the_release_updates_and_security_suites(tmp_path: Path) -> None:
+    etc = _etc(tmp_path)
+    written = etc / "sources.list.d" / "gpuready-debian-components.sources"
+    assert _run(tmp_path, etc)["changed"] == 1
+    node = _index_targets(etc / "sources.list.d", tmp_path / "lists")
     archives = {(site, suite) for site, suite, _ in node}
     assert archives == {
         ("http://deb.debian.org/debian", "bookworm"),
@@ -78,3 +107,7 @@ def test_the_written_source_gives_contrib_to_the_release_updates_and_security_su
     }
     lacking = sorted(archive for archive in archives if (*archive, "contrib") not in node)
     assert lacking == [], written.read_text()
+    # The next run reads its own file among the sources and leaves it as it is: the content does not depend on it.
+    first = written.read_text()
+    assert _run(tmp_path, etc)["changed"] == 0
+    assert written.read_text() == first
