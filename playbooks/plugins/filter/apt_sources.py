@@ -33,9 +33,12 @@ description:
   - C(apt_source_for) reads that output and returns the first enabled C(deb) entry, one-line (sources.list(5)
     C(deb [signed-by=...] URI suite)) or deb822 (C(Types), C(URIs), C(Signed-By)), whose URI is the given one, in
     any file but the role's own. apt's C($(ARCH)) in a URI is the node's Debian architecture.
-  - C(debian_missing_components(wanted, sources, exclude)) reads C(apt-cache policy) output (C(LC_ALL=C), no
-    package arguments) and returns, per URI of the archives it names C(o=Debian), the suites whose entries in
-    C(sources) (that command's output, C(exclude) left out) lack some of the C(wanted) components, and which.
+  - C(debian_missing_components(wanted, sources, exclude, release)) reads C(apt-cache policy) output (C(LC_ALL=C),
+    no package arguments) and returns, per URI of the archives it names C(o=Debian), the suites whose entries in
+    C(sources) (that command's output, C(exclude) left out) lack some of the C(wanted) components, and which. Where
+    the policy names no archive (no package lists yet), the entries of C(sources) whose suite is the C(release)
+    codename or starts with it and a hyphen stand for the Debian archives; where there are none either, C(fallback)
+    (a list of C(uri) and C(suites)).
 options:
   _input:
     description: The command's standard output.
@@ -180,7 +183,7 @@ def _debian_archives(policy):
     return archives
 
 
-def debian_missing_components(policy, wanted, sources, exclude=""):
+def debian_missing_components(policy, wanted, sources, exclude="", release="", fallback=None):
     if not isinstance(policy, str) or not isinstance(sources, str):
         raise AnsibleFilterError("debian_missing_components: needs apt-cache policy's output and the sources read")
     if not isinstance(wanted, list) or not all(isinstance(c, str) for c in wanted):
@@ -189,8 +192,15 @@ def debian_missing_components(policy, wanted, sources, exclude=""):
     for _, (uri, _, suites, components) in _entries(sources, exclude):
         for suite in suites:
             enabled.setdefault((uri.rstrip("/"), suite), set()).update(components)
+    # Before the first `apt-get update` (a fresh root, an image whose lists were cleaned) the policy names no archive:
+    # the release's own suites in the sources stand for them then, so the next run, with the lists, finds the same.
+    archives = (
+        _debian_archives(policy)
+        or [archive for archive in enabled if release and archive[1].split("-")[0] == release]
+        or [(item["uri"].rstrip("/"), suite) for item in fallback or [] for suite in item["suites"]]
+    )
     by_uri = {}
-    for uri, suite in _debian_archives(policy):
+    for uri, suite in sorted(set(archives)):  # one order, whichever way the archives were found
         lack = tuple(c for c in wanted if c not in enabled.get((uri, suite), set()))
         if lack:
             by_uri.setdefault((uri, lack), []).append(suite)

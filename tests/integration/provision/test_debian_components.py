@@ -67,8 +67,8 @@ def _index_targets(parts: Path, lists: Path) -> set[tuple[str, str, str]]:
 def test_every_debian_archive_of_the_node_lacking_contrib_is_named_at_its_own_uri(tmp_path: Path) -> None:
     sources = _read(_etc(tmp_path))
     assert debian_missing_components(POLICY, ["contrib"], sources) == [
+        {"uri": "http://deb.debian.org/debian", "suites": ["bookworm", "bookworm-updates"], "components": ["contrib"]},
         {"uri": "http://deb.debian.org/debian-security", "suites": ["bookworm-security"], "components": ["contrib"]},
-        {"uri": "http://deb.debian.org/debian", "suites": ["bookworm-updates", "bookworm"], "components": ["contrib"]},
     ]
     assert debian_missing_components(POLICY, ["main"], sources) == []
 
@@ -82,6 +82,29 @@ def test_a_component_is_judged_by_the_sources_not_by_apts_list_of_indexes(tmp_pa
     assert debian_missing_components(POLICY, ["contrib"], _read(etc)) == []
 
 
+def test_before_the_first_update_the_release_suites_of_the_sources_stand_for_the_archives(tmp_path: Path) -> None:
+    """A fresh root (or an image whose package lists were cleaned) has a policy that names no archive: the first run
+    must name the same archives as the runs after `apt-get update`, or its file changes on the second run."""
+    etc = _etc(tmp_path)
+    (tmp_path / "lists").mkdir()
+    empty = subprocess.run(
+        ["apt-cache", "-o", f"Dir::State::Lists={tmp_path / 'lists'}", "-o", f"Dir::Etc={etc}", "policy"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"LC_ALL": "C", "PATH": "/usr/bin:/bin"},
+    ).stdout
+    assert "o=Debian" not in empty, empty
+    sources = _read(etc)
+    before = debian_missing_components(empty, ["contrib"], sources, "", "bookworm")
+    assert before == debian_missing_components(POLICY, ["contrib"], sources, "", "bookworm")
+    # No Debian source at all: the mirrors given.
+    mirrors = [{"uri": "http://mirror.example/debian", "suites": ["bookworm"]}]
+    assert debian_missing_components(empty, ["contrib"], "", "", "bookworm", mirrors) == [
+        {"uri": "http://mirror.example/debian", "suites": ["bookworm"], "components": ["contrib"]}
+    ]
+
+
 def _run(tmp_path: Path, etc: Path) -> dict[str, Any]:
     role_vars = {
         "nvidia_driver_plan": {"components": ["contrib"]},
@@ -89,6 +112,7 @@ def _run(tmp_path: Path, etc: Path) -> dict[str, Any]:
         "nvidia_driver_sources_read": {"stdout": _read(etc)},
         "nvidia_driver_files": {"stdout": ""},
         "nvidia_driver_components_sources": str(etc / "sources.list.d" / "gpuready-debian-components.sources"),
+        "ansible_facts": {"distribution_release": "bookworm"},
     }
     stats, _ = run_role_tasks(tmp_path, "nvidia_driver", "components.yml", role_vars, "nvidia_driver_findings")
     return stats
