@@ -9,6 +9,13 @@ setup writes such entries: the cuda-keyring package (/etc/apt/sources.list.d/cud
 /usr/share/keyrings/cuda-archive-keyring.gpg) and the Container Toolkit guide's nvidia-container-toolkit.list (with
 /usr/share/keyrings/nvidia-container-toolkit-keyring.gpg). A role that finds the repository served already keeps that
 entry, and its keyring, instead of adding its own.
+
+``debian_missing_components`` names the Debian archives the node reads that lack a component NVIDIA's packages need.
+Debian publishes a release in several archives at two URIs: the release and its ``-updates`` suite in
+``http://deb.debian.org/debian``, security updates in ``-security`` at ``http://deb.debian.org/debian-security`` (Debian
+wiki, "SourcesList": its bookworm example lists the three suites with the same components). The archives are those
+``apt-cache policy`` says are Debian's (``o=Debian``); what each has enabled comes from the sources themselves, since
+apt-cache policy leaves out a component whose index is empty (bookworm-updates' contrib).
 """
 
 import re
@@ -26,6 +33,12 @@ description:
   - C(apt_source_for) reads that output and returns the first enabled C(deb) entry, one-line (sources.list(5)
     C(deb [signed-by=...] URI suite)) or deb822 (C(Types), C(URIs), C(Signed-By)), whose URI is the given one, in
     any file but the role's own. apt's C($(ARCH)) in a URI is the node's Debian architecture.
+  - C(debian_missing_components(wanted, sources, exclude, release)) reads C(apt-cache policy) output (C(LC_ALL=C),
+    no package arguments) and returns, per URI of the archives it names C(o=Debian), the suites whose entries in
+    C(sources) (that command's output, C(exclude) left out) lack some of the C(wanted) components, and which. Where
+    the policy names no archive (no package lists yet), the entries of C(sources) whose suite is the C(release)
+    codename or starts with it and a hyphen stand for the Debian archives; where there are none either, C(fallback)
+    (a list of C(uri) and C(suites)).
 options:
   _input:
     description: The command's standard output.
@@ -76,7 +89,7 @@ for f in "$1/sources.list" "$1"/sources.list.d/*.list "$1"/sources.list.d/*.sour
 done
 exit 0"""
 
-ONE_LINE = re.compile(r"^deb\s+(?:\[(?P<options>[^\]]*)\]\s+)?(?P<uri>\S+)")
+ONE_LINE = re.compile(r"^deb\s+(?:\[(?P<options>[^\]]*)\]\s+)?(?P<uri>\S+)(?P<rest>(?:\s+\S+)*)")
 
 
 def apt_sources_command(etc_apt="/etc/apt"):
@@ -95,14 +108,14 @@ def _files(text):
 
 
 def _one_line_entries(body):
+    """Each entry as (URI, keyring path, suites, components)."""
     for line in body.splitlines():
-        match = ONE_LINE.match(line.strip())
+        match = ONE_LINE.match(line.split("#", 1)[0].strip())
         if not match:
             continue
-        options = dict(
-            item.split("=", 1) for item in (match.group("options") or "").split() if "=" in item
-        )
-        yield match.group("uri"), options.get("signed-by", "")
+        options = dict(item.split("=", 1) for item in (match.group("options") or "").split() if "=" in item)
+        suite, *components = match.group("rest").split() or [""]
+        yield match.group("uri"), options.get("signed-by", ""), [suite], components
 
 
 def _deb822_entries(body):
@@ -122,9 +135,17 @@ def _deb822_entries(body):
         if "deb" not in fields.get("types", "").split() or fields.get("enabled", "yes").lower() == "no":
             continue
         signed_by = fields.get("signed-by", "")
+        suites, components = fields.get("suites", "").split(), fields.get("components", "").split()
         for uri in fields.get("uris", "").split():
             # An inline key block is no file to reuse: the entry is named with an empty keyring path.
-            yield uri, signed_by if "\n" not in signed_by else ""
+            yield uri, signed_by if "\n" not in signed_by else "", suites, components
+
+
+def _entries(text, exclude=""):
+    for path, body in _files(text):
+        if path != exclude:
+            for entry in _deb822_entries(body) if path.endswith(".sources") else _one_line_entries(body):
+                yield path, entry
 
 
 def apt_source_for(text, uri, arch="", exclude=""):
@@ -132,16 +153,64 @@ def apt_source_for(text, uri, arch="", exclude=""):
         raise AnsibleFilterError(f"apt_source_for: needs the read's standard output, not {type(text).__name__}")
     if not isinstance(uri, str) or not uri:
         raise AnsibleFilterError("apt_source_for: needs the repository URI")
-    for path, body in _files(text):
-        if path == exclude:
-            continue
-        entries = _deb822_entries(body) if path.endswith(".sources") else _one_line_entries(body)
-        for found, signed_by in entries:
-            if _same(found, uri, arch):
-                return {"file": path, "signed_by": signed_by}
+    for path, (found, signed_by, _, _) in _entries(text, exclude):
+        if _same(found, uri, arch):
+            return {"file": path, "signed_by": signed_by}
     return {}
+
+
+# " 500 http://deb.debian.org/debian-security bookworm-security/main amd64 Packages" and its release line after it.
+POLICY_ARCHIVE = re.compile(r"^\s*-?\d+\s+(?P<uri>\S+)\s+(?P<suite>\S+)/[^/\s]+\s+\S+\s+Packages\s*$")
+POLICY_RELEASE = re.compile(r"^\s+release\s+(?P<fields>\S+)\s*$")
+
+
+def _debian_archives(policy):
+    """(URI, suite) of each archive whose release apt-cache policy names as o=Debian, in apt's order."""
+    archives = []
+    pending = None
+    for line in policy.splitlines():
+        match = POLICY_ARCHIVE.match(line)
+        if match:
+            pending = match
+            continue
+        release = POLICY_RELEASE.match(line)
+        if pending and release:
+            fields = dict(item.split("=", 1) for item in release.group("fields").split(",") if "=" in item)
+            archive = (pending.group("uri").rstrip("/"), pending.group("suite"))
+            if fields.get("o") == "Debian" and archive not in archives:
+                archives.append(archive)
+        pending = None
+    return archives
+
+
+def debian_missing_components(policy, wanted, sources, exclude="", release="", fallback=None):
+    if not isinstance(policy, str) or not isinstance(sources, str):
+        raise AnsibleFilterError("debian_missing_components: needs apt-cache policy's output and the sources read")
+    if not isinstance(wanted, list) or not all(isinstance(c, str) for c in wanted):
+        raise AnsibleFilterError("debian_missing_components: wanted is a list of component names")
+    enabled = {}
+    for _, (uri, _, suites, components) in _entries(sources, exclude):
+        for suite in suites:
+            enabled.setdefault((uri.rstrip("/"), suite), set()).update(components)
+    # Before the first `apt-get update` (a fresh root, an image whose lists were cleaned) the policy names no archive:
+    # the release's own suites in the sources stand for them then, so the next run, with the lists, finds the same.
+    archives = (
+        _debian_archives(policy)
+        or [archive for archive in enabled if release and archive[1].split("-")[0] == release]
+        or [(item["uri"].rstrip("/"), suite) for item in fallback or [] for suite in item["suites"]]
+    )
+    by_uri = {}
+    for uri, suite in sorted(set(archives)):  # one order, whichever way the archives were found
+        lack = tuple(c for c in wanted if c not in enabled.get((uri, suite), set()))
+        if lack:
+            by_uri.setdefault((uri, lack), []).append(suite)
+    return [{"uri": uri, "suites": suites, "components": list(lack)} for (uri, lack), suites in by_uri.items()]
 
 
 class FilterModule:
     def filters(self):
-        return {"apt_sources_command": apt_sources_command, "apt_source_for": apt_source_for}
+        return {
+            "apt_sources_command": apt_sources_command,
+            "apt_source_for": apt_source_for,
+            "debian_missing_components": debian_missing_components,
+        }

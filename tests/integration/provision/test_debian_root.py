@@ -245,11 +245,11 @@ def test_containerd_gets_the_nvidia_runtime_and_its_backup_is_kept(first: Any, n
 def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
     _, _, run = first
-    # The Dell/Red Hat TFJobs paper's rules, the kubelet one narrowed to the device plugins' folder.
+    # The Dell/Red Hat TFJobs paper's rules, the kubelet one narrowed to the device plugins' folder, the binaries' one
+    # to regular files; its device rule is the policy's own (/dev/nvidia.* for character devices): (ftype, type).
     seed = {
-        "/dev/nvidia.*": "xserver_misc_device_t",
-        "/usr/bin/nvidia-.*": "xserver_exec_t",
-        "/var/lib/kubelet/device-plugins(/.*)?": "container_file_t",
+        "/usr/bin/nvidia-.*": ("f", "xserver_exec_t"),
+        "/var/lib/kubelet/device-plugins(/.*)?": ("a", "container_file_t"),
     }
     diffs = [
         e["event_data"]["res"]["diff"]["prepared"]
@@ -260,26 +260,42 @@ def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tu
     for diff in diffs:
         for line in diff.splitlines():
             if line.startswith("+"):
-                target, _, context = line[1:].split()
-                added[target] = context.split(":")[2]
+                target, ftype, context = line[1:].split()
+                added[target] = (ftype, context.split(":")[2])
     assert added == seed
-    local = subprocess.run(
-        ["chroot", str(root), "semanage", "fcontext", "-l", "-C"], capture_output=True, text=True, check=True
-    ).stdout
-    assert {
-        line.split()[0]: line.split()[-1].split(":")[2] for line in local.splitlines() if line.startswith("/")
-    } == seed
-    paths = ["/dev/nvidia0", "/usr/bin/nvidia-smi", "/var/lib/kubelet/device-plugins/nvidia-gpu.sock"]
-    labels = subprocess.run(
-        ["chroot", str(root), "matchpathcon", *paths, "/var/lib/kubelet/pods/x"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    types = [line.split()[1].split(":")[2] for line in labels.splitlines()]
-    # The policy's own answer: the rules label the GPU paths, and pods' volumes are no longer container_file_t.
-    assert types[:3] == list(seed.values())
-    assert types[3] != "container_file_t"
+
+    def rules(*args: str) -> dict[str, tuple[str, str]]:
+        """semanage's rules, by target: the file type in its words ("regular file", "all files") and the type."""
+        listed = subprocess.run(
+            ["chroot", str(root), "semanage", "fcontext", "-l", *args], capture_output=True, text=True, check=True
+        ).stdout
+        return {
+            line.split()[0]: (" ".join(line.split()[1:-1]), line.split()[-1].split(":")[2])
+            for line in listed.splitlines()
+            # Rules only: not the paths the policy leaves unlabelled (<<None>>) nor its equivalences (/bin = /usr/bin).
+            if line.startswith("/") and line.split()[-1].count(":") >= 3
+        }
+
+    assert rules("-C") == {
+        "/usr/bin/nvidia-.*": ("regular file", "xserver_exec_t"),
+        "/var/lib/kubelet/device-plugins(/.*)?": ("all files", "container_file_t"),
+    }
+    assert rules()["/dev/nvidia.*"] == ("character device", "xserver_misc_device_t")  # Debian's policy's own
+
+    def label(path: str, mode: str) -> str:
+        answer = subprocess.run(
+            ["chroot", str(root), "matchpathcon", "-m", mode, path], capture_output=True, text=True, check=True
+        ).stdout
+        return answer.split()[1].split(":")[2]
+
+    # The policy's own answer: the GPU paths are labelled, and pods' volumes are no longer container_file_t.
+    assert label("/dev/nvidia0", "chr_file") == "xserver_misc_device_t"
+    assert label("/usr/bin/nvidia-smi", "file") == "xserver_exec_t"
+    assert label("/var/lib/kubelet/device-plugins/nvidia-gpu.sock", "sock_file") == "container_file_t"
+    assert label("/var/lib/kubelet/pods/x", "dir") != "container_file_t"
+    # Nothing else under those names: /dev/nvidia-caps is a directory, a link in /usr/bin keeps a link's label.
+    assert label("/dev/nvidia-caps", "dir") != "xserver_misc_device_t"
+    assert label("/usr/bin/nvidia-cuda-mps-control-link", "lnk_file") != "xserver_exec_t"
 
 
 def test_containers_may_open_the_gpu_devices_persistently(first: Any, node: tuple[Path, Path]) -> None:

@@ -30,12 +30,13 @@ HANDLERS = [
     "Driver | Wait for nvidia-persistenced",
 ]
 SEED_RULES = [
-    {"path": "/dev/nvidia*", "target": "/dev/nvidia.*", "setype": "xserver_misc_device_t"},
-    {"path": "/usr/bin/nvidia-*", "target": "/usr/bin/nvidia-.*", "setype": "xserver_exec_t"},
+    # The binaries' rule narrowed to regular files; the device rule is the distributions' policies' own.
+    {"path": "/usr/bin/nvidia-*", "target": "/usr/bin/nvidia-.*", "ftype": "f", "setype": "xserver_exec_t"},
     # Narrowed from the seed's /var/lib/kubelet/.*/.* to the device plugins' folder.
     {
         "path": "/var/lib/kubelet/device-plugins",
         "target": "/var/lib/kubelet/device-plugins(/.*)?",
+        "ftype": "a",
         "setype": "container_file_t",
     },
 ]
