@@ -136,6 +136,11 @@ def selinux_file_contexts() -> list[dict[str, str]]:
     return list(role_default("gpu_selinux", "gpu_selinux_file_contexts"))
 
 
+def selinux_policy_labels() -> list[dict[str, str]]:
+    """Labels the SELinux policy itself gives NVIDIA files, which the role leaves to it: {path (glob), setype}."""
+    return list(role_default("gpu_selinux", "gpu_selinux_policy_labels"))
+
+
 def runtime_configs() -> dict[str, str]:
     """Where the container-toolkit role configures each runtime: the drop-in when it has one, else the main file."""
     configs = role_default("nvidia_container_toolkit", "nvidia_container_toolkit_configs")

@@ -101,7 +101,9 @@ def test_the_fact_is_in_the_role_defaults_and_python_reads_it_from_there() -> No
     assert checks.LSPCI_COMMAND.startswith("lspci -n -d 10de: 2>/dev/null || ")
     assert '[ "$v" = 0x10de ]' in checks.LSPCI_COMMAND  # the sysfs fallback matches the same vendor
     contexts = {c["path"]: c["setype"] for c in role_defaults.selinux_file_contexts()}
-    assert {p: t for p, t in contexts.items() if "nvidia" in p} == checks.SELINUX_LABELS
+    policy = {c["path"]: c["setype"] for c in role_defaults.selinux_policy_labels()}
+    assert {p: t for p, t in (policy | contexts).items() if "nvidia" in p} == checks.SELINUX_LABELS
+    assert checks.SELINUX_LABELS["/dev/nvidia*"] == "xserver_misc_device_t"
     assert all(f"{p} must be {t}" in cluster.SELINUX_REMEDY for p, t in contexts.items())
     assert cluster.PLUGIN_SELECTOR == "name=nvidia-device-plugin-ds"
     assert all(b in cluster.SELINUX_REMEDY for b in role_defaults.selinux_device_booleans())

@@ -16,9 +16,13 @@ if TYPE_CHECKING:
     from gpuready.validate.node.node import Node
 
 #: The Dell/Red Hat TFJobs paper: "permission denied" means these labels are wrong (SELinux enforcing only).
-#: The gpu_selinux role's file contexts of NVIDIA's devices and binaries (its kubelet context is the
-#: cluster's business).
-SELINUX_LABELS = {c["path"]: c["setype"] for c in role_defaults.selinux_file_contexts() if "nvidia" in c["path"]}
+#: The labels the policy gives NVIDIA's device nodes and the gpu_selinux role's rule for its binaries (the
+#: role's kubelet context is the cluster's business).
+SELINUX_LABELS = {
+    c["path"]: c["setype"]
+    for c in [*role_defaults.selinux_policy_labels(), *role_defaults.selinux_file_contexts()]
+    if "nvidia" in c["path"]
+}
 
 #: Where the container-toolkit role configured each runtime, and what the file then mentions.
 RUNTIME_CONFIG = {

@@ -56,7 +56,7 @@ def devices(node: Node, v: Verdict) -> Check:
     "with SELinux enforcing, NVIDIA files carry the seed's labels",
     "Relabel: "
     + " && ".join(
-        f"semanage fcontext -a -t {c['setype']} '{c['target']}'"
+        f"semanage fcontext -a -f {c.get('ftype', 'a')} -t {c['setype']} '{c['target']}'"
         for c in role_defaults.selinux_file_contexts()
         if "nvidia" in c["path"]
     )
