@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
-from tests.conftest import gpuready
+from tests.conftest import ROOT, gpuready
+from tests.doc_samples import owned_block
 from tests.unit.core.test_bad_inputs import make_inventory
 
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
@@ -51,12 +53,17 @@ def _setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     return files, inv, {"GPUREADY_PLAYBOOKS": str(_site(tmp_path, files))}
 
 
-def test_diff_prints_each_change_once_per_group_of_hosts_and_changes_nothing_in_check_mode(tmp_path: Path) -> None:
+def test_diff_prints_each_change_once_per_group_of_hosts_and_changes_nothing_in_check_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     files, inv, env = _setup(tmp_path)
-    runs = tmp_path / "runs"
-    args = ("provision", "cluster", "-i", str(inv), "--artifacts", str(runs), "--check")
-    done = gpuready(*args, "--diff", env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    # The docs' --diff sample is this run: the same command in the folder of the inventory, an excerpt of it.
+    sample = owned_block(ROOT / "docs" / "provisioning.md")
+    assert sample.commands == [f"gpuready provision cluster -i {inv.name} --check --diff"]
+    [done] = sample.run(tmp_path)
+    assert done.returncode == 0, done.stdout
     out = done.stdout
     assert "diff: 3 change(s) in 1 task(s) would change (check mode)" in out
     assert "── Config | Write app.conf: 3 host(s) (2 different diffs)" in out
@@ -68,10 +75,12 @@ def test_diff_prints_each_change_once_per_group_of_hosts_and_changes_nothing_in_
     assert "Leave a folder as it is" not in out  # no change, no diff
     # check mode: nothing changed on the hosts
     assert (files / "node-a" / "app.conf").read_text() == "threads = 2\nnode = node-a\n"
-    [diffs] = runs.glob("*/diffs.txt")
-    assert "+threads = 8" in diffs.read_text() and f"every diff: {diffs}" in out
+    [diffs] = (tmp_path / "gpuready-runs").glob("*/diffs.txt")
+    assert "+threads = 8" in diffs.read_text() and f"every diff: {diffs.relative_to(tmp_path)}" in out
+    sample.assert_printed([done], excerpt=True)
     # without --diff, none of it
-    plain = gpuready(*args, env=env)
+    runs = tmp_path / "runs"
+    plain = gpuready("provision", "cluster", "-i", str(inv), "--artifacts", str(runs), "--check", env=env)
     assert plain.returncode == 0 and "threads" not in plain.stdout and "diff:" not in plain.stdout
 
 

@@ -8,11 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import gpuready
+from tests.conftest import ROOT, gpuready
+from tests.doc_samples import blocks, owned_block
 from tests.integration.vsphere.conftest import Vcsim
 
 pytestmark = pytest.mark.slow
 PAIR = ["0000:17:00.0", "0000:31:00.0"]
+DOCS = ROOT / "docs" / "vsphere.md"
+#: The refusals docs/vsphere.md shows, each as ``LINE      (exit CODE)``: the cases that expect these.
+SHOWN = (
+    "splits the NVLink pair 0000:17:00.0 + 0000:31:00.0",
+    "wrong user or password",
+    "TLS certificate does not verify",
+    "cannot reach vCenter",
+)
 
 
 def one_line(stderr: str) -> str:
@@ -99,8 +108,18 @@ def test_bad_input_is_one_line_and_changes_nothing(
     args = ["validate", "vsphere"] if command == "validate" else ["provision", "cluster", "--tags", "vsphere"]
     done = gpuready(*args, "-i", path, "--artifacts", str(artifacts), env={**env, **env_change})
     assert done.returncode == code, done.stdout + done.stderr
-    assert expected in one_line(done.stderr)
+    line = one_line(done.stderr)
+    assert expected in line
     assert vcsim.ats() == {"DC0_H0": False, "DC0_H1": False}
+    if expected in SHOWN:
+        owned_block(DOCS).assert_shows(f"{line}      (exit {code})")
+
+
+def test_the_docs_show_one_line_for_each_refusal_the_cases_compare() -> None:
+    [block] = [b for b in blocks(DOCS) if b.owner.endswith("::test_bad_input_is_one_line_and_changes_nothing")]
+    assert len(block.lines) == len(SHOWN), block.body
+    for expected in SHOWN:
+        assert sum(expected in line for line in block.lines) == 1, (expected, block.body)
 
 
 def test_insecure_skips_verification_only_when_asked(vcsim: Vcsim, env: dict[str, str], artifacts: Path) -> None:

@@ -9,30 +9,25 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, gpuready, require
+from tests.conftest import ROOT, require
+from tests.doc_samples import owned_block
 
 
 def test_sbatch_without_a_configured_cluster_skips_with_the_script(
-    artifacts: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     require(shutil.which("sbatch"), "sbatch (Debian: slurm-client; scripts/install-system-deps)")
     require(not Path("/etc/slurm/slurm.conf").exists(), "a machine without a Slurm cluster (/etc/slurm/slurm.conf)")
     monkeypatch.delenv("SLURM_CONF", raising=False)
     monkeypatch.delenv("SLURM_CONF_SERVER", raising=False)
-    done = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(ROOT / "inventories/baremetal-c4140"),
-        "--gpus",
-        "8",
-        "--artifacts",
-        str(artifacts),
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    (run,) = list(artifacts.iterdir())
+    # The docs' Slurm sample is this run, from an empty folder.
+    sample = owned_block(ROOT / "docs" / "training.md")
+    assert sample.commands[1] == "gpuready validate training -i inventories/baremetal-c4140 --gpus 8 -v"
+    done = sample.run(tmp_path)
+    assert [d.returncode for d in done] == [0] * len(done), [d.stdout for d in done]
+    (run,) = list((tmp_path / "gpuready-runs").iterdir())
     (check,) = json.loads((run / "summary.json").read_text())["checks"]
     assert check["status"] == "skipped", check
     assert check["message"].startswith("train-8w.sbatch written, not submitted (sbatch is here but no Slurm cluster")
     assert "#SBATCH --nodes=2" in (run / "train-8w.sbatch").read_text()
+    sample.assert_printed(done)

@@ -3,6 +3,7 @@ compares (run folders, times and sizes normalised)."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.doc_samples import owned_block, running_test
 
 SCRIPT = ROOT / "scripts" / "record-doc-samples"
 START = "<!-- recorded: run by scripts/record-doc-samples -->"
@@ -103,11 +105,22 @@ CONSOLE = re.compile(
 )
 FENCE = re.compile(r"^```[a-z]*\n(.*?)^```\n", re.M | re.S)
 RECORDED = re.compile(r"<!-- recorded: run by scripts/record-doc-samples[^>]*-->\n$")
-#: A sample no test can re-run here (a Slurm cluster, a Debian root), marked so with the reason.
-NOT_RECORDED = re.compile(r"<!-- not recorded: [^>]{12,} -->\n$")
+#: A sample whose commands need a set-up only one test makes: that test, which compares it (tests/doc_samples.py).
+COMPARED = re.compile(r"<!-- compared by (?P<file>tests/[\w/]+\.py)::(?P<function>\w+) -->\n$")
 
 
-def test_every_console_sample_of_gpuready_in_the_docs_is_recorded_or_says_why_not() -> None:
+def _compares_its_block(file: str, function: str) -> bool:
+    """``function`` is a test of ``file`` that looks its block up (and so fails when the block drifts)."""
+    path = ROOT / file
+    if not path.is_file():
+        return False
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            return any(isinstance(n, ast.Name) and n.id == "owned_block" for n in ast.walk(node))
+    return False
+
+
+def test_every_console_sample_of_gpuready_in_the_docs_is_recorded_or_compared_by_a_test() -> None:
     unmarked = []
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         text = page.read_text()
@@ -115,7 +128,32 @@ def test_every_console_sample_of_gpuready_in_the_docs_is_recorded_or_says_why_no
             if not CONSOLE.search(block.group(1)):
                 continue
             before = text[: block.start()]
-            if RECORDED.search(before) or NOT_RECORDED.search(before):
+            if RECORDED.search(before):
+                continue
+            if (owner := COMPARED.search(before)) and _compares_its_block(owner["file"], owner["function"]):
                 continue
             unmarked.append(f"{page.relative_to(ROOT)}:{before.count(chr(10)) + 1}")
-    assert not unmarked, f"console samples neither recorded nor marked <!-- not recorded: why -->: {unmarked}"
+    assert not unmarked, (
+        "console samples neither recorded (<!-- recorded: run by scripts/record-doc-samples -->) nor compared by "
+        f"the test their marker names (<!-- compared by tests/FILE.py::TEST -->): {unmarked}"
+    )
+
+
+def test_a_compared_block_that_no_longer_matches_fails_the_test_that_owns_it(tmp_path: Path) -> None:
+    owner = running_test()
+    page = tmp_path / "page.md"
+    sample = "$ echo 'node-a: 8 GPUs'\nnode-a: 8 GPUs\n"
+    page.write_text(f"<!-- compared by {owner} -->\n```console\n{sample}```\n")
+    block = owned_block(page)
+    block.assert_printed(block.run(tmp_path))
+    drifted_sample = sample.replace("\nnode-a: 8", "\nnode-a: 4")  # one character of the output
+    page.write_text(f"<!-- compared by {owner} -->\n```console\n{drifted_sample}```\n")
+    drifted = owned_block(page)
+    with pytest.raises(pytest.fail.Exception, match=r"(?s)-node-a: 4 GPUs\n\+node-a: 8 GPUs"):
+        drifted.assert_printed(drifted.run(tmp_path))
+    # An excerpt is compared as consecutive lines of what was printed, normalised the way recorded samples are.
+    page.write_text(f"<!-- compared by {owner} -->\n```console\n$ printf 'a\\nb 3 s\\nc\\n'\nb 9 s\nc\n```\n")
+    excerpt = owned_block(page)
+    excerpt.assert_printed(excerpt.run(tmp_path), excerpt=True)
+    with pytest.raises(pytest.fail.Exception):
+        excerpt.assert_printed(excerpt.run(tmp_path))  # the whole of it is three lines

@@ -11,7 +11,8 @@ import yaml
 
 from gpuready.core.errors import BadInput, Unreachable
 from gpuready.workloads.launchers import Plan, horovodrun, kubernetes, slurm, ssh
-from tests.conftest import require
+from tests.conftest import ROOT, require
+from tests.doc_samples import owned_block
 
 PLAN = Plan(model="resnet50", batch_size=256, mixed_precision=True, compile="on", steps=100)
 
@@ -152,3 +153,16 @@ def test_failed_job_message_names_the_workers_error_before_sruns_noise() -> None
         "files in /data (convert the data first) | srun: error: node-b: task 1: Exited "
         "with exit code 1"
     )
+
+
+def test_without_a_cluster_the_mpijobs_are_written_validated_and_skipped(tmp_path: Path) -> None:
+    # The docs' Kubernetes launcher sample is this run, from an empty folder with no kubeconfig to load.
+    sample = owned_block(ROOT / "docs" / "training.md")
+    assert sample.commands[0] == "export KUBECONFIG=no-kubeconfig"
+    done = sample.run(tmp_path)
+    assert [d.returncode for d in done] == [0] * len(done), [d.stdout for d in done]
+    (run,) = list((tmp_path / "gpuready-runs").iterdir())
+    for workers in (1, 4):
+        job = yaml.safe_load((run / f"mpijob-{workers}w.yaml").read_text())
+        assert job["kind"] == "MPIJob" and kubernetes.validate(job) == []
+    sample.assert_printed(done)
