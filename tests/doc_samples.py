@@ -5,7 +5,7 @@ The marker before such a block names the test that owns it, and the page says wh
 
     <!-- compared by tests/integration/provision/test_diff.py::test_diff_prints_each_change... -->
     ```console
-    $ gpuready provision cluster -i inventory --check --diff
+    $ gpuready provision cluster -i inv --check --diff
     ...
     ```
 
@@ -19,6 +19,7 @@ excerpt is edited by hand).
 from __future__ import annotations
 
 import difflib
+import importlib.machinery
 import importlib.util
 import os
 import re
@@ -122,7 +123,8 @@ class Block:
 
 
 def _per_command(body: str) -> list[str]:
-    return [part for part in re.split(r"^\$ .*\n", body, flags=re.M)[1:]]
+    """What each command of ``body`` printed (the text after each ``$`` line)."""
+    return re.split(r"^\$ .*\n", body, flags=re.M)[1:]
 
 
 def _within(shown: str, printed: str) -> bool:
