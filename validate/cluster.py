@@ -45,10 +45,14 @@ DELETE_COLLECTION_TIMEOUT_S = 180
 #: A failed test pod read alone lists its own events; more in one round read the namespace's pod events in one LIST.
 EVENTS_ONE_BY_ONE = 1
 # The Dell/Red Hat TFJobs paper: "permission denied" means wrong SELinux labels; these are the labels it
-# requires (the gpu_selinux role's rules), and container-selinux's boolean that lets containers open the GPU devices.
+# requires (the policy's own device label and the gpu_selinux role's rules), and container-selinux's boolean that
+# lets containers open the GPU devices.
 SELINUX_REMEDY = (
     "SELinux labels are wrong on the node: "
-    + ", ".join(f"{c['path']} must be {c['setype']}" for c in role_defaults.selinux_file_contexts())
+    + ", ".join(
+        f"{c['path']} must be {c['setype']}"
+        for c in [*role_defaults.selinux_policy_labels(), *role_defaults.selinux_file_contexts()]
+    )
     + ", and the first of the booleans "
     + ", ".join(role_defaults.selinux_device_booleans())
     + " that the node's container-selinux has on; run `gpuready provision cluster --tags selinux` "

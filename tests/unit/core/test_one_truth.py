@@ -104,7 +104,7 @@ def test_the_fact_is_in_the_role_defaults_and_python_reads_it_from_there() -> No
     policy = {c["path"]: c["setype"] for c in role_defaults.selinux_policy_labels()}
     assert {p: t for p, t in (policy | contexts).items() if "nvidia" in p} == checks.SELINUX_LABELS
     assert checks.SELINUX_LABELS["/dev/nvidia*"] == "xserver_misc_device_t"
-    assert all(f"{p} must be {t}" in cluster.SELINUX_REMEDY for p, t in contexts.items())
+    assert all(f"{p} must be {t}" in cluster.SELINUX_REMEDY for p, t in (policy | contexts).items())
     assert cluster.PLUGIN_SELECTOR == "name=nvidia-device-plugin-ds"
     assert all(b in cluster.SELINUX_REMEDY for b in role_defaults.selinux_device_booleans())
     assert checks.DEVICE_PLUGIN_SOCKET.startswith(role_defaults.kubelet_device_plugins_dir() + "/")
