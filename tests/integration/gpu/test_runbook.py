@@ -24,8 +24,9 @@ from gpuready.validate.node.checks import (
     run_catalogue,
 )
 from gpuready.validate.node.checks.commands import SAMPLES
-from gpuready.validate.node.node import Answer, Node
+from gpuready.validate.node.node import Node
 from tests.conftest import ROOT, require
+from tests.unit.node.test_recorded_machines import recorded_answers
 
 GPU = ROOT / "benchmarks" / "gpu"
 sys.path.insert(0, str(GPU))
@@ -92,20 +93,6 @@ def test_wheels_installed_beside_a_torch_venv_see_its_torch(tmp_path: Path, gpur
     assert done.stderr.strip() == (
         f"runbook: torch on {tmp_path}/out/.venv/bin/python sees no CUDA device (0): install a CUDA build of torch"
     )
-
-
-def recorded_answers(folder: Path) -> dict[str, str | Answer]:
-    """What record.py saved, as the catalogue's replay reads it (tests/unit/node/test_recorded_machines.py)."""
-    index = json.loads((folder / "commands.json").read_text())
-    return {
-        command: Answer(
-            command,
-            int(files["rc"]),
-            (folder / files["stdout"]).read_text(errors="replace"),
-            (folder / files["stderr"]).read_text(errors="replace"),
-        )
-        for command, files in index.items()
-    }
 
 
 def test_recorder_saves_every_catalogue_command_raw_with_its_source(tmp_path: Path) -> None:

@@ -51,7 +51,11 @@ PASSED = {
 
 @functools.cache
 def answers(machine: str) -> dict[str, str | Answer]:
-    folder = RECORDED / machine
+    return recorded_answers(RECORDED / machine)
+
+
+def recorded_answers(folder: Path) -> dict[str, str | Answer]:
+    """What benchmarks/gpu/record.py saved in ``folder``, as the catalogue's replay reads it."""
     index = json.loads((folder / "commands.json").read_text())
     return {
         command: Answer(
