@@ -240,6 +240,9 @@ def _subjects(run: RunResult, hosts: list[str]) -> str:
     if run.command == "inventory check" and isinstance(run.metrics.get("hosts"), int):
         # Its first checks are about the inventory folder itself, which is no host.
         return plural(run.metrics["hosts"], "host")
+    if run.command == "report compare" and isinstance(run.metrics.get("runs"), int):
+        # Its checks are the later runs against the first, which has none of its own.
+        return plural(run.metrics["runs"], "run")
     machines = [h for h in hosts if h != CLUSTER]
     if run.command == "validate cluster":
         text = plural(len(machines), "node")

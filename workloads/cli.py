@@ -57,6 +57,8 @@ def _body(ctx: Context) -> RunResult:
     runs = [compare.load(run_folders.with_folder(s, ctx.artifacts_root)) for s in specs]
     rows = compare.table(runs)
     result = ctx.new_result()
+    result.inventory = ""  # a comparison reads run folders, no inventory
+    result.metrics["runs"] = len(runs)
     limit = ctx.options["max_overhead"]
     for row in rows:
         for cell in row["runs"][1:]:

@@ -36,6 +36,8 @@ def test_the_help_example_works_as_typed(tmp_path: Path) -> None:
     [eight] = [line for line in lines if line.strip("│ ").startswith("8 ")]
     assert "7600.0" in eight and "6992.0 (+8.0%)" in eight
     # A table for a person: none of comparison.md's Markdown on the terminal.
+    # Two runs compared, and no inventory read (a comparison reads run folders).
+    assert "report compare: PASSED · 2 runs\ninventory: (none)\n" in done.stdout
     assert "|---" not in done.stdout and "# Comparison" not in done.stdout and "![" not in done.stdout
     comparison = next(runs.glob("*-report-compare"))
     assert "| 8 | 7600.0 | 6992.0 (+8.0%) |" in (comparison / "comparison.md").read_text()
