@@ -81,14 +81,19 @@ class SkipGroup:
     hosts: list[str]
 
 
+def skip_reason(check: Check) -> str:
+    """Why a check was skipped or left pending, its host's own name made ``<host>`` so hosts share the reason."""
+    why = check.message.replace(check.host, "<host>") if len(check.host) > 2 else check.message
+    return why or "(no reason given)"
+
+
 def skips(run: RunResult) -> list[SkipGroup]:
     """Skipped checks grouped by reason (checks skipped for one reason on the same hosts share a group), the
     most hosts first: "DCGM not installed: 10 hosts"."""
     per_check: dict[tuple[str, str], list[str]] = {}
     for c in run.checks:
         if c.status == SKIPPED:
-            reason = c.message.replace(c.host, "<host>") if len(c.host) > 2 else c.message
-            per_check.setdefault((reason or "(no reason given)", c.id), []).append(c.host)
+            per_check.setdefault((skip_reason(c), c.id), []).append(c.host)
     groups: dict[tuple[str, tuple[str, ...]], SkipGroup] = {}
     for (reason, check_id), hosts in per_check.items():
         key = (reason, tuple(hosts))
@@ -157,8 +162,8 @@ def pendings(run: RunResult) -> list[PendingGroup]:
     for c in run.checks:
         if c.status != PENDING:
             continue
-        reason = (c.message.replace(c.host, "<host>") if len(c.host) > 2 else c.message) or "(no reason given)"
-        g = groups.setdefault(reason, PendingGroup(reason, [], [], 0, []))
+        why = skip_reason(c)
+        g = groups.setdefault(why, PendingGroup(why, [], [], 0, []))
         g.count += 1
         for items, value in ((g.check_ids, c.id), (g.hosts, c.host), (g.remedies, c.remedy)):
             if value and value not in items:

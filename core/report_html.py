@@ -28,7 +28,7 @@ from gpuready.core.report_hosts import (
 )
 from gpuready.core.reports import showable, summarize
 from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, Check, RunResult
-from gpuready.core.verdict_text import group_remedy, remedy_for
+from gpuready.core.verdict_text import group_remedy, todo_remedy
 
 #: Up to this many hosts, every host's measured figures and its own row are shown; beyond, a summary per check.
 EVERY_HOST_UP_TO = 20
@@ -209,7 +209,7 @@ def _pending(run: RunResult) -> list[str]:
             f"<p>hosts: {_names(g.hosts)}</p>",
         ]
         if g.remedies:
-            todo = "\n".join(remedy_for(redact.text(r), [], run.inventory) for r in g.remedies)
+            todo = "\n".join(todo_remedy(run, r) for r in g.remedies)
             out.append(f'<p>left to do:</p><pre class="remedy"><code>{esc(todo)}</code></pre>')
         out.append("</article>")
     out.append("</section>")

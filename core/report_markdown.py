@@ -52,13 +52,13 @@ def hosts_and_skips(run: RunResult) -> list[str]:
 
 def _pending(run: RunResult) -> list[str]:
     """What a reboot or an action outside gpuready finishes, by reason, with each thing left to do as code."""
-    from gpuready.core.verdict_text import remedy_for
+    from gpuready.core.verdict_text import todo_remedy
 
     lines: list[str] = []
     for g in pendings(run):
         lines += ["", f"## Pending: {_cell(g.reason)}", "", f"- checks: {', '.join(g.check_ids)} ({g.count})"]
         lines.append(f"- hosts: {', '.join(g.hosts)}")
         if g.remedies:
-            todo = "\n".join(remedy_for(r, [], run.inventory) for r in g.remedies)
+            todo = "\n".join(todo_remedy(run, r) for r in g.remedies)
             lines += ["- left to do:", "", *code(todo)]
     return lines

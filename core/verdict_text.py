@@ -76,6 +76,12 @@ def group_remedy(run: RunResult, group: Group) -> str:
     return remedy_for(redact.text(group.remedy), group.hosts, run.inventory, limit=limits_hosts(run))
 
 
+def todo_remedy(run: RunResult, remedy: str) -> str:
+    """A remedy left to the user (after a passed or pending check) as every output shows it: secrets masked, each
+    gpuready command carrying ``-i`` as the user typed it."""
+    return redact.text(remedy_for(remedy, [], run.inventory))
+
+
 def limits_hosts(run: RunResult) -> bool:
     """Whether the hosts of ``run``'s checks are hosts of its inventory that ``--limit`` selects (gpu-node's and
     provision's are; validate cluster's nodes and validate vsphere's ESXi hosts and VMs are reached through an API,
@@ -352,7 +358,7 @@ def _todo_lines(run: RunResult, width: int, budget: _Budget) -> list[Text]:
     todo: dict[str, str] = {}
     for c in run.checks:
         if c.remedy and c.status in (PASSED, PENDING):
-            todo.setdefault(redact.text(remedy_for(c.remedy, [], run.inventory)), c.id)
+            todo.setdefault(todo_remedy(run, c.remedy), c.id)
     if not todo:
         return []
     shown = list(todo.items())[: budget.todo]
