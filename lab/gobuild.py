@@ -33,6 +33,7 @@ GOMOD = Path(__file__).parent / "gomod"
 GO_FALLBACK = Path("/usr/local/go/bin/go")
 #: Seconds between "still running" lines of a build in a pipe (a terminal's line refreshes every second).
 PROGRESS_EVERY_S = 30.0
+TERMINAL_REFRESH_S = 1.0
 
 
 def cache_root() -> Path:
@@ -56,7 +57,8 @@ def go_env() -> dict[str, str]:
 
 
 def progress_every() -> float:
-    """Seconds between progress lines in a pipe: $GPUREADY_PROGRESS_SECONDS, else :data:`PROGRESS_EVERY_S`."""
+    """Seconds between progress lines in a pipe: $GPUREADY_PROGRESS_SECONDS, else :data:`PROGRESS_EVERY_S`.
+    A terminal's line refreshes every second, or more often when this is shorter."""
     try:
         return max(0.1, float(os.environ.get("GPUREADY_PROGRESS_SECONDS", PROGRESS_EVERY_S)))
     except ValueError:
@@ -74,11 +76,12 @@ def showing_progress(what: str, stream: TextIO | None = None) -> Iterator[None]:
     every second, in a pipe (a CI log) a line every :func:`progress_every` seconds."""
     out = stream or sys.stderr
     tty = out.isatty()
+    every = min(TERMINAL_REFRESH_S, progress_every()) if tty else progress_every()
     started = time.monotonic()
     stop = threading.Event()
 
     def tick() -> None:
-        while not stop.wait(1.0 if tty else progress_every()):
+        while not stop.wait(every):
             elapsed = _clock(time.monotonic() - started)
             with contextlib.suppress(OSError, ValueError):
                 out.write(f"\r{what}: {elapsed}\x1b[K" if tty else f"{what}: still running, {elapsed}\n")
