@@ -9,7 +9,9 @@ import click
 
 from gpuready.core.command import Context, common_options, execute, fail
 from gpuready.core.errors import GpureadyError
-from gpuready.core.results import RunResult, passed
+from gpuready.core.inventory import Inventory
+from gpuready.core.results import Check, RunResult, passed
+from gpuready.core.verdict import Verdict
 
 
 @click.group()
@@ -63,5 +65,34 @@ def _check(ctx: Context) -> RunResult:
                 f"{inv.node_class_name(host)}: {cls.gpu_count} x {cls.gpu_model or 'no GPU'}",
             )
         )
+        if cls.gpu_count:
+            result.add(_driver_branch(inv, host))
     result.metrics = {"hosts": len(inv.host_groups), **{f"hosts_{g}": len(h) for g, h in inv.groups.items()}}
     return result
+
+
+def _driver_branch(inv: Inventory, host: str) -> Check:
+    """What the driver role's plan would refuse, said before anything runs: a branch NVIDIA has retired, unless
+    the host accepts one (GPUs that newer branches dropped)."""
+    from gpuready.core.role_defaults import role_default
+
+    oldest = int(role_default("nvidia_driver", "nvidia_driver_oldest_supported_branch"))
+    hostvars = inv.host_vars(host)
+    pinned = hostvars.get("nvidia_driver_branch")
+    branch = str(pinned) if pinned is not None and "{{" not in str(pinned) else inv.settings.driver.branch
+    number = int(branch.split("-")[0])
+    accepted = str(hostvars.get("nvidia_driver_allow_end_of_life", False)).lower() in ("true", "yes", "1")
+    v = Verdict(
+        "inventory.driver_branch",
+        host,
+        f"pin {oldest} or newer (driver.branch in {inv.settings_file.name}), or set nvidia_driver_allow_end_of_life: "
+        "true for hosts whose GPUs need a retired branch (Kepler: 470)",
+    )
+    if number >= oldest:
+        return v.passed(f"driver branch {branch} is supported (the oldest NVIDIA supports: {oldest})")
+    if accepted:
+        return v.passed(f"driver branch {branch}, past its end of life, accepted (nvidia_driver_allow_end_of_life)")
+    return v.failed(
+        f"driver branch {branch} has reached its end of life: the oldest NVIDIA supports is {oldest}, "
+        "and provisioning refuses it"
+    )

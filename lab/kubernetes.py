@@ -646,7 +646,7 @@ def _settings(plan: dict[str, Any], config: Path) -> dict[str, Any]:
                 "gpu_memory_gib": profile["memory_gib"],
             }
         },
-        "driver": {"branch": "550"},
+        "driver": {"branch": "580"},
         "container_runtime": "none",
         # validate training submits Kubeflow jobs where gpuready's Role allows it (core/platforms/kube_rbac.yaml)
         "training": {"launcher": "kubernetes", "namespace": "gpuready-training"},

@@ -165,7 +165,7 @@ def lab_inventory(
                 "p2p_pairs": [[0, 1]],
             }
         },
-        "driver": {"branch": "470", "version": "470.82.01"},
+        "driver": {"branch": "580"},
         "vsphere": {
             "port": port,
             "user": USER,
