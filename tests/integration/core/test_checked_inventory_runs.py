@@ -77,7 +77,7 @@ def test_the_copy_given_to_ansible_is_private_and_removed(tmp_path: Path, artifa
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     folder, stamp, branch, mode = (marks / "seen").read_text().split()
-    assert (stamp, branch, mode) == ("from-host-vars", "550", "0600")
+    assert (stamp, branch, mode) == ("from-host-vars", "580", "0600")
     assert Path(folder).parent == temp and Path(folder).name.startswith("gpuready-inventory-")
     assert not Path(folder).exists(), "the copy of the inventory was left behind"
     assert not any(temp.glob("gpuready-inventory-*"))

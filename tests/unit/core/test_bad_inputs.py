@@ -13,7 +13,7 @@ from tests.conftest import ROOT, gpuready
 
 GOOD = {
     "node_classes": {"v100": {"gpu_model": "Tesla V100-SXM2-32GB", "gpu_count": 4}},
-    "driver": {"branch": "550"},
+    "driver": {"branch": "580"},
 }
 
 

@@ -24,7 +24,7 @@ GROUPS = ["gpu_nodes", "kube_control_plane", "esxi_hosts"]
 SUBGROUPS = ["rack_a", "rack_b"]
 names = st.text(alphabet="abcdefgh0123456789-", min_size=1, max_size=8).filter(lambda s: s[0].isalpha())
 settings_doc = {
-    "gpuready": {"node_classes": {"v100": {"gpu_model": "Tesla V100", "gpu_count": 4}}, "driver": {"branch": "550"}}
+    "gpuready": {"node_classes": {"v100": {"gpu_model": "Tesla V100", "gpu_count": 4}}, "driver": {"branch": "580"}}
 }
 
 

@@ -37,7 +37,7 @@ def _inventory(tmp: Path, hosts: int = HOSTS) -> Path:
             "c4140-v100": {"gpu_model": "Tesla V100-SXM2-32GB", "gpu_count": 4},
             "hgx-h100": {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 8},
         },
-        "driver": {"branch": "550"},
+        "driver": {"branch": "580"},
     }
     (inv / "group_vars" / "all" / "gpuready.yml").write_text(yaml.safe_dump({"gpuready": settings}))
     return inv

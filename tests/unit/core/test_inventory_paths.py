@@ -21,7 +21,7 @@ def _inventory(site: Path) -> Path:
             {
                 "gpuready": {
                     "node_classes": {"v100": {"gpu_model": "x", "gpu_count": 1}},
-                    "driver": {"branch": "550"},
+                    "driver": {"branch": "580"},
                     "vsphere": {"user": "u", "ca_file": "certs/ca.pem"},
                     "kubernetes": {"kubeconfig": "certs/../kubeconfig"},
                 }

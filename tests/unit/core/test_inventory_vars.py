@@ -66,7 +66,7 @@ def _layered(tmp: Path) -> Path:
     )
     (inv / "group_vars" / "all" / "gpuready.yml").write_text(
         yaml.safe_dump(
-            {"gpuready": {"node_classes": {"v100": {"gpu_model": "x", "gpu_count": 1}}, "driver": {"branch": "550"}}}
+            {"gpuready": {"node_classes": {"v100": {"gpu_model": "x", "gpu_count": 1}}, "driver": {"branch": "580"}}}
         )
     )
     (inv / "group_vars" / "all" / "site.yml").write_text(yaml.safe_dump({"a": "group_vars all", "e": "group_vars all"}))
