@@ -206,3 +206,19 @@ def test_a_fleet_waiting_for_its_reboot_passes_with_one_pending_line(tmp_path: P
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "driver.loaded: pending on 3 host(s)" in html
     assert "driver.fabric_manager: pending on 3 host(s)" in html
+
+
+def test_check_mode_says_ats_would_be_set_and_pending() -> None:
+    """In check mode the set does not run (nothing changed): the device whose Next Boot is not True(1) would be."""
+    unset = ats_row(recorded("before-firmware-reset.txt").replace("GID(0)", "GID(1)"))
+    finding = render(
+        "fabric",
+        "ats.yml.j2",
+        fabric_ats_query={"results": [{"item": DEVICE, "stdout": unset}]},
+        fabric_ats_set={"results": [{"item": {"item": DEVICE}, "changed": False, "skipped": True}]},
+        ansible_check_mode=True,
+    )
+    assert (finding["status"], finding["message"]) == (
+        PENDING,
+        f"ATS would be set for the next boot on {DEVICE}: a firmware reset or reboot makes it active",
+    )
