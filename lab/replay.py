@@ -457,11 +457,14 @@ def ibstat(profile: Profile) -> str:
 
 
 def mlxconfig_ats(profile: Profile) -> str:
+    """``mlxconfig -d DEV -e q ATS_ENABLED`` laid out as mstflint's mlxcfg_ui.cpp prints it (printConfHeader,
+    printSingleParam: Default, Current and Next Boot columns)."""
+    value = "True(1)" if profile.ats else "False(0)"
     return (
         "\nDevice #1:\n----------\n\nDevice type:    ConnectX6\nName:           MCX653106A-ECA_Ax\n"
         "Description:    ConnectX-6 VPI adapter card; 100Gb/s (HDR100, EDR IB and 100GbE); dual-port QSFP56\n"
-        "Device:         mlx5_0\n\nConfigurations:                              Next Boot\n"
-        f"        ATS_ENABLED                         {'True(1)' if profile.ats else 'False(0)'}\n"
+        f"Device:         mlx5_0\n\n{'Configurations:':<16}{'Default':>36}{'Current':>16}{'Next Boot':>18}\n"
+        f"{'*' if profile.ats else ' '}        {'ATS_ENABLED':<36}{'False(0)':<16}{value:<16}{value:<16}\n"
     )
 
 

@@ -345,6 +345,21 @@ def parse_ibstat(text: str) -> dict[int, dict[str, str]]:
     return ports
 
 
+def parse_mlxconfig(text: str, name: str) -> tuple[str, str]:
+    """``mlxconfig -d DEV -e q NAME``: (Current, Next Boot) values of the parameter, "" where absent.
+
+    With -e mlxconfig prints Default, Current and Next Boot columns; without it, or where the firmware cannot
+    report Current, Next Boot alone (mstflint mlxconfig/mlxcfg_ui.cpp, printConfHeader and printSingleParam,
+    which marks a row whose next value differs with "*").
+    """
+    for line in text.splitlines():
+        fields = line.replace("*", " ").split()
+        if fields[:1] == [name] and len(fields) > 1:
+            values = fields[1:]
+            return (values[-2] if len(values) >= 3 else ""), values[-1]
+    return "", ""
+
+
 def link_down_events(kernel_log: str, ports: list[str]) -> list[str]:
     """Kernel log lines where an RDMA device of ``ports`` (or its netdev) reported its link down."""
     names = [re.escape(p) for p in ports]

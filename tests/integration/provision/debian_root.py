@@ -139,18 +139,29 @@ case "$*" in *driver_version*) echo {version};; *) echo "NVIDIA-SMI {version} (g
 """
 
 MLXCONFIG = r"""#!/bin/sh
-# Stand-in for MFT's mlxconfig: ATS_ENABLED per device, kept in a state file (firmware NVRAM on a real NIC).
+# Stand-in for MFT's mlxconfig: ATS_ENABLED per device, kept in state files (firmware NVRAM on a real NIC). A set
+# writes the Next Boot value; the Current value changes only at a firmware reset or reboot, which a test makes by
+# copying <dev> to <dev>.current. -e adds the Default and Current columns, laid out as mstflint's mlxcfg_ui.cpp
+# prints them (printConfHeader, printSingleParam: "*" marks a row whose next value differs).
 state=/var/lib/mlxconfig-standin
 mkdir -p "$state"
+verbose=
 while [ $# -gt 0 ]; do
-  case "$1" in -d) dev="$2"; shift 2;; -y) shift;; *) break;; esac
+  case "$1" in -d) dev="$2"; shift 2;; -y) shift;; -e) verbose=1; shift;; *) break;; esac
 done
 [ -e "$dev" ] || { echo "-E- Failed to open device: $dev" >&2; exit 3; }
 f="$state/$(basename "$dev")"
 case "$1 $2" in
   "query ATS_ENABLED")
-    v=$(cat "$f" 2>/dev/null || echo "False(0)")
-    printf 'Device #1:\nConfigurations:      Next Boot\n        ATS_ENABLED         %s\n' "$v";;
+    next=$(cat "$f" 2>/dev/null || echo "False(0)")
+    current=$(cat "$f.current" 2>/dev/null || echo "False(0)")
+    if [ -n "$verbose" ]; then
+      mark=" "; [ "$next" != "$current" ] || [ "$next" != "False(0)" ] && mark="*"
+      printf 'Device #1:\nConfigurations:                              Default         Current         Next Boot\n'
+      printf '%s        %-36s%-16s%-16s%-16s\n' "$mark" ATS_ENABLED "False(0)" "$current" "$next"
+    else
+      printf 'Device #1:\nConfigurations:      Next Boot\n        ATS_ENABLED         %s\n' "$next"
+    fi;;
   "set ATS_ENABLED=true")
     echo "True(1)" > "$f"; echo "Applying... Done!"; echo "-I- Please reboot machine to load new configurations.";;
   *) echo "stand-in mlxconfig: unsupported: $*" >&2; exit 2;;

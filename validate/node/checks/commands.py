@@ -181,7 +181,8 @@ def ibstat_command(port: str) -> str:
 
 
 def mlxconfig_command(device: str) -> str:
-    return f"mlxconfig -d {shlex.quote(device)} q ATS_ENABLED"
+    """-e: the Current column beside Next Boot (a value set with mlxconfig is active only after a firmware reset)."""
+    return f"mlxconfig -d {shlex.quote(device)} -e q ATS_ENABLED"
 
 
 def prefetch_commands(node: Node) -> list[str]:

@@ -177,8 +177,9 @@ def ib_flapping(node: Node, v: Verdict) -> Check:
 
 @check(
     "node.ats",
-    "on fabric nodes with ats: true, ATS is enabled on the NIC (mlxconfig)",
-    "mlxconfig -d <dev> set ATS_ENABLED=true, then reboot (gpuready provision cluster does it when fabric.ats).",
+    "on fabric nodes with ats: true, ATS is enabled on the NIC and active (mlxconfig -e: Current, else Next Boot)",
+    "mlxconfig -d <dev> set ATS_ENABLED=true (gpuready provision cluster does it when fabric.ats), then a firmware "
+    "reset (mlxfwreset -d <dev> reset) or reboot makes it the Current value.",
 )
 def ats(node: Node, v: Verdict) -> Check:
     fabric = node.node_class.fabric
@@ -189,9 +190,18 @@ def ats(node: Node, v: Verdict) -> Check:
     for device in devices:
         answer = node.run(mlxconfig_command(device))
         evidence.append(answer.evidence(500))
-        values = [line.split()[-1] for line in answer.stdout.splitlines() if line.strip().startswith("ATS_ENABLED")]
-        if not answer.ok or not values or not values[0].startswith("True"):
-            problems.append(f"{device}: {values[0] if values else f'mlxconfig exit {answer.rc}'}")
+        current, next_boot = nvsmi.parse_mlxconfig(answer.stdout, "ATS_ENABLED")
+        # The running firmware's value where mlxconfig reports it; a value only set for the next boot is not active.
+        active = current or next_boot
+        if not answer.ok or not active:
+            problems.append(f"{device}: mlxconfig exit {answer.rc}")
+        elif not active.startswith("True"):
+            waiting = (
+                " (True(1) set for the next boot: firmware reset or reboot pending)"
+                if current and next_boot.startswith("True")
+                else ""
+            )
+            problems.append(f"{device}: {active}{waiting}")
     if problems:
         return v.failed("ATS not enabled: " + "; ".join(problems), "\n".join(evidence))
     return v.passed(f"ATS enabled on {len(devices)} device(s)", "\n".join(evidence))
