@@ -598,13 +598,19 @@ def _failing_checks(verbose: str) -> str:
 
 
 def wait_until_ready(
-    probe: Callable[[], tuple[bool, str]], alive: Callable[[], bool], log_tail: Callable[[], str], url: str
+    probe: Callable[[], tuple[bool, str]],
+    alive: Callable[[], bool],
+    log_tail: Callable[[], str],
+    url: str,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Wait for the API server's /readyz. On a loaded machine its start-up hooks can take longer than
     READY_TIMEOUT_S, so each time the answer changes (another check passed, or it began to answer) the
     wait goes on for READY_TIMEOUT_S more, up to READY_MAX_S in all; an API server that exits, or stays
-    on the same answer for READY_TIMEOUT_S, is one line with its answer and its log's last line."""
-    started = time.monotonic()
+    on the same answer for READY_TIMEOUT_S, is one line with its answer and its log's last line. ``clock``
+    and ``sleep`` keep the time (the tests' clock moves only when they sleep)."""
+    started = clock()
     quiet_until = started + READY_TIMEOUT_S
     seen = None
     while True:
@@ -613,7 +619,7 @@ def wait_until_ready(
         ready, answer = probe()
         if ready:
             return
-        now = time.monotonic()
+        now = clock()
         if answer != seen:
             seen, quiet_until = answer, now + READY_TIMEOUT_S
         if now >= min(quiet_until, started + READY_MAX_S):
@@ -621,7 +627,7 @@ def wait_until_ready(
                 f"lab kubernetes: kube-apiserver at {url} not ready after {now - started:.0f}s ({answer}); "
                 f"its log ends: {log_tail()}"
             )
-        time.sleep(READY_POLL_S)
+        sleep(READY_POLL_S)
 
 
 def _hosts(plan: dict[str, Any]) -> dict[str, Any]:
