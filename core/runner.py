@@ -94,6 +94,25 @@ def playbooks_dir() -> Path:
     return Path(override) if override else collection_dir()
 
 
+#: Seconds ansible-runner waits on a silent ansible-playbook before it next looks at the cancel callback (its
+#: ``pexpect_timeout``, 5 by default). A cancel does not wait for that look (core/cancel.py ends the children at
+#: once); the cancel tests set this to minutes, so that a cancel that did wait for it could not pass by luck.
+PEXPECT_TIMEOUT_VAR = "GPUREADY_PEXPECT_TIMEOUT_S"
+
+
+def _runner_settings(private: Path) -> None:
+    """ansible-runner's settings file (``env/settings``) with ``$GPUREADY_PEXPECT_TIMEOUT_S`` when it is set."""
+    value = os.environ.get(PEXPECT_TIMEOUT_VAR)
+    if not value:
+        return
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise BadInput(f"{PEXPECT_TIMEOUT_VAR}={value!r}: not a number of seconds") from None
+    (private / "env").mkdir(mode=0o700, exist_ok=True)
+    write_json(private / "env" / "settings", {"pexpect_timeout": seconds})
+
+
 def ansible_environment(workdir: Path) -> dict[str, str]:
     """Environment variables for one ansible-playbook run, with its configuration written into ``workdir``.
 
@@ -263,6 +282,7 @@ def run_playbook(
     try:
         private.mkdir(mode=0o700, parents=True, exist_ok=True)
         env = {**ansible_environment(private), **(envvars or {})}
+        _runner_settings(private)
     except OSError as e:
         raise ArtifactNotWritten(f"could not write the Ansible configuration in {private}: {e.strerror}") from e
     write_json(

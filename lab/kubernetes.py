@@ -15,6 +15,7 @@ Options (``--set kubernetes.KEY=VALUE``):
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib.resources
 import json
 import logging
@@ -183,10 +184,15 @@ def training_crds() -> list[Path]:
     ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` different free ports on 127.0.0.1. Each stays bound until all are chosen: a port let go at once
+    can be the kernel's next choice too (two of four such choices were the same port in about 1 lab start in
+    2,500, and etcd and kube-apiserver cannot share one)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, user: str) -> Path:
@@ -216,7 +222,7 @@ def _start(
 ) -> dict[str, Any]:
     pki = folder / "pki"
     ca = Authority(pki)
-    etcd_port, etcd_peer, api_port, kwok_port = free_port(), free_port(), free_port(), free_port()
+    etcd_port, etcd_peer, api_port, kwok_port = free_ports(4)
     url = f"https://127.0.0.1:{api_port}"
     etcd_cert, etcd_key = ca.issue("etcd", "etcd", server=True, client=True)
     etcd_client = ca.issue("apiserver-etcd-client", "kube-apiserver-etcd-client", client=True)
@@ -598,13 +604,19 @@ def _failing_checks(verbose: str) -> str:
 
 
 def wait_until_ready(
-    probe: Callable[[], tuple[bool, str]], alive: Callable[[], bool], log_tail: Callable[[], str], url: str
+    probe: Callable[[], tuple[bool, str]],
+    alive: Callable[[], bool],
+    log_tail: Callable[[], str],
+    url: str,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Wait for the API server's /readyz. On a loaded machine its start-up hooks can take longer than
     READY_TIMEOUT_S, so each time the answer changes (another check passed, or it began to answer) the
     wait goes on for READY_TIMEOUT_S more, up to READY_MAX_S in all; an API server that exits, or stays
-    on the same answer for READY_TIMEOUT_S, is one line with its answer and its log's last line."""
-    started = time.monotonic()
+    on the same answer for READY_TIMEOUT_S, is one line with its answer and its log's last line. ``clock``
+    and ``sleep`` keep the time (the tests' clock moves only when they sleep)."""
+    started = clock()
     quiet_until = started + READY_TIMEOUT_S
     seen = None
     while True:
@@ -613,7 +625,7 @@ def wait_until_ready(
         ready, answer = probe()
         if ready:
             return
-        now = time.monotonic()
+        now = clock()
         if answer != seen:
             seen, quiet_until = answer, now + READY_TIMEOUT_S
         if now >= min(quiet_until, started + READY_MAX_S):
@@ -621,7 +633,7 @@ def wait_until_ready(
                 f"lab kubernetes: kube-apiserver at {url} not ready after {now - started:.0f}s ({answer}); "
                 f"its log ends: {log_tail()}"
             )
-        time.sleep(READY_POLL_S)
+        sleep(READY_POLL_S)
 
 
 def _hosts(plan: dict[str, Any]) -> dict[str, Any]:

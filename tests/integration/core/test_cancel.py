@@ -106,7 +106,11 @@ def test_validate_gpu_node_cancel_returns_at_once_with_finished_hosts(
     env = new_mark()
     child = Child(["validate", "gpu-node", "-i", str(inv), "--artifacts", str(runs), "--host-timeout", "600"], env)
     child.wait_for("here: ")
-    assert any("ssh" in p for p in leftovers(env, settle=0)), "the hanging host's ssh was not running"
+    # The hanging host's ssh starts beside the local host's checks, not necessarily before they end.
+    deadline = time.monotonic() + 60
+    while not any("ssh" in p for p in leftovers(env, settle=0)):
+        assert time.monotonic() < deadline and child.proc.poll() is None, "the hanging host's ssh never started"
+        time.sleep(0.1)
     child.signal_and_wait(sig, limit=3)
     assert leftovers(env) == [], "processes of the run left behind"
     assert child.proc.returncode == EXIT[sig], child.stderr

@@ -1,8 +1,11 @@
-"""How long a cancel takes: the documented bound (docs/reliability.md, "Ctrl-C and SIGTERM") on a real run, and
-the mechanism that keeps it there, checked without a stopwatch.
+"""How long a cancel takes: a real run's cancel does not wait for ansible-runner's next look, and the mechanism
+that keeps it within the documented bound (docs/reliability.md, "Ctrl-C and SIGTERM"), checked without a stopwatch.
 
 The slow case was ``provision cluster``: ansible-runner looks at its cancel callback only after its child printed
-something or after 5 s of silence (its pexpect_timeout), and a play waiting on a host prints nothing.
+something or after ``pexpect_timeout`` of silence (5 s), and a play waiting on a host prints nothing. A stopwatch
+against the 2 s bound tells 0.5 s from 5 s only by luck on a loaded machine (one cancel took 1.98 s at a load
+average of 15-18, BENCHMARKS.md, "Cancel latency"), so the real run sets that look to 10 minutes: a cancel that
+waited for it takes minutes, one that does not, seconds.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pytest
 import yaml
 
 from gpuready.core import cancel
+from gpuready.core.runner import PEXPECT_TIMEOUT_VAR
 from tests.conftest import ROOT
 from tests.processes import Child, leftovers, new_mark
 
@@ -26,9 +30,11 @@ pytestmark = pytest.mark.slow
 LOCAL = ROOT / "inventories" / "local"
 #: docs/reliability.md: "it returns within two seconds of the signal".
 DOCUMENTED_BOUND_S = 2.0
-#: Added for a loaded machine: at a load average of 15-18 on 2 cores, 15 of 16 cancels took 0.31-0.52 s and one
-#: 1.98 s (BENCHMARKS.md, "Cancel latency"). The mechanism test below is the exact one.
-LOADED_MACHINE_MARGIN_S = 1.0
+#: ansible-runner's look at the cancel callback while the play is silent, in the real run below.
+RUNNER_LOOK_S = 600
+#: A cancel that waited for that look would take most of it; one that does not takes the grace and the writing
+#: of the results (0.3-2 s measured, BENCHMARKS.md), which even a machine ten times slower keeps under this.
+NOT_WAITING_S = 30
 
 
 def quiet_play(tmp: Path) -> Path:
@@ -45,18 +51,16 @@ def quiet_play(tmp: Path) -> Path:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_provision_cancel_returns_within_the_documented_bound(sig: int, tmp_path: Path) -> None:
+def test_provision_cancel_does_not_wait_for_the_runner_s_next_look(sig: int, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    env = {"GPUREADY_PLAYBOOKS": str(quiet_play(tmp_path)), **new_mark()}
+    env = {"GPUREADY_PLAYBOOKS": str(quiet_play(tmp_path)), PEXPECT_TIMEOUT_VAR: str(RUNNER_LOOK_S), **new_mark()}
     child = Child(["provision", "cluster", "-i", str(LOCAL), "--artifacts", str(runs)], env)
     deadline = time.monotonic() + 120
     while not any("Quiet | Wait" in p.read_text() for p in runs.glob("*/ansible/artifacts/*/job_events/*.json")):
         assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
         time.sleep(0.05)
-    # Before, the runner noticed a request at its next look, up to 5 s later, whatever the moment of the signal
-    # (0.97-5.10 s in BENCHMARKS.md), so a regression fails this test often, and
-    # test_a_signal_inside_a_polled_section_ends_the_children_at_once every time.
-    took = child.signal_and_wait(sig, limit=DOCUMENTED_BOUND_S + LOADED_MACHINE_MARGIN_S)
+    # Before, the runner noticed a request at its next look, here minutes after the play fell silent.
+    took = child.signal_and_wait(sig, limit=NOT_WAITING_S)
     assert child.proc.returncode == 128 + sig, child.stderr
     assert leftovers(env) == [], "processes of the run left behind"
     print(f"cancel took {took:.2f}s")  # shown with -s: the figure BENCHMARKS.md records

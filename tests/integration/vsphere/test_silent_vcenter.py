@@ -16,6 +16,11 @@ from tests.integration.vsphere.conftest import Vcsim, start_vcsim
 
 pytestmark = pytest.mark.slow
 TIMEOUT_S = 3
+#: A vCenter with no timeout hangs until gpuready() gives up on it here.
+HANG_S = 120
+#: Python, Ansible's inventory and the 3 s timeout took 12-15 s at a load average of 9 on 2 cores: this bound leaves
+#: a machine six times slower room, and a hang, which runs into HANG_S, none.
+BOUNDED_S = 90
 
 
 @pytest.fixture
@@ -40,7 +45,7 @@ def test_a_silent_vcenter_is_one_line_and_exit_3_in_bounded_time(
 ) -> None:
     inventory = stopped_vcsim.inventory(request_timeout_s=TIMEOUT_S)
     started = time.monotonic()
-    done = gpuready(*command, "-i", str(inventory), "--artifacts", str(tmp_path / "runs"), env=env, timeout=120)
+    done = gpuready(*command, "-i", str(inventory), "--artifacts", str(tmp_path / "runs"), env=env, timeout=HANG_S)
     took = time.monotonic() - started
     assert done.returncode == 3, done.stderr
     lines = done.stderr.strip().splitlines()
@@ -50,4 +55,4 @@ def test_a_silent_vcenter_is_one_line_and_exit_3_in_bounded_time(
         f"within {TIMEOUT_S}s (gpuready.vsphere.request_timeout_s)"
     )
     # The timeout, plus starting Python and Ansible's inventory: far from the minutes it hung before.
-    assert took < TIMEOUT_S + 30, took
+    assert took < BOUNDED_S, took

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,15 +19,33 @@ SCRIPT = ROOT / "scripts" / "record-doc-samples"
 START = "<!-- recorded: run by scripts/record-doc-samples -->"
 
 
+#: Seconds a stopped record-doc-samples gets to take its labs down (a Kubernetes lab's down takes about 10).
+TEARDOWN_S = 120
+
+
 def check(*files: Path, lab: str = "", timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    """``record-doc-samples --check`` on ``files`` (default: every doc), only the samples of ``lab`` when given."""
-    return subprocess.run(
+    """``record-doc-samples --check`` on ``files`` (default: every doc), only the samples of ``lab`` when given.
+
+    Past ``timeout``, or when pytest-timeout ends the test, it is stopped with SIGTERM, which it answers by taking
+    its labs down; subprocess.run's SIGKILL would leave them running."""
+    with subprocess.Popen(
         [sys.executable, str(SCRIPT), "--check", *(["--lab", lab] if lab else []), *map(str, files)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         cwd=ROOT,
-    )
+    ) as recorder:
+        try:
+            out, err = recorder.communicate(timeout=timeout)
+        except BaseException:
+            recorder.send_signal(signal.SIGTERM)
+            try:
+                recorder.communicate(timeout=TEARDOWN_S)
+            except subprocess.TimeoutExpired:
+                recorder.kill()
+                recorder.communicate()
+            raise
+    return subprocess.CompletedProcess(recorder.args, recorder.returncode, out, err)
 
 
 @pytest.mark.slow

@@ -50,6 +50,20 @@ def _answers(*answers: tuple[bool, str]) -> object:
     return lambda: queue.pop(0) if len(queue) > 1 else queue[0]
 
 
+class _Clock:
+    """Time that moves only when the code under test sleeps: the outcome does not hang on how fast this machine
+    polls (a loaded CI machine's sleeps overshoot)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 @pytest.fixture
 def fast(monkeypatch: pytest.MonkeyPatch) -> None:
     from gpuready.lab import kubernetes
@@ -66,21 +80,20 @@ def test_a_slow_api_server_that_makes_progress_is_waited_for(fast: None) -> None
     # 0.6 s: longer than READY_TIMEOUT_S, which a fixed deadline would have failed.
     steps = [(False, "connection refused")] * 2 + [(False, "HTTP 500: failing a, b")] * 2
     steps += [(False, "HTTP 500: failing b")] * 2 + [(True, "")]
-    probe = _answers(*steps)
-    wait_until_ready(probe, lambda: True, lambda: "log", "https://127.0.0.1:1")
+    probe, clock = _answers(*steps), _Clock()
+    wait_until_ready(probe, lambda: True, lambda: "log", "https://127.0.0.1:1", clock.monotonic, clock.sleep)
+    assert clock.now == pytest.approx(0.6)
 
 
 def test_an_api_server_stuck_on_one_answer_is_one_line_with_its_log(fast: None) -> None:
-    import time
-
     from gpuready.core.errors import Unreachable
     from gpuready.lab.kubernetes import wait_until_ready
 
-    probe = _answers((False, "HTTP 500: failing etcd"))
-    started = time.monotonic()
+    probe, clock = _answers((False, "HTTP 500: failing etcd")), _Clock()
+    log = lambda: "E1123 etcd unreachable (see kube-apiserver.log)"  # noqa: E731
     with pytest.raises(Unreachable) as e:
-        wait_until_ready(probe, lambda: True, lambda: "E1123 etcd unreachable (see kube-apiserver.log)", "https://x")
-    assert time.monotonic() - started < 0.8  # READY_TIMEOUT_S of the same answer, not READY_MAX_S
+        wait_until_ready(probe, lambda: True, log, "https://x", clock.monotonic, clock.sleep)
+    assert 0.3 <= clock.now < 0.4 + 1e-9  # READY_TIMEOUT_S of the same answer (within a poll), not READY_MAX_S
     message = str(e.value)
     assert "not ready after" in message
     assert "failing etcd" in message and "etcd unreachable" in message and "\n" not in message
@@ -88,16 +101,21 @@ def test_an_api_server_stuck_on_one_answer_is_one_line_with_its_log(fast: None) 
 
 def test_progress_does_not_wait_past_the_limit(fast: None) -> None:
     import itertools
-    import time
 
     from gpuready.core.errors import Unreachable
     from gpuready.lab.kubernetes import wait_until_ready
 
-    counter = itertools.count()
-    started = time.monotonic()
+    counter, clock = itertools.count(), _Clock()
     with pytest.raises(Unreachable, match="not ready after"):
-        wait_until_ready(lambda: (False, f"HTTP 500: step {next(counter)}"), lambda: True, lambda: "log", "https://x")
-    assert 0.9 < time.monotonic() - started < 2  # went on past READY_TIMEOUT_S, stopped at READY_MAX_S
+        wait_until_ready(
+            lambda: (False, f"HTTP 500: step {next(counter)}"),
+            lambda: True,
+            lambda: "log",
+            "https://x",
+            clock.monotonic,
+            clock.sleep,
+        )
+    assert 1.0 <= clock.now < 1.1 + 1e-9  # went on past READY_TIMEOUT_S, stopped at READY_MAX_S (within a poll)
 
 
 def test_an_api_server_that_exits_is_reported_at_once(fast: None) -> None:
@@ -106,3 +124,23 @@ def test_an_api_server_that_exits_is_reported_at_once(fast: None) -> None:
 
     with pytest.raises(Unreachable, match="kube-apiserver exited: F1123 bad flag"):
         wait_until_ready(_answers((False, "refused")), lambda: False, lambda: "F1123 bad flag", "https://x")
+
+
+def test_the_lab_s_ports_are_four_different_ones() -> None:
+    """In a network namespace whose ephemeral range holds exactly four ports, the four chosen are those four:
+    Linux's bind(port 0) prefers the odd ports of the range, so ports let go one by one repeat there."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, require
+
+    require(os.geteuid() == 0 and shutil.which("unshare") and shutil.which("ip"), "needs root, unshare and ip")
+    script = (
+        'ip link set lo up && sysctl -qw net.ipv4.ip_local_port_range="40000 40003" && '
+        f'exec {sys.executable} -c "from gpuready.lab.kubernetes import free_ports; print(*sorted(free_ports(4)))"'
+    )
+    done = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["40000", "40001", "40002", "40003"]

@@ -123,8 +123,18 @@ def test_the_stop_command_ends_the_launchs_processes_and_no_other(monkeypatch: p
     ]:
         name, _, token = value.partition("=")
         env = {**os.environ, name: token}
-        started.append(subprocess.Popen(["sh", "-c", script], env=env, start_new_session=True))
+        # "ready" once the trap is set: a SIGTERM before it (a loaded machine's slow start) would end the shell
+        started.append(
+            subprocess.Popen(
+                ["sh", "-c", f"{script.removesuffix('sleep 300')}echo ready; exec sleep 300"],
+                env=env,
+                stdout=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        )
     try:
+        assert [p.stdout.readline() for p in started] == ["ready\n"] * 3
         done = subprocess.run(["sh", "-c", ssh.stop_command(mark)], capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
         assert [p.wait(timeout=5) for p in started[:2]] == [-15, -9]
