@@ -4,14 +4,17 @@ init``: the example inventories, written out to start from."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuready.core.command import Context, common_options, execute, fail
 from gpuready.core.errors import GpureadyError
-from gpuready.core.inventory import Inventory
 from gpuready.core.results import Check, RunResult, passed
 from gpuready.core.verdict import Verdict
+
+if TYPE_CHECKING:
+    from gpuready.core.inventory import Inventory
 
 
 @click.group()
@@ -74,6 +77,8 @@ def _check(ctx: Context) -> RunResult:
 def _driver_branch(inv: Inventory, host: str) -> Check:
     """What the driver role's plan would refuse, said before anything runs: a branch NVIDIA has retired, unless
     the host accepts one (GPUs that newer branches dropped)."""
+    from ansible.module_utils.parsing.convert_bool import boolean
+
     from gpuready.core.role_defaults import role_default
 
     oldest = int(role_default("nvidia_driver", "nvidia_driver_oldest_supported_branch"))
@@ -81,7 +86,7 @@ def _driver_branch(inv: Inventory, host: str) -> Check:
     pinned = hostvars.get("nvidia_driver_branch")
     branch = str(pinned) if pinned is not None and "{{" not in str(pinned) else inv.settings.driver.branch
     number = int(branch.split("-")[0])
-    accepted = str(hostvars.get("nvidia_driver_allow_end_of_life", False)).lower() in ("true", "yes", "1")
+    accepted = boolean(hostvars.get("nvidia_driver_allow_end_of_life", False), strict=False)
     v = Verdict(
         "inventory.driver_branch",
         host,
