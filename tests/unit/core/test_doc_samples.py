@@ -98,6 +98,22 @@ def test_a_sample_is_one_shell_session_what_one_command_exports_the_next_has(tmp
     assert done.returncode == 1 and "+kept" in done.stdout
 
 
+@pytest.mark.parametrize("cache", ["/srv/ci-cache", "/tmp/ci-cache", "checkout"])
+def test_the_users_cache_folder_matches_wherever_xdg_cache_home_puts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache: str
+) -> None:
+    """A sample recorded with the cache in ~/.cache matches a run whose XDG_CACHE_HOME is elsewhere (a CI cache
+    folder, a temporary one, one inside the checkout); nothing but the cache folder is left out."""
+    folder = str(ROOT / ".ci-cache") if cache == "checkout" else cache
+    monkeypatch.setenv("XDG_CACHE_HOME", folder)
+    command = '$ echo "kubectl ($XDG_CACHE_HOME/gpuready/kubernetes-v1.34.4/bin/kubectl)"\n'
+    recorded = "kubectl (/root/.cache/gpuready/kubernetes-v1.34.4/bin/kubectl)\n"
+    assert check(_sample(tmp_path, command + recorded)).returncode == 0
+    done = check(_sample(tmp_path, command + recorded.replace("kubectl)", "kubectl) and more")))
+    # The diff shows the fresh output as a recording would write it: the cache as the docs show it.
+    assert done.returncode == 1 and "+kubectl (~/.cache/gpuready/kubernetes-v1.34.4/bin/kubectl)\n" in done.stdout
+
+
 def test_a_sample_whose_figures_vary_is_compared_without_its_numbers_only(tmp_path: Path) -> None:
     body = "$ echo '│ 1 │ 11.79 │ 100.0% │'\n│ 1 │ 120.5 │ 99.5% │\n"
     assert check(_sample(tmp_path, body)).returncode == 1  # measured figures differ from run to run
