@@ -10,10 +10,10 @@ from gpuready.core import __version__
 from gpuready.core.lazy import LazyGroup
 
 COMMANDS = {
-    "inventory": ("gpuready.core.inventory_cli:inventory", "Check an inventory and gpuready's settings in it."),
+    "inventory": ("gpuready.core.inventory.cli:inventory", "Check an inventory and gpuready's settings in it."),
     "provision": ("gpuready.provision.cli:provision", "Provision GPU nodes, clusters and vSphere with Ansible."),
     "lab": ("gpuready.lab.cli:lab", "Start and stop the lab of local simulators."),
-    "report": ("gpuready.workloads.cli:report", "Show a finished run's verdict again; compare training runs."),
+    "report": ("gpuready.core.report.cli:report", "Show a finished run's verdict again; compare training runs."),
     "validate": ("gpuready.validate.cli:validate", "Validate GPU nodes, clusters, vSphere and training performance."),
 }
 

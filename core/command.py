@@ -146,7 +146,7 @@ class Context:
     _counts: dict[str, int] = field(default_factory=dict, repr=False)
     _hosts: set[str] = field(default_factory=set, repr=False)
     _live: Any = field(default=None, repr=False)
-    #: The result the body is building (from :meth:`new_result`): what a cancel still reports.
+    #: The result the body is building (from :meth:`new_result`): what a cancel still writers.
     _result: RunResult | None = field(default=None, repr=False)
 
     @cached_property
@@ -311,29 +311,28 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
 def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
     """Write the results and show them. An artifact that cannot be written (a full disk) does not keep the
     verdict from the terminal: it is returned, to be named in one line and exit 3."""
-    from gpuready.core import prometheus_textfile, reports, verdict_text
     from gpuready.core.artifacts import ArtifactNotWritten, make_private
+    from gpuready.core.report import metrics as metrics_file
+    from gpuready.core.report import terminal, writers
 
     ctx.stop_progress()
     problem = None
     try:
         folder = ctx.run_dir
         try:
-            reports.write_all(result, folder, every_row=bool(ctx.verbose))
+            writers.write_all(result, folder, every_row=bool(ctx.verbose))
         finally:
             make_private(folder)
     except ArtifactNotWritten as e:
         problem = e
-    if metrics := prometheus_textfile.requested():
+    if metrics := metrics_file.requested():
         try:
-            prometheus_textfile.write(result, metrics)
+            metrics_file.write(result, metrics)
         except ArtifactNotWritten as e:
             problem = problem or e
-    verdict_text.show(result, ctx.console, verbose=bool(ctx.verbose))
+    terminal.show(result, ctx.console, verbose=bool(ctx.verbose))
     if ctx.output == "json":
-        from gpuready.core.report_show import print_json
-
-        print_json(result)
+        click.echo(writers.as_json(result))
     return problem
 
 

@@ -3,7 +3,7 @@
 A command records each figure with :func:`record` into ``RunResult.metrics["figures"]``: what was
 measured, its value in the unit the reports show it in, and labels saying whose it is (host, GPU,
 check). summary.json keeps them; ``--metrics`` writes them for Prometheus in base units
-(:mod:`gpuready.core.prometheus_textfile`).
+(:mod:`gpuready.core.report.metrics`).
 """
 
 from __future__ import annotations

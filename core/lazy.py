@@ -43,7 +43,7 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, self.lazy[name][1]) for name in sorted(self.lazy)]
-        rows += [(name, cmd.get_short_help_str()) for name, cmd in sorted(self.commands.items())]
+        rows += [(name, cmd.get_short_help_str(limit=80)) for name, cmd in sorted(self.commands.items())]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)

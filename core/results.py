@@ -1,6 +1,6 @@
 """One results model for every command: checks (per host) plus metrics.
 
-Every command builds a :class:`RunResult`; :mod:`gpuready.core.reports` writes it as
+Every command builds a :class:`RunResult`; :mod:`gpuready.core.report.writers` writes it as
 ``summary.json``, ``junit.xml``, ``report.md`` and a terminal table.
 """
 

@@ -21,7 +21,7 @@ COLLECTION = "gpuready.gpu."
 def _read(role: str, part: str) -> dict[str, Any]:
     import yaml
 
-    from gpuready.core.runner import collection_dir
+    from gpuready.core.collection import collection_dir
 
     path = collection_dir() / "roles" / role / part / "main.yml"
     if part == "meta" and not path.is_file():

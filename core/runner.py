@@ -21,6 +21,7 @@ from typing import Any
 
 from gpuready.core import ansible_diff, cancel, redact
 from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
+from gpuready.core.collection import collection_dir
 from gpuready.core.errors import BadInput, Cancelled, Unreachable, shorten
 from gpuready.core.inventory import INVENTORY_PLUGINS, checked_files
 from gpuready.core.results import CHECK_STATUSES, Check
@@ -58,7 +59,7 @@ ANSIBLE_SETTINGS: dict[str, dict[str, str]] = {
         "nocolor": "True",
         "force_color": "False",
     },
-    # The inventory plugins gpuready checks the inventory with (core/inventory.py INVENTORY_PLUGINS), instead of
+    # The inventory plugins gpuready checks the inventory with (gpuready.core.inventory.INVENTORY_PLUGINS), instead of
     # Ansible's default list, which also runs an executable inventory file as a script ("script") and reads
     # host lists and TOML. https://docs.ansible.com/ansible/latest/reference_appendices/config.html#inventory-enabled
     "inventory": {"enable_plugins": ", ".join(INVENTORY_PLUGINS)},
@@ -69,16 +70,6 @@ ANSIBLE_SETTINGS: dict[str, dict[str, str]] = {
     # https://docs.ansible.com/ansible/latest/reference_appendices/config.html#ansible-pipelining
     "connection": {"pipelining": "True"},
 }
-
-
-def collection_dir() -> Path:
-    """The gpuready.gpu collection: playbooks/ in a checkout, gpuready/playbooks in an installed wheel."""
-    from importlib.resources import files
-
-    root = Path(str(files("gpuready.playbooks")))
-    if not (root / "galaxy.yml").is_file():
-        raise Unreachable(f"the gpuready.gpu collection is missing from {root}; reinstall gpuready")
-    return root
 
 
 #: The message Ansible's command, shell and raw give a command that exited non-zero.

@@ -1,4 +1,4 @@
 """The Ansible collection gpuready.gpu, shipped inside the wheel as package data.
 
-Python code finds it with :func:`gpuready.core.runner.collection_dir`; nothing here is imported.
+Python code finds it with :func:`gpuready.core.collection.collection_dir`; nothing here is imported.
 """

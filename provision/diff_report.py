@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuready.core.artifacts import write_text
-from gpuready.core.reports import showable
+from gpuready.core.report.summary import showable
 
 if TYPE_CHECKING:
     from rich.console import Console

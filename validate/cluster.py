@@ -21,7 +21,7 @@ import click
 from gpuready.core import role_defaults
 from gpuready.core.command import Context, common_options, execute, limit_option
 from gpuready.core.errors import GpureadyError
-from gpuready.core.prometheus_textfile import metrics_option
+from gpuready.core.report.metrics import metrics_option
 from gpuready.core.results import Check, RunResult
 from gpuready.core.verdict import Verdict
 

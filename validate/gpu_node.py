@@ -10,7 +10,7 @@ import click
 
 from gpuready.core.command import Context, FiniteFloatRange, comma_list, common_options, execute, limit_option
 from gpuready.core.inventory import KUBE_ONLY_GROUP
-from gpuready.core.prometheus_textfile import metrics_option
+from gpuready.core.report.metrics import metrics_option
 from gpuready.core.results import Check, RunResult
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuready.core.command import Context, common_options, execute, limit_option
-from gpuready.core.prometheus_textfile import metrics_option
+from gpuready.core.report.metrics import metrics_option
 
 if TYPE_CHECKING:
     from gpuready.core.results import RunResult

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from gpuready.core.command import Context, common_options, execute
-from gpuready.core.prometheus_textfile import metrics_option
+from gpuready.core.report.metrics import metrics_option
 from gpuready.core.results import Check, RunResult
 from gpuready.core.verdict import Verdict
 

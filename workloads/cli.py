@@ -1,4 +1,5 @@
-"""``gpuready report``: reports built from earlier runs (``report compare``) and from job output (``collect``)."""
+"""``gpuready report compare`` and ``report collect``: training reports built from earlier runs and from job output
+(the ``report`` group itself is gpuready.core.report.cli)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,12 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuready.core.command import Context, FiniteFloatRange, artifacts_option, execute
-from gpuready.core.report_show import show
 
 if TYPE_CHECKING:
     from gpuready.core.results import RunResult
 
 
-@click.group("report")
-def report() -> None:
-    """Reports built from earlier runs' artifact folders."""
-
-
-report.add_command(show)
-
-
-@report.command("compare")
+@click.command("compare")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN[=LABEL]...")
 @click.option(
     "--max-overhead",
@@ -79,7 +71,7 @@ def _body(ctx: Context) -> RunResult:
     return result
 
 
-@report.command("collect")
+@click.command("collect")
 @click.argument("outputs", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="OUTPUT...")
 @artifacts_option
 def collect(outputs: tuple[Path, ...], artifacts: Path | None) -> None:

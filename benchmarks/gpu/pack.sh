@@ -14,7 +14,7 @@ mkdir -p "$out"
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d "$out" -r benchmarks/gpu/node-requirements.txt
 size=$(du -sm "$out" | cut -f1)
-echo "pack: $(ls "$out" | wc -l) wheels, ${size} MiB in $out"
+echo "pack: $(find "$out" -maxdepth 1 -name '*.whl' | wc -l) wheels, ${size} MiB in $out"
 if [ "$size" -gt 60 ]; then
   echo "pack: ${size} MiB is more than a GPU session may carry (64 MiB with the tree)" >&2
   exit 1

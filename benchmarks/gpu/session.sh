@@ -13,7 +13,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dest=${1:?usage: benchmarks/gpu/session.sh DEST_DIR [RUNBOOK_OUT]}
-[ -d "$dest" ] && [ -w "$dest" ] || { echo "session: $dest is not a writable folder" >&2; exit 2; }
+if [ ! -d "$dest" ] || [ ! -w "$dest" ]; then echo "session: $dest is not a writable folder" >&2; exit 2; fi
 if [ $# -ge 2 ]; then
   work=$(cd "$2" 2>/dev/null && pwd) || { echo "session: no runbook output folder $2" >&2; exit 2; }
   rc=0

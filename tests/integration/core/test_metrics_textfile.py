@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.core import figures
-from gpuready.core.prometheus_textfile import render
+from gpuready.core.report.metrics import render
 from gpuready.core.results import RunResult, failed, passed, skipped
 from tests.conftest import ROOT, gpuready
 from tests.promtool import check_metrics

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.core.report_hosts import natural
+from gpuready.core.report.hosts import natural
 from tests.browser import Dom, Element, dom, screenshot, shots_folder
 from tests.conftest import gpuready, require
 from tests.integration.node.conftest import can_make_namespaces
@@ -134,7 +134,7 @@ def test_the_verdict_as_json_and_again_from_the_artifacts(lab_run: dict[str, obj
 def thousand_hosts(folder: Path, into: Path) -> Path:
     """The ten real hosts' results each repeated for 100 hosts named gn0..gn999 (a host's name in its messages
     and evidence renamed with it), written by gpuready's own report writers."""
-    from gpuready.core import reports
+    from gpuready.core.report import writers
     from gpuready.core.results import Check, RunResult
 
     run = RunResult.from_dict(json.loads((folder / "summary.json").read_text()))
@@ -150,7 +150,7 @@ def thousand_hosts(folder: Path, into: Path) -> Path:
             fields = {k: v.replace(original, name) for k, v in vars(c).items() if k not in ("id", "status")}
             big.add(Check(id=c.id, status=c.status, **fields))
     into.mkdir()
-    reports.write_all(big, into)
+    writers.write_all(big, into)
     return into / "report.html"
 
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpuready.core.runner import collection_dir, run_playbook
+from gpuready.core.collection import collection_dir
+from gpuready.core.runner import run_playbook
 from tests.conftest import require
 from tests.integration.provision import netplan, recorded_facts
 from tests.integration.provision import nvidia_reference as ref

@@ -129,3 +129,93 @@ def test_library_code_leaves_process_state_alone(layer: str, path: Path) -> None
         f"line {n}: {line.strip()}" for n, line in enumerate(path.read_text().splitlines(), 1) if MUTATION.search(line)
     ]
     assert not hits, f"{path.relative_to(ROOT)} changes os.environ, cwd or ansible.constants: {hits}"
+
+
+def _module_files() -> dict[str, Path]:
+    """Every gpuready module, by dotted name, from pyproject's package-dir mapping."""
+    modules: dict[str, Path] = {}
+    for package, folder in MAPPING.items():
+        base = ROOT / folder
+        for path in sorted(base.rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            modules.setdefault(".".join([package, *parts]), path)
+    return modules
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The nodes under ``if TYPE_CHECKING:``: imports that never run, so never part of a circle."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(n) for statement in node.body for n in ast.walk(statement)}
+    return skipped
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Who imports whom among ``modules``: every import statement, at the top or inside a function (an import
+    inside a function only postpones a circle), except those under ``if TYPE_CHECKING:``."""
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        skipped = _type_checking_only(tree)
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: its strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                found.append(sorted([*component, v]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """Inside a layer too (core's report writers and the terminal verdict, say): a circle held together by an
+    import inside a function is still a circle."""
+    found = circles(import_graph(_module_files()))
+    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_a_planted_circle_is_found_even_through_an_import_inside_a_function(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "c.py"
+    a.write_text("from gpuready.core.b import x\n")
+    b.write_text("def late():\n    from gpuready.core.a import y\n")
+    c.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gpuready.core.a import y\n")
+    modules = {"gpuready.core.a": a, "gpuready.core.b": b, "gpuready.core.c": c}
+    assert circles(import_graph(modules)) == [["gpuready.core.a", "gpuready.core.b"]]
+    b.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from gpuready.core.a import y\n")
+    assert circles(import_graph(modules)) == []

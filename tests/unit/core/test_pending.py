@@ -17,7 +17,7 @@ from jinja2 import Environment, FileSystemLoader
 from rich.cells import cell_len
 from rich.console import Console
 
-from gpuready.core import reports, verdict_text
+from gpuready.core.report import terminal, writers
 from gpuready.core.results import PENDING, Check, RunResult, passed, skipped
 from tests.conftest import ROOT
 
@@ -51,7 +51,7 @@ def provision_run() -> RunResult:
 
 def shown(run: RunResult) -> list[str]:
     console = Console(record=True, width=80, color_system=None, force_terminal=False, emoji=False)
-    verdict_text.show(run, console)
+    terminal.show(run, console)
     return console.export_text().splitlines()
 
 
@@ -89,7 +89,7 @@ def test_pending_is_carried_through_summary_junit_and_reports(tmp_path: Path) ->
     from tests.browser import Dom
 
     run = provision_run()
-    reports.write_all(run, tmp_path)
+    writers.write_all(run, tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "passed" and summary["counts"][PENDING] == 2
     again = RunResult.from_dict(summary)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuready.core import reports
+from gpuready.core.report import writers
 from gpuready.core.results import Check, RunResult, errored, failed, passed, skipped
 
 CHECKS = [
@@ -51,7 +51,7 @@ def big_run() -> RunResult:
 
 def test_report_md_has_the_same_shape(tmp_path: Path) -> None:
     run = big_run()
-    reports.write_all(run, tmp_path)
+    writers.write_all(run, tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert len(report.splitlines()) < 120
     assert "| driver.version | 987 | 10 | 0 | 0 | 0 | 10: gn0007, gn0107, gn0207 +7 more — " + OLD_DRIVER in report
@@ -63,5 +63,5 @@ def test_report_md_has_the_same_shape(tmp_path: Path) -> None:
     assert "gn0500" in healthy and "| 981 |" in healthy and healthy.endswith("| node.ib_ports |  |")
     assert "| failed | gn0013, gn0512 | 2 | gpu.ecc_volatile |  | node.ib_ports |" in hosts
     assert "| the node class has no fabric ports | node.ib_ports | 997 | gn0000, gn0001," in hosts
-    reports.write_all(run, tmp_path, every_row=True)
+    writers.write_all(run, tmp_path, every_row=True)
     assert "| gn0500 | gpu.count | passed | ok |" in (tmp_path / "report.md").read_text()

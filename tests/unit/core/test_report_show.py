@@ -6,7 +6,8 @@ import json
 import re
 from pathlib import Path
 
-from gpuready.core import redact, report_html, reports
+from gpuready.core import redact
+from gpuready.core.report import html, writers
 from gpuready.core.results import RunResult, failed, passed, skipped
 from tests.browser import Dom
 from tests.conftest import gpuready
@@ -28,7 +29,7 @@ def _run(folder: Path, *checks: object) -> Path:
     run = RunResult(command="validate gpu-node", inventory="inventories/site")
     run.add(*checks)  # type: ignore[arg-type]
     folder.mkdir(parents=True)
-    reports.write_all(run, folder)
+    writers.write_all(run, folder)
     return folder
 
 
@@ -89,5 +90,5 @@ def test_a_plot_in_the_run_folder_is_inline(tmp_path: Path) -> None:
     plt.plot([1, 2, 4], [100, 190, 370])
     plt.savefig(folder / "scaling.png")
     plt.close()
-    page = report_html.render(RunResult(command="validate training"), folder)
+    page = html.render(RunResult(command="validate training"), folder)
     assert '<img src="data:image/png;base64,' in page and "scaling.png" in page

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from gpuready.core import redact, reports
+from gpuready.core import redact
+from gpuready.core.report import writers
 from gpuready.core.results import Check, RunResult, errored, failed, passed, skipped
 
 
@@ -53,7 +54,7 @@ def test_writers_produce_summary_junit_report_and_failure_marker(tmp_path: Path)
         errored("reach", "gpu03", "unreachable"),
     )
     run.metrics = {"images_per_second": 12.5}
-    reports.write_all(run, tmp_path)
+    writers.write_all(run, tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "error"
     assert summary["counts"] == {"passed": 1, "failed": 1, "skipped": 1, "error": 1, "pending": 0}
@@ -79,7 +80,7 @@ def test_writers_produce_summary_junit_report_and_failure_marker(tmp_path: Path)
 
 def test_a_passing_run_leaves_no_failure_marker(tmp_path: Path) -> None:
     (tmp_path / "FAILURE").write_text("old")
-    reports.write_all(_run(passed("a", "h")), tmp_path)
+    writers.write_all(_run(passed("a", "h")), tmp_path)
     assert not (tmp_path / "FAILURE").exists()
 
 
@@ -88,7 +89,7 @@ def test_registered_secrets_never_reach_the_files(tmp_path: Path) -> None:
     redact.register(secret)
     run = _run(failed("login", "vc", f"login as admin with {secret} refused", evidence=f"pw={secret}"))
     run.metrics = {"vcenter_password": "other-secret", "note": f"used {secret}"}
-    reports.write_all(run, tmp_path)
+    writers.write_all(run, tmp_path)
     for name in ("summary.json", "junit.xml", "report.md"):
         text = (tmp_path / name).read_text()
         assert secret not in text, name

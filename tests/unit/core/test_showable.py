@@ -5,7 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from gpuready.core.reports import markdown, showable, write_junit
+from gpuready.core.report.summary import showable
+from gpuready.core.report.writers import markdown, write_junit
 from gpuready.core.results import RunResult, failed
 
 #: What a node's console could hand back: clear-screen and colour escapes, NUL, SOH, a C1 CSI, DEL.

@@ -17,7 +17,7 @@ import click
 from rich.cells import cell_len
 from rich.console import Console
 
-from gpuready.core import reports, verdict_text
+from gpuready.core.report import summary, terminal, writers
 from gpuready.core.results import Check, RunResult, failed
 from gpuready.validate.node import checks
 from gpuready.validate.node.checks import run_catalogue
@@ -64,12 +64,12 @@ TEN = {"lost-gpu": [1], "nvlink": [4], "pinned": [7, 8]}
 
 def shown(run: RunResult, width: int = 80, verbose: bool = False) -> list[str]:
     console = Console(record=True, width=width, color_system=None, force_terminal=False, emoji=False)
-    verdict_text.show(run, console, verbose=verbose)
+    terminal.show(run, console, verbose=verbose)
     return console.export_text().splitlines()
 
 
 def assert_fits(text: list[str], width: int = 80) -> None:
-    assert len(text) <= verdict_text.MAX_LINES, "\n".join(text)
+    assert len(text) <= terminal.MAX_LINES, "\n".join(text)
     assert all(cell_len(line) <= width for line in text), "\n".join(text)
     # A column wrapped word by word leaves lines of one word (or one word inside table borders).
     lone = [line for line in text if re.fullmatch(r"[│┃ ]*\S+[│┃ ]*", line)]
@@ -133,8 +133,8 @@ def test_a_remedy_pasted_from_the_verdict_runs_against_the_same_inventory_and_ho
     from gpuready.provision.cli import provision
 
     run = fleet(10, TEN)
-    [group] = [g for s in reports.summarize(run) if s.id == "driver.version" for g in s.groups]
-    remedy = verdict_text.remedy_for(group.remedy, group.hosts, run.inventory)
+    [group] = [g for s in summary.summarize(run) if s.id == "driver.version" for g in s.groups]
+    remedy = terminal.remedy_for(group.remedy, group.hosts, run.inventory)
     command = re.search(r"gpuready (provision cluster [^()]*?)(?= \(|$)", remedy)
     assert command, remedy
     import shlex
@@ -149,20 +149,20 @@ def test_a_remedy_that_names_its_host_names_every_host_of_the_group() -> None:
     run = RunResult(command="validate vsphere", inventory="lab/vsphere")
     for host in ("esx-01", "esx-02"):
         run.add(failed("vsphere.passthrough", host, "0000:17:00.0: enabled but not active", remedy=f"reboot {host}"))
-    [group] = reports.summarize(run)[0].groups
-    assert verdict_text.remedy_for(group.remedy, group.hosts, run.inventory) == "reboot esx-01, esx-02"
+    [group] = summary.summarize(run)[0].groups
+    assert terminal.remedy_for(group.remedy, group.hosts, run.inventory) == "reboot esx-01, esx-02"
     assert any("→ reboot esx-01, esx-02" in line for line in shown(run))
 
 
 def test_failure_marker_is_json(tmp_path: Path) -> None:
     run = fleet(10, TEN)
-    reports.write_all(run, tmp_path)
+    writers.write_all(run, tmp_path)
     marker = json.loads((tmp_path / "FAILURE").read_text())
     assert marker == {"status": "failed", "counts": run.counts()}
 
 
 def test_report_md_remedy_carries_the_inventory_and_every_host(tmp_path: Path) -> None:
-    reports.write_all(fleet(10, TEN), tmp_path)
+    writers.write_all(fleet(10, TEN), tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert "gpuready provision cluster -i 'inventories/site a' --limit gn0007,gn0008" in report
 
@@ -171,7 +171,7 @@ def test_report_html_remedy_is_the_one_the_terminal_and_report_md_show(tmp_path:
     from tests.browser import Dom
 
     run = fleet(10, TEN)
-    reports.write_all(run, tmp_path)
+    writers.write_all(run, tmp_path)
     page = Dom()
     page.feed((tmp_path / "report.html").read_text(encoding="utf-8"))
     findings = {a.find_all("h3")[0].all_text: a for a in page.root.find_all("article", **{"class": "finding"})}

@@ -17,7 +17,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
-from gpuready.core import reports, verdict_text
+from gpuready.core.report import terminal, writers
 from gpuready.core.results import PENDING, Check, RunResult
 from gpuready.validate.node import nvsmi
 from gpuready.validate.node.checks.commands import mlxconfig_command
@@ -193,7 +193,7 @@ def test_a_fleet_waiting_for_its_reboot_passes_with_one_pending_line(tmp_path: P
     from rich.console import Console
 
     console = Console(record=True, width=140, color_system=None, force_terminal=False, emoji=False)
-    verdict_text.show(run, console)
+    terminal.show(run, console)
     text = console.export_text().splitlines()
     start = text.index("pending (a reboot or an action outside gpuready finishes it):")
     assert text[start + 1 : start + 3] == [
@@ -202,7 +202,7 @@ def test_a_fleet_waiting_for_its_reboot_passes_with_one_pending_line(tmp_path: P
         "  reboot required: driver 550.54.15 installed, none loaded (gpuready.driver.allow_reboot is false): 3 hosts "
         "(driver.loaded)",
     ], text
-    reports.write_all(run, tmp_path)
+    writers.write_all(run, tmp_path)
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "driver.loaded: pending on 3 host(s)" in html
     assert "driver.fabric_manager: pending on 3 host(s)" in html

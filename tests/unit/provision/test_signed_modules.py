@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.core.runner import collection_dir
+from gpuready.core.collection import collection_dir
 from tests.unit.provision.local_play import run_local_play
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "apt" / "jammy-signed-modules.txt"

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # What the driver role decides its apt tasks from, read in one command on the node; reads only.
 # Arguments: the version-wildcard requests (NAME=GLOB) whose pinned candidate is asked for.
 # Prints four sections:

@@ -15,19 +15,6 @@ if TYPE_CHECKING:
     from gpuready.core.results import RunResult
 
 
-def as_json(run: RunResult) -> str:
-    """The run as summary.json has it (secrets masked), with the folder it was read from."""
-    from gpuready.core import redact
-
-    data = run.to_dict()
-    data["artifacts"] = run.artifacts
-    return json.dumps(redact.structure(data), indent=2, default=str)
-
-
-def print_json(run: RunResult) -> None:
-    click.echo(as_json(run))
-
-
 def load(folder: Path) -> RunResult:
     from gpuready.core.errors import BadInput
     from gpuready.core.results import RunResult
@@ -61,18 +48,19 @@ def show(run: str | None, as_json_flag: bool, verbose: int, artifacts: Path | No
     """
     from rich.console import Console
 
-    from gpuready.core import run_folders, verdict_text
+    from gpuready.core import run_folders
     from gpuready.core.command import fail
     from gpuready.core.errors import GpureadyError
+    from gpuready.core.report import terminal, writers
 
     try:
         found = load(run_folders.resolve(run, artifacts))
     except GpureadyError as e:
         fail(str(e), e.exit_code)
     if as_json_flag:
-        print_json(found)
+        click.echo(writers.as_json(found))
     else:
-        verdict_text.show(found, Console(highlight=False, soft_wrap=False, emoji=False), verbose=bool(verbose))
+        terminal.show(found, Console(highlight=False, soft_wrap=False, emoji=False), verbose=bool(verbose))
         for name in ("report.html", "report.md"):
             if (Path(found.artifacts) / name).is_file():
                 click.echo(f"{name}: {Path(found.artifacts) / name}")

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.text import Text
 
 from gpuready.core import redact
+from gpuready.core.report.summary import CheckSummary, Group, showable, summarize
 from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, RunResult
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from gpuready.core.reports import CheckSummary, Group
 
 #: The most lines the verdict takes, at 10 hosts or 1000 (``-v`` lifts it).
 MAX_LINES = 40
@@ -122,10 +121,6 @@ _STEPS = (
 def lines(run: RunResult, width: int = 80, *, max_lines: int | None = MAX_LINES) -> list[Text]:
     """The verdict of ``run`` as lines of at most ``width`` cells each, and at most ``max_lines`` lines (None: all
     the detail, as ``-v`` shows it)."""
-    from dataclasses import replace
-
-    from gpuready.core.reports import summarize
-
     width = max(width, 40)
     summaries = summarize(run)
     budget = _Budget()
@@ -142,8 +137,6 @@ def lines(run: RunResult, width: int = 80, *, max_lines: int | None = MAX_LINES)
 
 def _shown(line: Text, width: int) -> Text:
     """``line`` with any control byte a node printed (ESC in a kernel log line) written out, not obeyed."""
-    from gpuready.core.reports import showable
-
     plain = showable(line.plain)
     return line if plain == line.plain else _fit(Text(plain, style=line.style), width)
 
@@ -331,7 +324,7 @@ def _names(hosts: list[str], room: int) -> str:
 
 def _pending_lines(run: RunResult, width: int, budget: _Budget) -> list[Text]:
     """Pending checks grouped by reason, one line each: what a reboot or an action outside gpuready finishes."""
-    from gpuready.core.report_hosts import pendings
+    from gpuready.core.report.hosts import pendings
 
     groups = pendings(run)
     if not groups:

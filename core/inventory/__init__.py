@@ -19,8 +19,8 @@ import yaml
 
 from gpuready.core.bulk import no_cycle_collection
 from gpuready.core.errors import BadInput
-from gpuready.core.inventory_values import check_connection_vars, check_names
-from gpuready.core.vault import Vault, is_vaulted
+from gpuready.core.inventory.values import check_connection_vars, check_names
+from gpuready.core.inventory.vault import Vault, is_vaulted
 
 if TYPE_CHECKING:
     from gpuready.core.settings import NodeClass, Settings

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.core import redact
-from gpuready.core.report_hosts import (
+from gpuready.core.report.hosts import (
     SEVERITY,
     Figure,
     Matrix,
@@ -26,9 +26,9 @@ from gpuready.core.report_hosts import (
     pendings,
     skips,
 )
-from gpuready.core.reports import showable, summarize
+from gpuready.core.report.summary import showable, summarize
+from gpuready.core.report.terminal import group_remedy, todo_remedy
 from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, Check, RunResult
-from gpuready.core.verdict_text import group_remedy, todo_remedy
 
 #: Up to this many hosts, every host's measured figures and its own row are shown; beyond, a summary per check.
 EVERY_HOST_UP_TO = 20

@@ -3,7 +3,7 @@ and what was skipped, grouped by reason, so what was not tested is named in the 
 
 from __future__ import annotations
 
-from gpuready.core.report_hosts import matrix, natural, pendings, skips
+from gpuready.core.report.hosts import matrix, natural, pendings, skips
 from gpuready.core.results import ERROR, FAILED, PENDING, SKIPPED, RunResult
 
 
@@ -52,7 +52,7 @@ def hosts_and_skips(run: RunResult) -> list[str]:
 
 def _pending(run: RunResult) -> list[str]:
     """What a reboot or an action outside gpuready finishes, by reason, with each thing left to do as code."""
-    from gpuready.core.verdict_text import todo_remedy
+    from gpuready.core.report.terminal import todo_remedy
 
     lines: list[str] = []
     for g in pendings(run):

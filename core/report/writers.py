@@ -1,25 +1,25 @@
-"""Writers for the one results model: summary.json, junit.xml, report.md (the terminal: verdict_text)."""
+"""Writers for the one results model: summary.json, junit.xml, report.md (the terminal: terminal.py)."""
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuready.core import redact
 from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.bulk import no_cycle_collection
-from gpuready.core.results import CHECK_STATUSES, ERROR, FAILED, PASSED, PENDING, SKIPPED, RunResult, now_iso
-from gpuready.core.verdict_text import group_remedy
+from gpuready.core.report.summary import showable, summarize
+from gpuready.core.report.terminal import group_remedy
+from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, RunResult, now_iso
 
 
 def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
     """Write every artifact of ``run`` into ``folder``; a ``FAILURE`` marker when it did not pass.
 
     report.md summarises per check and details the failures; ``every_row`` adds every host's rows
-    (summary.json and junit.xml always have them). report.html is the page to hand over (core/report_html.py)."""
-    from gpuready.core import report_html
+    (summary.json and junit.xml always have them). report.html is the page to hand over (core/report/html.py)."""
+    from gpuready.core.report import html
 
     run.finished = run.finished or now_iso()
     run.artifacts = str(folder)
@@ -29,7 +29,7 @@ def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
         (folder / "summary.json", lambda: write_json(folder / "summary.json", run.to_dict())),
         (folder / "junit.xml", lambda: write_junit(run, folder / "junit.xml")),
         (folder / "report.md", lambda: write_text(folder / "report.md", redact.text(markdown(run, every_row=rows)))),
-        (folder / "report.html", lambda: write_text(folder / "report.html", report_html.render(run, folder))),
+        (folder / "report.html", lambda: write_text(folder / "report.html", html.render(run, folder))),
     ]
     if run.status != PASSED:
         writers.append((marker, lambda: write_json(marker, failure_marker(run))))
@@ -51,6 +51,14 @@ def write_all(run: RunResult, folder: Path, *, every_row: bool = False) -> None:
         raise ArtifactNotWritten(f"could not write {names} in {folder}: {why}")
 
 
+def as_json(run: RunResult) -> str:
+    """The run as summary.json has it (secrets masked), with the folder it was read from (``--output json``,
+    ``report show --json``)."""
+    data = run.to_dict()
+    data["artifacts"] = run.artifacts
+    return json.dumps(redact.structure(data), indent=2, default=str)
+
+
 def failure_marker(run: RunResult) -> dict[str, object]:
     """What the FAILURE file holds (JSON): the status, the counts per status, and why a run stopped short."""
     marker: dict[str, object] = {"status": run.status, "counts": run.counts()}
@@ -61,15 +69,6 @@ def failure_marker(run: RunResult) -> dict[str, object]:
 
 #: Characters XML 1.0 cannot hold (its Char production: tab, newline, carriage return and U+0020 on, less the
 #: surrogates and U+FFFE/U+FFFF), and the C1 controls a terminal acts on (U+0080-U+009F, CSI among them).
-_UNSHOWABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
-
-
-def showable(text: str) -> str:
-    """``text`` with every control character a node may have printed (ESC, NUL, SOH in a kernel log line or a
-    name) written as ``\\x1b``: what XML cannot hold, and what a terminal showing report.md would obey."""
-    return _UNSHOWABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else "\ufffd", text)
-
-
 def write_junit(run: RunResult, path: Path) -> None:
     """JUnit XML, one suite per host (written with ElementTree: linear at 1000 hosts x 30 checks)."""
     import xml.etree.ElementTree as ET
@@ -114,55 +113,6 @@ def write_junit(run: RunResult, path: Path) -> None:
     write_text(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")
 
 
-#: Host names shown per group; the rest are counted (every name is in summary.json and report.md).
-NAMES_SHOWN = 3
-
-
-@dataclass
-class Group:
-    """Hosts that got the same verdict and message from one check."""
-
-    status: str
-    message: str
-    remedy: str
-    hosts: list[str] = field(default_factory=list)
-
-    def names(self, shown: int = NAMES_SHOWN) -> str:
-        extra = len(self.hosts) - shown
-        return ", ".join(self.hosts[:shown]) + (f" +{extra} more" if extra > 0 else "")
-
-
-@dataclass
-class CheckSummary:
-    """One check across every host: counts per status and its failing hosts grouped by identical message."""
-
-    id: str
-    counts: dict[str, int]
-    groups: list[Group]
-
-
-def summarize(run: RunResult) -> list[CheckSummary]:
-    """Per check, in the order checks first appear: counts, and failed/error hosts grouped by message."""
-    summaries: dict[str, CheckSummary] = {}
-    groups: dict[tuple[str, str, str], Group] = {}
-    for c in run.checks:
-        summary = summaries.setdefault(c.id, CheckSummary(c.id, dict.fromkeys(CHECK_STATUSES, 0), []))
-        summary.counts[c.status] += 1
-        if c.status in (FAILED, ERROR):
-            # A message naming its own host ("cannot reach gn0997") groups with its siblings as "<host>".
-            named = len(c.host) > 2
-            message = c.message.replace(c.host, "<host>") if named else c.message
-            key = (c.id, c.status, message)
-            if key not in groups:
-                # A remedy naming its host ("reboot esx-01") is written for every host of the group when shown.
-                groups[key] = Group(c.status, message, c.remedy.replace(c.host, "<host>") if named else c.remedy)
-                summary.groups.append(groups[key])
-            groups[key].hosts.append(c.host)
-    for summary in summaries.values():
-        summary.groups.sort(key=lambda g: -len(g.hosts))
-    return list(summaries.values())
-
-
 def _hosts(run: RunResult) -> int:
     return len({c.host for c in run.checks})
 
@@ -170,7 +120,7 @@ def _hosts(run: RunResult) -> int:
 def markdown(run: RunResult, *, every_row: bool = False) -> str:
     """report.md: the same shape as the terminal (summary per check, failures grouped, their details), then
     every host's rows (``every_row``)."""
-    from gpuready.core import report_markdown
+    from gpuready.core.report import markdown
 
     lines = [
         f"# gpuready {run.command}",
@@ -211,10 +161,10 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
                 lines += [
                     "- remedy:",
                     "",
-                    *report_markdown.code(group_remedy(run, g)),
+                    *markdown.code(group_remedy(run, g)),
                 ]
             lines.append("")
-    lines += report_markdown.hosts_and_skips(run)
+    lines += markdown.hosts_and_skips(run)
     if every_row:
         lines += ["", "## Every host", "", "| host | check | status | message | remedy |", "|---|---|---|---|---|"]
         for c in run.checks:

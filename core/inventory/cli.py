@@ -38,11 +38,11 @@ def check(inventory_path: Path, artifacts: Path | None, verbose: int) -> None:
 def init(folder: Path, only: str | None) -> None:
     """Write gpuready's example inventories into FOLDER/<name> (default ./inventories): local (this machine),
     baremetal-c4140, openshift-311 and vsphere-r750xa. Prints each inventory's path; never overwrites one."""
-    from gpuready.core import inventory_examples
+    from gpuready.core.inventory import examples
 
     chosen = [n.strip() for n in (only or "").split(",") if n.strip()] or None
     try:
-        written = inventory_examples.write(folder, chosen)
+        written = examples.write(folder, chosen)
     except GpureadyError as e:
         fail(str(e), e.exit_code)
     for path in written:
