@@ -131,7 +131,8 @@ class Lab:
         if self.root.exists() and not self.root.is_dir():
             raise BadInput(f"--lab-dir {self.root}: not a folder")
         try:
-            return json.loads(self.state_file.read_text())
+            state: dict[str, dict[str, Any]] = json.loads(self.state_file.read_text())
+            return state
         except FileNotFoundError:
             return {}
         except NotADirectoryError:
@@ -291,4 +292,5 @@ def component(name: str) -> Component:
         cls = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as e:
         raise BadInput(f"lab component {name!r} is not available in this build ({e})") from e
-    return cls()
+    component: Component = cls()
+    return component

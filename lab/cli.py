@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from gpuready.lab import Component, Lab
 
 
-def _lab_dir_option(func):  # type: ignore[no-untyped-def]
+def _lab_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--lab-dir",
         type=click.Path(),

@@ -73,12 +73,14 @@ class Devices:
     def reconcile(self, node: str) -> None:
         profile = self.nodes[node]
         registered = any(_is_plugin(p) and _ready(p) and p["spec"].get("nodeName") == node for p in self.pods.values())
+        want: tuple[str, str] | None
+        before = self.advertised.get(node)
         if registered:
             count = str(profile["count"])
             want = (count, "0" if profile.get("fault") == "allocatable-zero" else count)
         else:
             # The kubelet keeps a resource's capacity once a plugin registered it, but nothing is allocatable.
-            want = (self.advertised[node][0], "0") if self.advertised.get(node) else None
+            want = (before[0], "0") if before else None
         if want == self.advertised.get(node, None):
             return
         status: dict[str, Any] = {
@@ -136,7 +138,8 @@ class Devices:
 
         while True:
             try:
-                listing = self.core.list_pod_for_all_namespaces(_preload_content=False)
+                # Without preloading, the client returns the raw urllib3 response (its .data), not a V1PodList.
+                listing: Any = self.core.list_pod_for_all_namespaces(_preload_content=False)
                 items = json.loads(listing.data)
                 self.pods = {}
                 for pod in items["items"]:

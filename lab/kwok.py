@@ -197,7 +197,10 @@ def gpu_stages(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if n["fault"]:
             by_fault[n["fault"]].append(n["name"])
     pod_faults = by_fault["vector-add-fails"] + by_fault["permission-denied"] + by_fault["vector-add-hangs"]
-    on = lambda names: [{"key": ".spec.nodeName", "operator": "In", "values": names}]  # noqa: E731
+
+    def on(names: list[str]) -> list[dict[str, Any]]:
+        return [{"key": ".spec.nodeName", "operator": "In", "values": names}]
+
     stages = [
         _stage(
             "gpuready-gpu-pod-complete",

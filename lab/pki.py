@@ -71,7 +71,8 @@ class Authority:
     def _pem(cert: Any) -> bytes:
         from cryptography.hazmat.primitives import serialization
 
-        return cert.public_bytes(serialization.Encoding.PEM)
+        pem: bytes = cert.public_bytes(serialization.Encoding.PEM)
+        return pem
 
     def issue(
         self,

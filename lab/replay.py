@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 from gpuready.validate.node.node import QUERY_COMMAND, QUERY_FIELDS
 
@@ -199,7 +200,7 @@ NODE_CLASSES = {
 }
 
 
-def lab_settings() -> dict:
+def lab_settings() -> dict[str, Any]:
     """gpuready settings for an inventory of replayed hosts."""
     return {
         "node_classes": NODE_CLASSES,

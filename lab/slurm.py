@@ -144,7 +144,7 @@ def scontrol(conf: Path | str, *args: str, timeout: float = 20) -> subprocess.Co
 
 
 def wait_nodes_idle(conf: Path | str, names: list[str], timeout: float = 60) -> None:
-    deadline, states = time.monotonic() + timeout, {}
+    deadline, states = time.monotonic() + timeout, dict[str, str]()
     while time.monotonic() < deadline:
         out = scontrol(conf, "show", "node", "-o").stdout
         states = {}

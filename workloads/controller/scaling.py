@@ -13,7 +13,8 @@ from typing import Any
 
 
 def worker_images_per_second(rank: dict[str, Any]) -> float:
-    return rank["batch_size"] * len(rank["step_times"]) / sum(rank["step_times"])
+    steps: list[float] = rank["step_times"]
+    return float(rank["batch_size"]) * len(steps) / sum(steps)
 
 
 def rank_figures(rank: dict[str, Any]) -> dict[str, Any]:

@@ -71,13 +71,15 @@ def crd(kind: str) -> dict[str, Any]:
     """The CRD of ``kind`` (MPIJob, TFJob, PyTorchJob) as its owner publishes it (crds/SOURCES.md)."""
     plural = next(v[3] for v in KINDS.values() if v[0] == kind)
     text = importlib.resources.files("gpuready.workloads.launchers") / "crds" / f"kubeflow.org_{plural}.yaml"
-    return yaml.safe_load(text.read_text())
+    document: dict[str, Any] = yaml.safe_load(text.read_text())
+    return document
 
 
 def crd_schema(kind: str, version: str) -> dict[str, Any] | None:
     for served in crd(kind)["spec"]["versions"]:
         if served["name"] == version:
-            return served["schema"]["openAPIV3Schema"]
+            schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]
+            return schema
     return None
 
 
@@ -405,12 +407,8 @@ def _run(
         started = time.monotonic()
         deadline, state, acted = started + plan.timeout_s + 600, "", False
         while time.monotonic() < deadline:
-            conditions = (
-                custom.get_namespaced_custom_object(group, version, namespace, plural, name)
-                .get("status", {})
-                .get("conditions")
-                or []
-            )
+            job: Any = custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+            conditions = job.get("status", {}).get("conditions") or []
             acted = acted or bool(conditions)
             done = [c["type"] for c in conditions if c.get("status") == "True" and c["type"] in ("Succeeded", "Failed")]
             if done:
@@ -434,7 +432,9 @@ def _run(
             delete()
         raise
     pods = core.list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}={name}").items
-    text = "".join(core.read_namespaced_pod_log(p.metadata.name, namespace) for p in pods)
+    text = "".join(
+        core.read_namespaced_pod_log(p.metadata.name, namespace) for p in pods if p.metadata and p.metadata.name
+    )
     log_path = folder / f"workers-{workers}.log"
     log_path.write_text(text)
     result = Launch(workers, parse_results(text), log_path)

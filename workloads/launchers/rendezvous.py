@@ -60,14 +60,15 @@ def plan(hosts: str) -> list[Any]:
     from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
 
     items = parse_hosts(hosts)
-    return get_host_assignments(items, sum(h.slots for h in items))
+    assignments: list[Any] = get_host_assignments(items, sum(h.slots for h in items))
+    return assignments
 
 
 def route_address(peer: str) -> str:
     """This machine's address on the route to ``peer`` (no packet is sent)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.connect((peer, 9))
-        return s.getsockname()[0]
+        return str(s.getsockname()[0])
 
 
 def interface_of(address: str) -> str:
@@ -75,7 +76,7 @@ def interface_of(address: str) -> str:
 
     for name, addresses in psutil.net_if_addrs().items():
         if any(a.address == address for a in addresses):
-            return name
+            return str(name)
     raise ValueError(f"no network interface holds {address}")
 
 

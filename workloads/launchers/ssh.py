@@ -327,9 +327,9 @@ def _launch_torchrun(plan: Plan, workers: int, folder: Path, hosts: list[Host]) 
                 p.wait()
         if procs and len(codes) < len(procs):  # timeout, Ctrl-C or SIGTERM
             stop_remote(chosen, known_hosts, mark)
-        log_path.write_text("".join(p.read_text(errors="replace") for p in parts if p.exists()))
-        for p in parts:
-            p.unlink(missing_ok=True)
+        log_path.write_text("".join(part.read_text(errors="replace") for part in parts if part.exists()))
+        for part in parts:
+            part.unlink(missing_ok=True)
     result = Launch(workers, log=log_path, returncode=max(codes, key=abs) if codes else None)
     if not codes:
         result.problem = f"stopped after {plan.timeout_s}s (timeout_s)"

@@ -202,7 +202,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         )
     before = weights_digest(model)
-    losses, step_times, warmup_times = [], [], []
+    losses: list[float] = []
+    step_times: list[float] = []
+    warmup_times: list[float] = []
     # the first step compiles (and autotunes cuDNN): never timed, whatever --warmup-steps says
     warmup = max(1, args.warmup_steps)
     first_step_unix = time.time()

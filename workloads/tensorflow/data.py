@@ -7,6 +7,7 @@ sequentially and shards afterwards, which is why it stalls GPUs and does not sca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
@@ -31,7 +32,7 @@ def shard_files(data_dir: str, split: str) -> list[str]:
     return files
 
 
-def _parser(image_size: int, training: bool, with_names: bool):
+def _parser(image_size: int, training: bool, with_names: bool) -> Callable[[Any], tuple[Any, ...]]:
     def parse(record: tf.Tensor) -> tuple[Any, ...]:
         example = tf.io.parse_single_example(record, FEATURES)
         image = tf.io.decode_png(example["image"], channels=3)

@@ -207,7 +207,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     step = dist.make_step(model, optimizer, loss_fn, args.mixed_precision)
     before = weights_digest(model.trainable_variables)
 
-    losses, step_times, warmup_times = [], [], []
+    losses: list[float] = []
+    step_times: list[float] = []
+    warmup_times: list[float] = []
     # the first step traces the graph (and compiles it with XLA): never timed
     warmup = max(1, args.warmup_steps)
     first_step_unix = time.time()
