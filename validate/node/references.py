@@ -37,7 +37,15 @@ METRICS = {
     "p2p_bandwidth": "GB/s",
     "nccl_allreduce_busbw": "GB/s",
     "nvlink_links": "links",
+    # Measured by DCGM's diagnostic plugins (dcgmi diag), judged only against DCGM's own per-SKU floors.
+    "dcgm_stress_tflops": "TFLOP/s",
+    "dcgm_memory_bandwidth": "GB/s",
+    "dcgm_h2d_bandwidth": "GB/s",
+    "dcgm_d2h_bandwidth": "GB/s",
 }
+
+#: Copy bandwidths a PCIe link bounds, whichever tool measured them (the link rule below applies to each).
+HOST_COPY_METRICS = ("h2d_bandwidth", "d2h_bandwidth", "dcgm_h2d_bandwidth", "dcgm_d2h_bandwidth")
 
 # PCI-SIG raw rates for x16 per direction: gen3 8 GT/s -> 15.75 GB/s, gen4 16 GT/s -> 31.5 GB/s,
 # gen5 32 GT/s -> 63 GB/s (128b/130b encoding). A host-to-device copy reaches about 80% of it after
@@ -64,6 +72,56 @@ def _peak(value: float, unit: str, source: str) -> Reference:
 def _azure(lower: float, where: str) -> Reference:
     return Reference(lower, lower, "GB/s", _AZURE + where)
 
+
+#: DCGM's own per-SKU floors: NVIDIA/DCGM ``nvvs/diag-skus.yaml.in`` at commit
+#: 72fa3feaa67d716a75323a8f47c34ff3ee73f824 (DCGM 4.6.0, Apache-2.0), the file DCGM's diagnostics judge with.
+_DCGM_SKUS = "NVIDIA/DCGM nvvs/diag-skus.yaml.in@72fa3fe"
+#: targeted_stress fails a GPU whose best GEMM rate is below target_perf_min_ratio (0.95, the default in
+#: nvvs/plugin_src/targetedstress/TargetedStress_wrapper.cpp) of the SKU's target_stress (SGEMM GFLOP/s
+#: where use_dgemm is false, DGEMM where true); DCGM further discounts the target by the share of the test's
+#: time spent copying, which gpuready cannot see, so gpuready's bound can only be stricter than DCGM's.
+DCGM_TARGET_PERF_MIN_RATIO = 0.95
+
+
+def _dcgm(line: int, sku: str, target_stress: float, dgemm: bool, line_bw: int, minimum_bandwidth_mb: float) -> dict:
+    """A SKU's two DCGM floors: targeted_stress's GEMM rate (GFLOP/s there, TFLOP/s here) and memory_bandwidth's
+    minimum_bandwidth (MB/s there, GB/s here)."""
+    gemm = "DGEMM" if dgemm else "SGEMM"
+    stress = target_stress / 1000
+    return {
+        "dcgm_stress_tflops": Reference(
+            stress,
+            round(stress * DCGM_TARGET_PERF_MIN_RATIO, 2),
+            "TFLOP/s",
+            f"{_DCGM_SKUS} line {line} ({sku}: targeted_stress target_stress {target_stress:g} GFLOP/s {gemm}); "
+            f"lower bound x{DCGM_TARGET_PERF_MIN_RATIO} (target_perf_min_ratio)",
+        ),
+        "dcgm_memory_bandwidth": Reference(
+            minimum_bandwidth_mb / 1000,
+            minimum_bandwidth_mb / 1000,
+            "GB/s",
+            f"{_DCGM_SKUS} line {line_bw} ({sku}: memory_bandwidth minimum_bandwidth {minimum_bandwidth_mb:g} MB/s)",
+        ),
+    }
+
+
+#: nvidia-smi product name -> DCGM's floors for the SKU of that name (DCGM matches by PCI device id, given in
+#: each source). The H200 (2335) row's minimum_bandwidth reads 2333, which the file's own comment derives as
+#: "dcgmproftester -t 1005 shows 3110. Multiply by .75": a GB/s figure in an MB/s field; gpuready reads it as
+#: 2,333 GB/s (2,333,000 MB/s), as every other row of the file is scaled.
+DCGM_ROWS: dict[str, dict] = {
+    "NVIDIA H100 80GB HBM3": _dcgm(150, "H100 80GB HBM3, id 2330", 29250, False, 174, 1905000),
+    "NVIDIA H100 NVL": _dcgm(3043, "H100NVL, id 2321", 25575, False, 3066, 2043000),
+    "NVIDIA H200 NVL": _dcgm(3604, "H200, id 233b", 32218, False, 3625, 2212500),
+    "NVIDIA H200": _dcgm(3533, "H200, id 2335", 37500, False, 3554, 2333000),
+    "NVIDIA B200": _dcgm(4092, "B200, id 2901", 36949, False, 4116, 4072500),
+    "NVIDIA GB200": _dcgm(3931, "B200 DevId 10DE, id 2941", 15225, False, 3955, 2602500),
+    "NVIDIA GB300": _dcgm(4263, "GB300 NVL Bianca, id 31c2", 48750, False, 4287, 4522500),
+    "NVIDIA A100-SXM4-80GB": _dcgm(1594, "A100-SXM4-80GB, id 20b2", 6975, True, 1617, 1173000),
+    "NVIDIA A100-PCIE-40GB": _dcgm(1558, "A100 PCIe, id 20f1", 5963, True, 1581, 969750),
+    "NVIDIA L40S": _dcgm(3191, "NVIDIA L40S, id 26b9", 30000, False, 3209, 525000),
+    "NVIDIA L4": _dcgm(2935, "Nvidia L4, id 27b8", 8700, False, 2958, 198500),
+}
 
 _H100_SXM = "NVIDIA H100 Tensor Core GPU data sheet (SXM5)"
 _H100_PCIE = "NVIDIA H100 Tensor Core GPU data sheet (PCIe)"
@@ -131,6 +189,7 @@ TABLE: dict[tuple[str, str], Reference] = {
     ("NVIDIA L40S", "matmul_tflops"): _peak(362, "TFLOP/s", _L40S + ": BF16 362.05"),
     ("NVIDIA L40S", "memory_bandwidth"): _peak(864, "GB/s", _L40S + ": 864 GB/s"),
     ("NVIDIA B200*", "nvlink_links"): Reference(18, 18, "links", "NVIDIA DGX B200 user guide"),
+    **{(model, metric): ref for model, rows in DCGM_ROWS.items() for metric, ref in rows.items()},
 }
 
 
@@ -145,7 +204,7 @@ def lookup(
     for (pattern, name), reference in TABLE.items():
         if name == metric and fnmatch.fnmatchcase(model, pattern):
             return reference
-    if metric in ("h2d_bandwidth", "d2h_bandwidth"):
+    if metric in HOST_COPY_METRICS:
         gen, width = (gpu.pcie_max_gen, gpu.pcie_max_width) if gpu is not None else (None, None)
         if gen not in _PCIE_RAW:
             return None

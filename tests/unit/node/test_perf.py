@@ -55,7 +55,7 @@ def test_one_gpu_at_half_its_mates_fails_alone_by_name_with_both_figures() -> No
     result = one(node_for(H100_X8, answers={checks.NVBANDWIDTH_COMMAND: slow}, references=LOW), "perf.h2d_bandwidth")
     assert result.status == "failed"
     assert result.message == (
-        "GPU 5 (00000000:AB:00.0): 13.19 GB/s below 80% of its 7 mate(s)' median 26.09 GB/s on this node"
+        "GPU 5 (00000000:AB:00.0): 13.19 GB/s below 85% of its 7 mate(s)' median 26.09 GB/s on this node"
     )
     assert result.remedy
 
@@ -71,7 +71,7 @@ def test_real_slow_gpu_beside_its_mates_that_dcgm_passed() -> None:
         "perf.matmul_tflops", "dgx", "matmul_tflops", figures, "ubergemm (FP32)", overrides={"matmul_tflops": 0}
     )
     assert result.status == "failed"
-    assert result.message == "GPU 0: 6.698 TFLOP/s below 80% of its 7 mate(s)' median 19.19 TFLOP/s on this node"
+    assert result.message == "GPU 0: 6.698 TFLOP/s below 85% of its 7 mate(s)' median 19.19 TFLOP/s on this node"
 
 
 def test_the_models_lower_bound_fails_every_gpu_below_it() -> None:
@@ -214,7 +214,7 @@ def test_the_run_wide_mates_fail_a_host_slow_against_the_others() -> None:
     judged = perf.across_run([a, b])
     assert [c.status for c in judged] == ["passed", "failed"]
     assert judged[1].message == (
-        "GPU 0: 12.75 GB/s below 80% of the run's median 26.19 GB/s (8 NVIDIA H100 80GB HBM3 mate(s) on 2 hosts)"
+        "GPU 0: 12.75 GB/s below 85% of the run's median 26.19 GB/s (8 NVIDIA H100 80GB HBM3 mate(s) on 2 hosts)"
     )
     assert type(judged[1]) is Check  # reported as a plain check
 
@@ -246,7 +246,7 @@ def run_probe(*args: str) -> str:
 
 def test_the_real_probe_runs_end_to_end_on_cpu_and_is_judged() -> None:
     # The same code a GPU node runs, on two CPU stand-ins (float32, gloo): its figures are the CPU's. The
-    # per-GPU figures are judged on a one-GPU node (CPU timings are too noisy for the 80% mates rule).
+    # per-GPU figures are judged on a one-GPU node (CPU timings are too noisy for the mates rule).
     output = run_probe("--cpu-devices", "2")
     data = tool_output.probe(output)
     assert data["device"] == "cpu" and len(data["gpus"][0]["matmul_tflops"]) == 2
