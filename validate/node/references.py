@@ -83,7 +83,9 @@ _DCGM_SKUS = "NVIDIA/DCGM nvvs/diag-skus.yaml.in@72fa3fe"
 DCGM_TARGET_PERF_MIN_RATIO = 0.95
 
 
-def _dcgm(line: int, sku: str, target_stress: float, dgemm: bool, line_bw: int, minimum_bandwidth_mb: float) -> dict:
+def _dcgm(
+    line: int, sku: str, target_stress: float, dgemm: bool, line_bw: int, minimum_bandwidth_mb: float
+) -> dict[str, Reference]:
     """A SKU's two DCGM floors: targeted_stress's GEMM rate (GFLOP/s there, TFLOP/s here) and memory_bandwidth's
     minimum_bandwidth (MB/s there, GB/s here)."""
     gemm = "DGEMM" if dgemm else "SGEMM"
@@ -109,7 +111,7 @@ def _dcgm(line: int, sku: str, target_stress: float, dgemm: bool, line_bw: int, 
 #: each source). The H200 (2335) row's minimum_bandwidth reads 2333, which the file's own comment derives as
 #: "dcgmproftester -t 1005 shows 3110. Multiply by .75": a GB/s figure in an MB/s field; gpuready reads it as
 #: 2,333 GB/s (2,333,000 MB/s), as every other row of the file is scaled.
-DCGM_ROWS: dict[str, dict] = {
+DCGM_ROWS: dict[str, dict[str, Reference]] = {
     "NVIDIA H100 80GB HBM3": _dcgm(150, "H100 80GB HBM3, id 2330", 29250, False, 174, 1905000),
     "NVIDIA H100 NVL": _dcgm(3043, "H100NVL, id 2321", 25575, False, 3066, 2043000),
     "NVIDIA H200 NVL": _dcgm(3604, "H200, id 233b", 32218, False, 3625, 2212500),

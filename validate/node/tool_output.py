@@ -138,7 +138,7 @@ _DCGM_PATTERNS = {
     "memory_bandwidth": re.compile(r"GPU (\d+) only achieved a memory bandwidth of (\d+(?:\.\d+)?) GB/s"),
 }
 #: The plugins whose messages each figure may come from (DCGM 2 called targeted stress's sibling sm_stress).
-_DCGM_TESTS = {
+DCGM_TESTS = {
     "h2d": ("pcie",),
     "d2h": ("pcie",),
     "stress_gflops": ("targeted_stress", "sm_stress"),
@@ -201,7 +201,7 @@ def dcgm_figures(text: str) -> dict[str, dict[int, list[float]]]:
     tests = dcgm_tests(text)
     found: dict[str, dict[int, list[float]]] = {}
     for kind, pattern in _DCGM_PATTERNS.items():
-        for name in _DCGM_TESTS[kind]:
+        for name in DCGM_TESTS[kind]:
             for result in tests.get(name, []):
                 owner = _result_gpu(result)
                 for message in _messages(result):
@@ -217,11 +217,16 @@ def dcgm_figures(text: str) -> dict[str, dict[int, list[float]]]:
     return found
 
 
-def dcgm_status(text: str, test: str) -> dict[int, str]:
-    """Each GPU's status in one test of ``dcgmi diag -j`` (Pass, Fail, Skip, Warn as DCGM writes them)."""
-    statuses: dict[int, str] = {}
-    for result in dcgm_tests(text).get(test, []):
-        gpu = _result_gpu(result)
-        if gpu is not None and isinstance(result.get("status"), str):
-            statuses[gpu] = result["status"]
+def dcgm_status(text: str, *tests: str) -> dict[int, tuple[str, str]]:
+    """Each GPU's (test, status) in ``dcgmi diag -j`` (Pass, Fail, Skip, Warn as DCGM writes them), from the first
+    of ``tests`` that did not skip it (DCGM 2 and 3 ran sm_stress where DCGM 4 runs targeted_stress)."""
+    statuses: dict[int, tuple[str, str]] = {}
+    found = dcgm_tests(text)
+    for test in tests:
+        for result in found.get(test, []):
+            gpu, status = _result_gpu(result), result.get("status")
+            if gpu is None or not isinstance(status, str):
+                continue
+            if gpu not in statuses or statuses[gpu][1].lower().startswith("skip"):
+                statuses[gpu] = (test, status)
     return statuses

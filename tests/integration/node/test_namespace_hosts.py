@@ -61,6 +61,14 @@ FAULTS: dict[str, dict[str, str]] = {
     "slow-gpu": {**NVBANDWIDTH, "perf.h2d_bandwidth": "failed"},
     # A process on GPU 2: no measured check passes.
     "busy-gpu": {"perf.h2d_bandwidth": "failed", "perf.d2h_bandwidth": "failed"},
+    # The driver and DCGM only: DCGM measures the host copies and the GEMM rate; its recording failed the latter.
+    "dcgm-only": {
+        "node.selinux_labels": "passed",
+        "diag.dcgm": "passed",
+        "perf.h2d_bandwidth": "passed",
+        "perf.d2h_bandwidth": "passed",
+        "perf.matmul_tflops": "failed",
+    },
     "ecc-errors": {"gpu.ecc_volatile": "failed", "gpu.xid": "failed"},
     "driver-mismatch": {"driver.version": "failed"},
     # GPU 3 is on the PCI bus but nvidia-smi does not see it: reported once, by gpu.pci_bus; the count and

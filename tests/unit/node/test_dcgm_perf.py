@@ -50,13 +50,23 @@ def test_dcgm3_json_carries_each_gpus_copy_and_gemm_figures() -> None:
     # GPU 1 passed with its info line; GPUs 0, 2, 3 fell short, their figure in DCGM_FR_STRESS_LEVEL's warning.
     assert figures["stress_gflops"] == {0: [2128.7], 1: [577.0], 2: [1096.5], 3: [1099.7]}
     assert "memory_bandwidth" not in figures  # skipped on every GPU of the recording
-    assert tool_output.dcgm_status(DCGM3_X4, "memory_bandwidth") == dict.fromkeys(range(4), "SKIP")
+    assert tool_output.dcgm_status(DCGM3_X4, "memory_bandwidth") == dict.fromkeys(
+        range(4), ("memory_bandwidth", "SKIP")
+    )
+    # targeted_stress skipped every GPU; sm_stress, its DCGM 2-3 sibling, ran: each GPU's status is sm_stress's.
+    stress = tool_output.dcgm_status(DCGM3_X4, *tool_output.DCGM_TESTS["stress_gflops"])
+    assert stress == {
+        0: ("sm_stress", "FAIL"),
+        1: ("sm_stress", "PASS"),
+        2: ("sm_stress", "FAIL"),
+        3: ("sm_stress", "FAIL"),
+    }
 
 
 def test_dcgm4_json_files_figures_under_each_entity() -> None:
     text = in_envelope(DCGM4_DIAGNOSTIC)
     assert tool_output.dcgm_figures(text) == {"diagnostic_gflops": {0: [859.08], 1: [859.08]}}
-    assert tool_output.dcgm_status(text, "diagnostic") == dict.fromkeys(range(8), "Pass")
+    assert tool_output.dcgm_status(text, "diagnostic") == dict.fromkeys(range(8), ("diagnostic", "Pass"))
 
 
 def test_a_level_1_run_carries_no_figure() -> None:
@@ -98,7 +108,7 @@ def test_dcgm_passes_without_a_figure_are_dcgms_verdict_and_say_so() -> None:
     head, found, tail = DCGM3_X4.partition('"name": "memory_bandwidth"')
     rest = tail.index('"name": "sm_stress"')
     passed = head + found + tail[:rest].replace('"status": "SKIP"', '"status": "PASS"') + tail[rest:]
-    assert tool_output.dcgm_status(passed, "memory_bandwidth") == dict.fromkeys(range(4), "PASS")
+    assert tool_output.dcgm_status(passed, "memory_bandwidth") == dict.fromkeys(range(4), ("memory_bandwidth", "PASS"))
     result = one(node_for(H100_X4, answers={checks.DCGM_PERF_COMMAND: passed}), "perf.memory_bandwidth")
     assert result.status == "passed"
     assert result.message.startswith("DCGM's memory_bandwidth passed on 4 GPU(s): each at least DCGM's floor")

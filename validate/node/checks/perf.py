@@ -6,7 +6,7 @@ hands on to the next, and where none is, the check is skipped naming what to ins
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -58,6 +58,10 @@ class _Measured:
     metric: str = ""
     #: A verdict the tool reached itself without printing a figure (DCGM's memory_bandwidth on a pass).
     passed: str = ""
+    #: GPUs the tool itself failed against its own floor, whatever the figures' judgement (DCGM's status), and
+    #: the tool's name for the message.
+    tool_failed: list[int] = field(default_factory=list)
+    tool: str = ""
 
 
 def _failed(why: str, answer: Answer) -> _Measured:
@@ -172,13 +176,6 @@ _DCGM_KINDS = {
     "h2d": ("dcgm_h2d_bandwidth", 1.0),
     "d2h": ("dcgm_d2h_bandwidth", 1.0),
 }
-#: The DCGM plugin whose run each kind comes from.
-_DCGM_PLUGIN = {
-    "stress_gflops": "targeted_stress",
-    "memory_bandwidth": "memory_bandwidth",
-    "h2d": "pcie",
-    "d2h": "pcie",
-}
 
 
 def _from_dcgm(kind: str, node: Node) -> _Measured:
@@ -187,21 +184,25 @@ def _from_dcgm(kind: str, node: Node) -> _Measured:
     answer = node.run(DCGM_PERF_COMMAND)
     if tool_absent(answer, "== no dcgmi"):
         return _Measured()
-    plugin = _DCGM_PLUGIN[kind]
+    tests = tool_output.DCGM_TESTS[kind]
     if answer.rc in (124, 137):
         return _failed(f"dcgmi diag -r {DCGM_PERF_TESTS} ran past its time limit and was stopped", answer)
     try:
         figures = tool_output.dcgm_figures(answer.stdout).get(kind, {})
-        statuses = tool_output.dcgm_status(answer.stdout, plugin)
+        statuses = tool_output.dcgm_status(answer.stdout, *tests)
     except nvsmi.ParseError as e:
         return _failed(f"dcgmi diag did not answer in JSON (exit {answer.rc}): {e}", answer)
+    ran = {
+        gpu: (test, status.lower()) for gpu, (test, status) in statuses.items() if not status.lower().startswith("skip")
+    }
+    plugin = next((test for test, _ in ran.values()), tests[0])
     metric, scale = _DCGM_KINDS[kind]
     source = f"DCGM's {plugin} plugin (dcgmi diag -r {DCGM_PERF_TESTS} -p '{DCGM_PERF_PARAMETERS}' -j -v)"
-    ran = {gpu: status for gpu, status in statuses.items() if status.lower() not in ("skip", "skipped")}
+    failing = [gpu for gpu, (_, status) in sorted(ran.items()) if status.startswith("fail")]
     if figures:
         values = {gpu: [round(v * scale, 4) for v in samples] for gpu, samples in figures.items()}
         silent = sorted(set(ran) - set(values))
-        if failed := [gpu for gpu in silent if ran[gpu].lower().startswith("fail")]:
+        if failed := [gpu for gpu in silent if gpu in failing]:
             names = ", ".join(f"GPU {gpu}" for gpu in failed)
             return _failed(f"DCGM's {plugin} failed on {names} and printed no figure of it", answer)
         if silent:
@@ -209,8 +210,10 @@ def _from_dcgm(kind: str, node: Node) -> _Measured:
             # DCGM_DIAG_TEST_RUN_INFO_INDICES_MAX(_V2), dcgmlib/dcgm_structs.h; NVIDIA/DCGM issue #215).
             source += "; no figure printed for " + ", ".join(f"GPU {gpu}" for gpu in silent)
             source += " (DCGM keeps a bounded number of info messages per test), which DCGM itself passed"
-        return _Measured(source, _gpu_figures(node, values), metric=metric, evidence=answer.evidence(800))
-    if ran and all(status.lower() in ("pass", "passed") for status in ran.values()):
+        own = [gpu for gpu in failing if gpu in values]
+        figures_ = _gpu_figures(node, values)
+        return _Measured(source, figures_, metric=metric, evidence=answer.evidence(800), tool_failed=own, tool=plugin)
+    if ran and all(status.startswith("pass") for _, status in ran.values()):
         # memory_bandwidth names its figure only where a GPU falls short (DCGM_FR_MEMORY_BANDWIDTH_MSG).
         return _Measured(
             source,
@@ -218,9 +221,9 @@ def _from_dcgm(kind: str, node: Node) -> _Measured:
             "(nvvs/diag-skus.yaml.in); DCGM prints no figure of a pass",
             evidence=answer.evidence(800),
         )
-    if any(status.lower() in ("fail", "failed") for status in ran.values()):
-        failing = ", ".join(f"GPU {gpu}" for gpu, status in sorted(ran.items()) if status.lower().startswith("fail"))
-        return _failed(f"DCGM's {plugin} failed on {failing} and printed no figure", answer)
+    if failing:
+        names = ", ".join(f"GPU {gpu}" for gpu in failing)
+        return _failed(f"DCGM's {plugin} failed on {names} and printed no figure", answer)
     return _Measured(
         skip=f"DCGM's {plugin} did not run here (skipped for this GPU or not in this DCGM)",
         evidence=answer.evidence(800),
@@ -256,7 +259,15 @@ def measure(
                 overrides: dict[str, float] = dict(node.node_class.references.items())
                 name = measured.metric or metric or id.split(".", 1)[1]
                 figures, source = measured.figures, measured.source
-                return perf.judge(id, v.host, name, figures, source, overrides=overrides, per_gpu=measured.per_gpu)
+                result = perf.judge(id, v.host, name, figures, source, overrides=overrides, per_gpu=measured.per_gpu)
+                # The tool's own floor (DCGM's SKU file) may have no row here: its failure stands.
+                own = [g for g in measured.tool_failed if not any(f.startswith(f"GPU {g} (") for f in result.failing)]
+                if own:
+                    names = ", ".join(f"GPU {g}" for g in own)
+                    said = f"DCGM's {measured.tool} failed {names} against DCGM's own floor for the SKU"
+                    result.message = said if result.status == "passed" else f"{result.message}; {said}"
+                    result.status = "failed"
+                return result
         return v.skipped(missing)
 
     check(id, what, remedy, depends=GPU_VIEW)(judge)
