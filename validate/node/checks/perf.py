@@ -325,8 +325,10 @@ measure(
     "Check NVLink/NVSwitch health (topology.nvlink, node.fabric_manager) and "
     "that no other job runs; compare with the reference table in docs/node-checks.md.",
     [_from_nccl_tests, partial(_probe, read=_all_reduce_from_probe)],
-    "nothing here runs NCCL: build all_reduce_perf (github.com/NVIDIA/nccl-tests) and put it on PATH, or "
-    + INSTALL_PROBE,
+    # DCGM measures no all-reduce by itself: its nccl_tests plugin runs the all_reduce_perf the node provides
+    # (DCGM_NCCL_TESTS_BIN_PATH, NVIDIA/DCGM nvvs/plugin_src/nccl_tests/NcclTestsPlugin.h).
+    "nothing here runs NCCL: build all_reduce_perf (github.com/NVIDIA/nccl-tests) and put it on PATH (DCGM "
+    "cannot measure an all-reduce without it either), or " + INSTALL_PROBE,
     metric="nccl_allreduce_busbw",
     # all_reduce_perf on one GPU reports a bus bandwidth of 0: there is no link within the node to measure.
     alone="one GPU: no all-reduce within the node",
