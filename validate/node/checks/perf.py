@@ -213,12 +213,15 @@ def _from_dcgm(kind: str, node: Node) -> _Measured:
         own = [gpu for gpu in failing if gpu in values]
         figures_ = _gpu_figures(node, values)
         return _Measured(source, figures_, metric=metric, evidence=answer.evidence(800), tool_failed=own, tool=plugin)
-    if ran and all(status.startswith("pass") for _, status in ran.values()):
-        # memory_bandwidth names its figure only where a GPU falls short (DCGM_FR_MEMORY_BANDWIDTH_MSG).
+    if ran and all(status.startswith(("pass", "warn")) for _, status in ran.values()):
+        # memory_bandwidth names its figure only where a GPU falls short (DCGM_FR_MEMORY_BANDWIDTH_MSG). DCGM's
+        # Warn is "this test passed with warnings" (DCGM_DIAG_RESULT_WARN, dcgmlib/dcgm_structs.h).
+        warned = sum(status.startswith("warn") for _, status in ran.values())
         return _Measured(
             source,
-            passed=f"DCGM's {plugin} passed on {len(ran)} GPU(s): each at least DCGM's floor for its SKU "
-            "(nvvs/diag-skus.yaml.in); DCGM prints no figure of a pass",
+            passed=f"DCGM's {plugin} passed on {len(ran)} GPU(s)"
+            + (f" ({warned} with a warning)" if warned else "")
+            + ": each at least DCGM's floor for its SKU (nvvs/diag-skus.yaml.in); DCGM prints no figure of a pass",
             evidence=answer.evidence(800),
         )
     if failing:
