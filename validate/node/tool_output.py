@@ -230,3 +230,24 @@ def dcgm_status(text: str, *tests: str) -> dict[int, tuple[str, str]]:
             if gpu not in statuses or statuses[gpu][1].lower().startswith("skip"):
                 statuses[gpu] = (test, status)
     return statuses
+
+
+#: How :func:`dcgm_figures_line` names each kind, with its unit.
+_DCGM_KIND_NAMES = {
+    "h2d": ("pcie host-to-GPU", "GB/s"),
+    "d2h": ("pcie GPU-to-host", "GB/s"),
+    "stress_gflops": ("stress GEMM", "GFLOP/s"),
+    "diagnostic_gflops": ("diagnostic GEMM", "GFLOP/s"),
+    "memory_bandwidth": ("memory_bandwidth shortfall", "GB/s"),
+}
+
+
+def dcgm_figures_line(text: str) -> str:
+    """One line of the figures a ``dcgmi diag -j`` run carries (levels 2 and up), or empty: the evidence of a
+    level run, where the perf checks judge the named-test run instead."""
+    parts = []
+    for kind, per_gpu in dcgm_figures(text).items():
+        what, unit = _DCGM_KIND_NAMES[kind]
+        values = ", ".join(f"GPU {gpu} {'/'.join(f'{v:g}' for v in vs)}" for gpu, vs in sorted(per_gpu.items()))
+        parts.append(f"{what} {unit}: {values}")
+    return "DCGM's figures: " + "; ".join(parts) if parts else ""

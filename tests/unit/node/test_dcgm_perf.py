@@ -180,3 +180,31 @@ def test_mates_tolerance_passes_a_5_percent_silicon_spread_and_fails_a_20_percen
     result = perf.judge("perf.matmul_tflops", "n", "matmul_tflops", straggler, "test", overrides={"matmul_tflops": 0})
     assert result.status == "failed"
     assert result.message == "GPU 5: 80 TFLOP/s below 85% of its 7 mate(s)' median 100 TFLOP/s on this node"
+
+
+def test_a_dcgm_level_run_names_its_figures_in_the_evidence() -> None:
+    # diag.dcgm at a level whose JSON carries figures (DCGM's own test string with sm_stress's failures).
+    node = node_for(H100_X4, answers={checks.DCGM_COMMAND: DCGM3_X4})
+    result = one(node, "diag.dcgm")
+    assert result.status == "failed"
+    first = result.evidence.splitlines()[0]
+    assert first.startswith("DCGM's figures: pcie host-to-GPU GB/s: GPU 0 12.13, GPU 1 12.13")
+    assert "stress GEMM GFLOP/s: GPU 0 2128.7, GPU 1 577, GPU 2 1096.5, GPU 3 1099.7" in first
+    # A level-1 run has none: the evidence starts with the command, as before.
+    level_1 = (FIXTURES / "dcgm" / "dcgmi-diag-r1-json-3.1.0-x8-jsonresulttests.txt").read_text()
+    passed = one(node_for(H100_X4, answers={checks.DCGM_COMMAND: level_1}), "diag.dcgm")
+    assert passed.status == "passed" and not passed.evidence.startswith("DCGM's figures")
+
+
+def test_dcgm_warn_is_a_pass_with_a_warning() -> None:
+    head, found, tail = DCGM3_X4.partition('"name": "memory_bandwidth"')
+    rest = tail.index('"name": "sm_stress"')
+    edited = (
+        tail[:rest].replace('"status": "SKIP"', '"status": "PASS"').replace('"status": "PASS"', '"status": "WARN"', 1)
+    )
+    result = one(
+        node_for(H100_X4, answers={checks.DCGM_PERF_COMMAND: head + found + edited + tail[rest:]}),
+        "perf.memory_bandwidth",
+    )
+    assert result.status == "passed"
+    assert result.message.startswith("DCGM's memory_bandwidth passed on 4 GPU(s) (1 with a warning): ")
