@@ -77,7 +77,9 @@ def dcgm_command(level: int) -> str:
 DCGM_COMMAND = dcgm_command(1)
 #: The DCGM plugins that measure what the perf checks judge, run by name with bounded work instead of a whole
 #: level (dcgmi diag reference, "-r": "a comma-separated list of named tests"; "-p": test_name.parameter=value,
-#: several separated by ";" as dcgmi's own help shows): pcie's pinned host copies only (its test_unpinned,
+#: several separated by ";" as dcgmi's own help shows; NVIDIA's "Diagnostic Configuration File" reference: such a
+#: parameter replaces the packaged diag-skus.yaml value for that request only): pcie's pinned host copies only (its
+#: test_unpinned,
 #: test_p2p_on and test_p2p_off switches, nvvs/include/PluginStrings.h: peers are nvbandwidth's job),
 #: targeted_stress for 10 s instead of its default 30 (test_duration, TargetedStress_wrapper.cpp: it also
 #: logs one info message per GPU a second, and DCGM 4.6 keeps 128 per test, DCGM_DIAG_TEST_RUN_INFO_INDICES_MAX_V2
