@@ -81,6 +81,11 @@ MODELS = {
 
 #: nvbandwidth's host copies on an 8-GPU gen5 x16 host (tinygrad/open-gpu-kernel-modules issue #29; SOURCES.md).
 NVBANDWIDTH = "rtx-5090-x8-h2d-d2h-tinygrad-29.txt"
+#: dcgmi diag -j with each GPU's figures (DCGM's own test data, 4 GPUs; SOURCES.md) and a level-1 run of
+#: DCGM 3.1.0 (8 GPUs, every test PASS): what a replayed ``dcgmi diag`` prints for the plugins the perf checks
+#: run by name, and for a level (diag.dcgm).
+DCGM_FIGURES = "dcgmi-diag-per-gpu-json-x4-testdiagmanagerstrings.txt"
+DCGM_LEVEL_1 = "dcgmi-diag-r1-json-3.1.0-x8-jsonresulttests.txt"
 
 SMI_DRIVER_FAILURE = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -111,6 +116,9 @@ class Profile:
     bandwidth_edits: dict[tuple[str, int], str] = field(default_factory=dict)
     #: GPU index -> (pid, process name, used memory): a process computing on that GPU.
     processes: dict[int, tuple[str, str, str]] = field(default_factory=dict)
+    #: A recorded ``dcgmi diag -j`` output the host's ``dcgmi`` prints for named tests (none: DCGM not installed);
+    #: a level (``-r 1`` ... ``-r 4``) prints :data:`DCGM_LEVEL_1`.
+    dcgm: str = ""
 
 
 PROFILES: dict[str, Profile] = {
@@ -134,6 +142,15 @@ PROFILES: dict[str, Profile] = {
         "GPU 2: another process computes on it (nvidia-smi lists it)",
         nvbandwidth=NVBANDWIDTH,
         processes={2: ("4242", "python3", "30000 MiB")},
+    ),
+    # Not in the lab's default set (lab/nodes.py DEFAULT_PROFILES): started by the tests that need it.
+    "dcgm-only": Profile(
+        "v100",
+        4,
+        "c4140-v100",
+        "driver and DCGM 3 only (no torch, nvbandwidth or nccl-tests): dcgmi replays DCGM's recorded figures",
+        selinux="Enforcing",
+        dcgm=DCGM_FIGURES,
     ),
     "ecc-errors": Profile(
         "v100",
@@ -544,6 +561,11 @@ def build(profile_name: str, dest: Path) -> Path:
     }
     if profile.nvbandwidth:  # every run prints the recording: the same figures each sample
         tools["nvbandwidth"] = f"cat {d}/nvbandwidth.txt\n"
+    if profile.dcgm:
+        (data / "dcgm-figures.json").write_text((RECORDED / profile.dcgm).read_text())
+        (data / "dcgm-level.json").write_text((RECORDED / DCGM_LEVEL_1).read_text())
+        # dcgmi diag -r <level> -j: the level-1 recording; -r <named tests>: the recording with figures.
+        tools["dcgmi"] = f'case "$3" in\n  [1-4]) cat {d}/dcgm-level.json ;;\n  *) cat {d}/dcgm-figures.json ;;\nesac\n'
     for name, body in tools.items():
         path = bin_dir / name
         path.write_text(_tool(name, body))

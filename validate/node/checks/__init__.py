@@ -14,6 +14,7 @@ from gpuready.validate.node.checks import driver, gpu, topology, compute, node, 
 # isort: on
 from gpuready.validate.node.checks.commands import (
     DCGM_COMMAND,
+    DCGM_PERF_COMMAND,
     DCGM_TIMEOUTS,
     DEVICE_PLUGIN_SOCKET,
     DEVICES_COMMAND,
@@ -46,6 +47,7 @@ __all__ = [
     "CATALOGUE",
     "CHECK_IDS",
     "DCGM_COMMAND",
+    "DCGM_PERF_COMMAND",
     "DCGM_TIMEOUTS",
     "DEVICES_COMMAND",
     "DEVICE_PLUGIN_SOCKET",

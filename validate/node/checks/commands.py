@@ -75,16 +75,39 @@ def dcgm_command(level: int) -> str:
 
 
 DCGM_COMMAND = dcgm_command(1)
+#: The DCGM plugins that measure what the perf checks judge, run by name with bounded work instead of a whole
+#: level (dcgmi diag reference, "-r": "a comma-separated list of named tests"; "-p": test_name.parameter=value,
+#: several separated by ";" as dcgmi's own help shows; NVIDIA's "Diagnostic Configuration File" reference: such a
+#: parameter replaces the packaged diag-skus.yaml value for that request only): pcie's pinned host copies only (its
+#: test_unpinned,
+#: test_p2p_on and test_p2p_off switches, nvvs/include/PluginStrings.h: peers are nvbandwidth's job),
+#: targeted_stress for 10 s instead of its default 30 (test_duration, TargetedStress_wrapper.cpp: it also
+#: logs one info message per GPU a second, and DCGM 4.6 keeps 128 per test, DCGM_DIAG_TEST_RUN_INFO_INDICES_MAX_V2
+#: in dcgmlib/dcgm_structs.h, so a short run leaves room for each GPU's final figure), and memory_bandwidth
+#: (a STREAM Triad, no duration parameter). -v keeps each GPU's info messages, where the figures are.
+DCGM_PERF_TESTS = "pcie,targeted_stress,memory_bandwidth"
+DCGM_PERF_PARAMETERS = (
+    "pcie.test_unpinned=false;pcie.test_p2p_on=false;pcie.test_p2p_off=false;targeted_stress.test_duration=10"
+)
+DCGM_PERF_TIMEOUT = 110
+DCGM_PERF_COMMAND = (
+    "if command -v dcgmi >/dev/null 2>&1; then "
+    f"timeout {DCGM_PERF_TIMEOUT} dcgmi diag -r {DCGM_PERF_TESTS} -p '{DCGM_PERF_PARAMETERS}' -j -v; "
+    "else echo '== no dcgmi'; fi"
+)
 #: Samples of each figure: the checks judge their median and show their spread.
 SAMPLES = 3
 NCCL_TIMEOUT, NVBANDWIDTH_TIMEOUT, PROBE_TIMEOUT = 180, 240, 420
-# 8 GiB per all-reduce, as Azure's health checks run it on 32/40 GB GPUs (conf/nd96asr_v4.conf line 57,
-# check_nccl_allreduce 228.0 1 8G); 2 GiB on GPUs under 32 GB, where two 8 GiB buffers would not fit.
+# The message size of the bound it is judged against (references.py): Azure's health checks measure 16 GiB
+# on 80 GB and larger GPUs (conf/nd96isr_h100_v5.conf line 52, nd96isr_h200_v5.conf line 53,
+# nd96amsr_a100_v4.conf line 57: check_nccl_allreduce ... 16G) and 8 GiB on 32/40 GB ones (nd96asr_v4.conf
+# line 57, nd40rs_v2.conf line 42: ... 8G); 2 GiB on GPUs under 32 GB, where two 8 GiB buffers would not fit.
 # -N prints each of SAMPLES cycles, -c 0 skips the result check.
 NCCL_COMMAND = (
     "if command -v all_reduce_perf >/dev/null 2>&1; then "
     "M=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | sort -n | head -1); "
-    'if [ "${M:-0}" -ge 32000 ] 2>/dev/null; then S=8G; else S=2G; fi; '
+    'if [ "${M:-0}" -ge 64000 ] 2>/dev/null; then S=16G; elif [ "${M:-0}" -ge 32000 ] 2>/dev/null; then S=8G; '
+    "else S=2G; fi; "
     f'timeout {NCCL_TIMEOUT} all_reduce_perf -b "$S" -e "$S" -f 2 -c 0 -N {SAMPLES} '
     "-g \"$(nvidia-smi -L | grep -c '^GPU')\"; "
     "else echo '== not installed'; fi"
@@ -146,14 +169,19 @@ def tool_absent(answer: Answer, mark: str) -> bool:
 #: The performance checks and the commands each may run: they run in a second batch, after the fixed one,
 #: so the other checks never wait for a measurement, and only when selected.
 PERF_COMMANDS = {
-    "perf.matmul_tflops": [PROBE_COMMAND],
-    "perf.memory_bandwidth": [PROBE_COMMAND],
-    "perf.h2d_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND],
-    "perf.d2h_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND],
+    "perf.matmul_tflops": [PROBE_COMMAND, DCGM_PERF_COMMAND],
+    "perf.memory_bandwidth": [PROBE_COMMAND, DCGM_PERF_COMMAND],
+    "perf.h2d_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND, DCGM_PERF_COMMAND],
+    "perf.d2h_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND, DCGM_PERF_COMMAND],
     "perf.p2p_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND],
     "perf.nccl_allreduce": [NCCL_COMMAND, PROBE_COMMAND],
 }
-_TIMEOUTS = {PROBE_COMMAND: PROBE_TIMEOUT, NVBANDWIDTH_COMMAND: NVBANDWIDTH_TIMEOUT, NCCL_COMMAND: NCCL_TIMEOUT}
+_TIMEOUTS = {
+    PROBE_COMMAND: PROBE_TIMEOUT,
+    NVBANDWIDTH_COMMAND: NVBANDWIDTH_TIMEOUT,
+    NCCL_COMMAND: NCCL_TIMEOUT,
+    DCGM_PERF_COMMAND: DCGM_PERF_TIMEOUT,
+}
 
 
 def perf_commands(settings: Settings, only: set[str] | None = None) -> list[str]:

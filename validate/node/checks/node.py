@@ -8,7 +8,7 @@ import fnmatch
 from gpuready.core import role_defaults
 from gpuready.core.results import Check
 from gpuready.core.verdict import Verdict
-from gpuready.validate.node import nvsmi
+from gpuready.validate.node import nvsmi, tool_output
 from gpuready.validate.node.checks.commands import (
     DCGM_TIMEOUTS,
     DEVICE_PLUGIN_SOCKET,
@@ -292,6 +292,12 @@ def dcgm_diag(node: Node, v: Verdict) -> Check:
     if not results:
         return v.failed(f"dcgmi diag answered no test result (exit {answer.rc})", answer.evidence(1500))
     failing = [f"{name}: {status}" for name, status in results if status.lower() in ("fail", "failed")]
+    # Levels 2 and up carry figures (host copies, GEMM rates): named first in the evidence, DCGM's JSON after.
+    try:
+        figures = tool_output.dcgm_figures_line(answer.stdout)
+    except nvsmi.ParseError:
+        figures = ""
+    head = f"{figures}\n" if figures else ""
     if failing:
-        return v.failed(f"dcgmi diag -r {level} failed: " + "; ".join(failing[:6]), answer.evidence(3000))
-    return v.passed(f"dcgmi diag -r {level}: {len(results)} result(s), none failed", answer.evidence(800))
+        return v.failed(f"dcgmi diag -r {level} failed: " + "; ".join(failing[:6]), head + answer.evidence(3000))
+    return v.passed(f"dcgmi diag -r {level}: {len(results)} result(s), none failed", head + answer.evidence(800))

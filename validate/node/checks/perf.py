@@ -6,7 +6,7 @@ hands on to the next, and where none is, the check is skipped naming what to ins
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -14,6 +14,9 @@ from gpuready.core.results import Check
 from gpuready.core.verdict import Verdict
 from gpuready.validate.node import nvsmi, perf, tool_output
 from gpuready.validate.node.checks.commands import (
+    DCGM_PERF_COMMAND,
+    DCGM_PERF_PARAMETERS,
+    DCGM_PERF_TESTS,
     NCCL_COMMAND,
     NVBANDWIDTH_COMMAND,
     PROBE_COMMAND,
@@ -30,6 +33,9 @@ PERF_REMEDY = (
 )
 INSTALL_PROBE = "pip install torch built for CUDA (gpuready's probe measures through it)"
 NO_PROBE = "nothing here measures it: " + INSTALL_PROBE
+NO_PROBE_OR_DCGM = (
+    "nothing here measures it: install DCGM (datacenter-gpu-manager-4, gpuready's dcgm role) or " + INSTALL_PROBE
+)
 NO_COPY_TOOL = (
     "nothing here measures it: build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, or "
     + INSTALL_PROBE
@@ -47,6 +53,15 @@ class _Measured:
     fail: str = ""
     skip: str = ""
     evidence: str = ""
+    #: The references' metric these figures are judged against, where the tool measures differently from the
+    #: check's own metric (DCGM's plugins: judged against DCGM's floors only).
+    metric: str = ""
+    #: A verdict the tool reached itself without printing a figure (DCGM's memory_bandwidth on a pass).
+    passed: str = ""
+    #: GPUs the tool itself failed against its own floor, whatever the figures' judgement (DCGM's status), and
+    #: the tool's name for the message.
+    tool_failed: list[int] = field(default_factory=list)
+    tool: str = ""
 
 
 def _failed(why: str, answer: Answer) -> _Measured:
@@ -154,6 +169,70 @@ def _all_reduce_from_probe(node: Node, data: dict[str, Any], answer: Answer) -> 
     return _all_reduce(node, data.get("nccl_allreduce_busbw") or [], source, answer)
 
 
+#: What each DCGM figure kind is judged as (references.METRICS) and the factor from DCGM's unit to its unit.
+_DCGM_KINDS = {
+    "stress_gflops": ("dcgm_stress_tflops", 1e-3),
+    "memory_bandwidth": ("dcgm_memory_bandwidth", 1.0),
+    "h2d": ("dcgm_h2d_bandwidth", 1.0),
+    "d2h": ("dcgm_d2h_bandwidth", 1.0),
+}
+
+
+def _from_dcgm(kind: str, node: Node) -> _Measured:
+    """A figure DCGM's plugins measured (``dcgmi diag -r pcie,targeted_stress,memory_bandwidth -j``), judged
+    against DCGM's own per-SKU floor and the GPU's mates; nothing where dcgmi is not installed."""
+    answer = node.run(DCGM_PERF_COMMAND)
+    if tool_absent(answer, "== no dcgmi"):
+        return _Measured()
+    tests = tool_output.DCGM_TESTS[kind]
+    if answer.rc in (124, 137):
+        return _failed(f"dcgmi diag -r {DCGM_PERF_TESTS} ran past its time limit and was stopped", answer)
+    try:
+        figures = tool_output.dcgm_figures(answer.stdout).get(kind, {})
+        statuses = tool_output.dcgm_status(answer.stdout, *tests)
+    except nvsmi.ParseError as e:
+        return _failed(f"dcgmi diag did not answer in JSON (exit {answer.rc}): {e}", answer)
+    ran = {
+        gpu: (test, status.lower()) for gpu, (test, status) in statuses.items() if not status.lower().startswith("skip")
+    }
+    plugin = next((test for test, _ in ran.values()), tests[0])
+    metric, scale = _DCGM_KINDS[kind]
+    source = f"DCGM's {plugin} plugin (dcgmi diag -r {DCGM_PERF_TESTS} -p '{DCGM_PERF_PARAMETERS}' -j -v)"
+    failing = [gpu for gpu, (_, status) in sorted(ran.items()) if status.startswith("fail")]
+    if figures:
+        values = {gpu: [round(v * scale, 4) for v in samples] for gpu, samples in figures.items()}
+        silent = sorted(set(ran) - set(values))
+        if failed := [gpu for gpu in silent if gpu in failing]:
+            names = ", ".join(f"GPU {gpu}" for gpu in failed)
+            return _failed(f"DCGM's {plugin} failed on {names} and printed no figure of it", answer)
+        if silent:
+            # DCGM 4 keeps a bounded number of info messages per test (16 before DCGM 4.6, 128 since:
+            # DCGM_DIAG_TEST_RUN_INFO_INDICES_MAX(_V2), dcgmlib/dcgm_structs.h; NVIDIA/DCGM issue #215).
+            source += "; no figure printed for " + ", ".join(f"GPU {gpu}" for gpu in silent)
+            source += " (DCGM keeps a bounded number of info messages per test), which DCGM itself passed"
+        own = [gpu for gpu in failing if gpu in values]
+        figures_ = _gpu_figures(node, values)
+        return _Measured(source, figures_, metric=metric, evidence=answer.evidence(800), tool_failed=own, tool=plugin)
+    if ran and all(status.startswith(("pass", "warn")) for _, status in ran.values()):
+        # memory_bandwidth names its figure only where a GPU falls short (DCGM_FR_MEMORY_BANDWIDTH_MSG). DCGM's
+        # Warn is "this test passed with warnings" (DCGM_DIAG_RESULT_WARN, dcgmlib/dcgm_structs.h).
+        warned = sum(status.startswith("warn") for _, status in ran.values())
+        return _Measured(
+            source,
+            passed=f"DCGM's {plugin} passed on {len(ran)} GPU(s)"
+            + (f" ({warned} with a warning)" if warned else "")
+            + ": each at least DCGM's floor for its SKU (nvvs/diag-skus.yaml.in); DCGM prints no figure of a pass",
+            evidence=answer.evidence(800),
+        )
+    if failing:
+        names = ", ".join(f"GPU {gpu}" for gpu in failing)
+        return _failed(f"DCGM's {plugin} failed on {names} and printed no figure", answer)
+    return _Measured(
+        skip=f"DCGM's {plugin} did not run here (skipped for this GPU or not in this DCGM)",
+        evidence=answer.evidence(800),
+    )
+
+
 def measure(
     id: str,
     what: str,
@@ -177,11 +256,21 @@ def measure(
                 return v.failed(measured.fail, measured.evidence)
             if measured.skip:
                 return v.skipped(measured.skip, measured.evidence)
+            if measured.passed:
+                return v.passed(measured.passed, f"measured by {measured.source}\n{measured.evidence}")
             if measured.figures is not None:
                 overrides: dict[str, float] = dict(node.node_class.references.items())
-                name = metric or id.split(".", 1)[1]
+                name = measured.metric or metric or id.split(".", 1)[1]
                 figures, source = measured.figures, measured.source
-                return perf.judge(id, v.host, name, figures, source, overrides=overrides, per_gpu=measured.per_gpu)
+                result = perf.judge(id, v.host, name, figures, source, overrides=overrides, per_gpu=measured.per_gpu)
+                # The tool's own floor (DCGM's SKU file) may have no row here: its failure stands.
+                own = [g for g in measured.tool_failed if not any(f.startswith(f"GPU {g} (") for f in result.failing)]
+                if own:
+                    names = ", ".join(f"GPU {g}" for g in own)
+                    said = f"DCGM's {measured.tool} failed {names} against DCGM's own floor for the SKU"
+                    result.message = said if result.status == "passed" else f"{result.message}; {said}"
+                    result.status = "failed"
+                return result
         return v.skipped(missing)
 
     check(id, what, remedy, depends=GPU_VIEW)(judge)
@@ -189,19 +278,22 @@ def measure(
 
 measure(
     "perf.matmul_tflops",
-    "dense matrix-product TFLOP/s per GPU in its fastest dense type (bf16, fp16 on Volta) at least the model's "
-    "lower bound and 80% of its mates' median (gpuready's probe through torch)",
+    "dense matrix-product TFLOP/s per GPU at least the model's lower bound and "
+    f"{perf.MATES_FRACTION:.0%} of its mates' median "
+    "(gpuready's probe through torch in bf16, fp16 on Volta; else DCGM's targeted_stress GEMM against DCGM's floor)",
     PERF_REMEDY,
-    [partial(_probe, read=partial(_per_gpu_from_probe, "matmul_tflops"))],
-    NO_PROBE,
+    [partial(_probe, read=partial(_per_gpu_from_probe, "matmul_tflops")), partial(_from_dcgm, "stress_gflops")],
+    NO_PROBE_OR_DCGM,
 )
 measure(
     "perf.memory_bandwidth",
-    "device memory bandwidth per GPU (a device-to-device copy) at least the model's lower bound and 80% of its "
-    "mates' median (gpuready's probe through torch)",
+    "device memory bandwidth per GPU at least the model's lower bound and "
+    f"{perf.MATES_FRACTION:.0%} of its mates' median "
+    "(gpuready's probe through torch, a device copy; else DCGM's memory_bandwidth, a STREAM Triad, against "
+    "DCGM's floor)",
     PERF_REMEDY,
-    [partial(_probe, read=partial(_per_gpu_from_probe, "memory_bandwidth"))],
-    NO_PROBE,
+    [partial(_probe, read=partial(_per_gpu_from_probe, "memory_bandwidth")), partial(_from_dcgm, "memory_bandwidth")],
+    NO_PROBE_OR_DCGM,
 )
 for _id, _direction, _test in (
     ("perf.h2d_bandwidth", "host-to-device", tool_output.H2D_TEST),
@@ -209,10 +301,14 @@ for _id, _direction, _test in (
 ):
     measure(
         _id,
-        f"pinned {_direction} copy bandwidth per GPU (nvbandwidth, else gpuready's probe) at least the model's "
-        "lower bound (else the PCIe link's) and 80% of its mates' median",
+        f"pinned {_direction} copy bandwidth per GPU (nvbandwidth, else gpuready's probe, else DCGM's pcie plugin) "
+        f"at least the model's lower bound (else the PCIe link's) and {perf.MATES_FRACTION:.0%} of its mates' median",
         "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link.",
-        [partial(_from_nvbandwidth, _test), partial(_probe, read=partial(_per_gpu_from_probe, _id.split(".")[1]))],
+        [
+            partial(_from_nvbandwidth, _test),
+            partial(_probe, read=partial(_per_gpu_from_probe, _id.split(".")[1])),
+            partial(_from_dcgm, _id.split(".")[1][:3]),
+        ],
         NO_COPY_TOOL,
     )
 measure(
@@ -232,8 +328,10 @@ measure(
     "Check NVLink/NVSwitch health (topology.nvlink, node.fabric_manager) and "
     "that no other job runs; compare with the reference table in docs/node-checks.md.",
     [_from_nccl_tests, partial(_probe, read=_all_reduce_from_probe)],
-    "nothing here runs NCCL: build all_reduce_perf (github.com/NVIDIA/nccl-tests) and put it on PATH, or "
-    + INSTALL_PROBE,
+    # DCGM measures no all-reduce by itself: its nccl_tests plugin runs the all_reduce_perf the node provides
+    # (DCGM_NCCL_TESTS_BIN_PATH, NVIDIA/DCGM nvvs/plugin_src/nccl_tests/NcclTestsPlugin.h).
+    "nothing here runs NCCL: build all_reduce_perf (github.com/NVIDIA/nccl-tests) and put it on PATH (DCGM "
+    "cannot measure an all-reduce without it either), or " + INSTALL_PROBE,
     metric="nccl_allreduce_busbw",
     # all_reduce_perf on one GPU reports a bus bandwidth of 0: there is no link within the node to measure.
     alone="one GPU: no all-reduce within the node",
