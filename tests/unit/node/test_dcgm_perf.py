@@ -208,3 +208,21 @@ def test_dcgm_warn_is_a_pass_with_a_warning() -> None:
     )
     assert result.status == "passed"
     assert result.message.startswith("DCGM's memory_bandwidth passed on 4 GPU(s) (1 with a warning): ")
+
+
+def test_dcgm_runs_only_where_the_probe_cannot_measure() -> None:
+    """A node whose torch sees a GPU is measured by the probe; DCGM's command says so and is not judged."""
+    import os
+    import subprocess
+    import sys
+
+    skipped = Answer(checks.DCGM_PERF_COMMAND, 0, "== measured by the probe\n", "")
+    result = one(node_for(H100_X4, answers={checks.DCGM_PERF_COMMAND: skipped}), "perf.h2d_bandwidth")
+    assert result.status == "skipped" and "measured by DCGM" not in result.evidence
+    # This machine's torch (if any) sees no GPU, and it has no dcgmi: the real command falls through to DCGM's
+    # absence instead of claiming the probe measured.
+    path = os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"])
+    done = subprocess.run(
+        ["sh", "-c", commands.DCGM_PERF_COMMAND], capture_output=True, text=True, timeout=120, env={"PATH": path}
+    )
+    assert done.stdout.strip() == "== no dcgmi", done.stdout + done.stderr

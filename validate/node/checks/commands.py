@@ -90,8 +90,11 @@ DCGM_PERF_PARAMETERS = (
     "pcie.test_unpinned=false;pcie.test_p2p_on=false;pcie.test_p2p_off=false;targeted_stress.test_duration=10"
 )
 DCGM_PERF_TIMEOUT = 110
+#: Where torch sees a GPU, gpuready's probe measures every figure DCGM's plugins would, so DCGM is not run: a node
+#: with both pays for one measurement, not two (the check tries the probe first).
+PROBE_MEASURES = "python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1"
 DCGM_PERF_COMMAND = (
-    "if command -v dcgmi >/dev/null 2>&1; then "
+    f"if {PROBE_MEASURES}; then echo '== measured by the probe'; elif command -v dcgmi >/dev/null 2>&1; then "
     f"timeout {DCGM_PERF_TIMEOUT} dcgmi diag -r {DCGM_PERF_TESTS} -p '{DCGM_PERF_PARAMETERS}' -j -v; "
     "else echo '== no dcgmi'; fi"
 )

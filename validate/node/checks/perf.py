@@ -182,7 +182,7 @@ def _from_dcgm(kind: str, node: Node) -> _Measured:
     """A figure DCGM's plugins measured (``dcgmi diag -r pcie,targeted_stress,memory_bandwidth -j``), judged
     against DCGM's own per-SKU floor and the GPU's mates; nothing where dcgmi is not installed."""
     answer = node.run(DCGM_PERF_COMMAND)
-    if tool_absent(answer, "== no dcgmi"):
+    if tool_absent(answer, "== no dcgmi") or "== measured by the probe" in answer.stdout:
         return _Measured()
     tests = tool_output.DCGM_TESTS[kind]
     if answer.rc in (124, 137):
