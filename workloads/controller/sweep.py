@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.core.errors import BadInput
-from gpuready.core.perf import MATES_FRACTION, Reference, below_mates
+from gpuready.core.perf import MATES_FRACTION, below_mates
 from gpuready.core.results import Check, RunResult
 from gpuready.core.verdict import Verdict
 from gpuready.workloads.controller import references, report, scaling
@@ -186,14 +186,12 @@ def sharing(rank: dict[str, Any]) -> str:
     return ""
 
 
-def _reference_problem(rank: dict[str, Any], value: float, row: tuple[Conditions, Reference] | None) -> str:
+def _reference_problem(rank: dict[str, Any], value: float, row: references.Row | None) -> str:
     if row is None or row[1].admits(value):
         return ""
     (cond, ref) = row
-    return (
-        f"{_worker(rank)}: {value:.1f} images/s, below {ref.lower:.1f} "
-        f"(reference {ref.target:g} images/s for {cond.gpu_model})"
-    )
+    bound = f"below {ref.lower:.1f}" if value < ref.lower else f"above {ref.upper:.1f}"
+    return f"{_worker(rank)}: {value:.1f} images/s, {bound} (reference {ref.target:g} images/s for {cond.gpu_model})"
 
 
 def gpu_check(n: int, ranks: list[dict[str, Any]], plan: Plan, target: Target) -> Check:
