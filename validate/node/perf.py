@@ -20,8 +20,6 @@ from gpuready.core.results import Check
 from gpuready.validate.node import references
 from gpuready.validate.node.nvsmi import Gpu
 
-__all__ = ["MATES_FRACTION", "Figure", "PerfCheck", "across_run", "busy", "judge"]
-
 
 @dataclass
 class Figure:

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from gpuready.validate.node.nvsmi import Gpu
 
 
-__all__ = ["METRICS", "TABLE", "Reference", "lookup", "rows"]
-
 #: Metrics the performance checks judge, with their unit.
 METRICS = {
     "matmul_tflops": "TFLOP/s",
