@@ -188,10 +188,12 @@ def others(
     for p in before.get("apps", []):
         if gpu_matches(p["gpu_uuid"], uuid):
             seen[p["pid"]] = {**p, "seen": "before the run"}
-    for p in after if ours is not None else []:
-        if gpu_matches(p["gpu_uuid"], uuid) and p["pid"] not in ours and p["pid"] not in seen:
+    for p in after:
+        mine = ours is None or p["pid"] in ours  # unknown: it may be this worker, so it is not named
+        if gpu_matches(p["gpu_uuid"], uuid) and not mine and p["pid"] not in seen:
             seen[p["pid"]] = {**p, "seen": "during the run"}
-    load = next((v for k, v in before.get("load", {}).items() if gpu_matches(k, uuid)), {})
+    loads: dict[str, dict[str, int | None]] = before.get("load", {})
+    load = next((v for k, v in loads.items() if gpu_matches(k, uuid)), {})
     return {
         "processes": list(seen.values()),
         "load_before": load,
