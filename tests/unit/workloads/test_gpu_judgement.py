@@ -314,3 +314,43 @@ def test_a_workers_own_refusal_is_the_reason_not_its_launchers_traceback(tmp_pat
         "exit 1, 0/1 workers reported: gpuready pytorch worker: no GPU visible to this worker (torch 2.15.0+cu132, "
         "CUDA build 13.2, no CUDA device): train where the GPUs are, or pass --cpu to train on the CPU on purpose"
     )
+
+
+def test_a_sweep_on_a_gpu_without_a_gpuready_reference_records_one_gpu_and_judges_two_by_their_mates(
+    tmp_path: Path,
+) -> None:
+    """sweep.run end to end, from the workers' results to the checks: an H200 (no gpuready figure yet) at
+    half speed beside a healthy mate. Alone, its figure is recorded, not judged (never "passed"); with a mate,
+    it fails by name."""
+    from gpuready.core.results import RunResult
+
+    gpu = "GPU NVIDIA H200"
+    results = {
+        1: [_rank(0, 900.0, device=gpu)],
+        2: [_rank(0, 1900.0, device=gpu), _rank(1, 900.0, device=gpu)],
+    }
+    result = RunResult(command="validate training")
+    rows = sweep.run(
+        Plan(framework="pytorch", batch_size=256, image_size=224, mixed_precision=True, steps=10),
+        [1, 2],
+        Target("local", "localhost", "NVIDIA H200", 2),
+        tmp_path,
+        result,
+        lambda _plan, n, _folder: Launch(n, results=results[n]),
+        lambda _line: None,
+    )
+    statuses = {c.id: (c.status, c.message) for c in result.checks}
+    assert [r["workers"] for r in rows] == [1, 2]
+    assert statuses["training.1w.trained"][0] == statuses["training.2w.trained"][0] == "passed"
+    assert statuses["training.1w.images_per_second"] == (
+        "skipped",
+        "900.0 images/s recorded, not judged (no reference)",
+    )
+    assert statuses["training.1w.per_gpu"][0] == "skipped"
+    assert "recorded, not judged: no reference measured by gpuready" in statuses["training.1w.per_gpu"][1]
+    assert statuses["training.2w.per_gpu"] == (
+        "failed",
+        "1 problem: worker 1 (gpu-01 GPU 1): 900.0 images/s, below 80% of the median of its 1 same-model mate (1900.0)",
+    )
+    assert result.metrics["training"]["gpu_model"] == "NVIDIA H200"
+    assert result.exit_code() == 1
