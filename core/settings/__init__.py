@@ -20,7 +20,7 @@ from gpuready.core.settings.nodes import (
     Preflight,
     SELinux,
 )
-from gpuready.core.settings.training import Reference, Training
+from gpuready.core.settings.training import Training, TrainingReference
 from gpuready.core.settings.vsphere import GpuVm, Vsphere
 
 #: Host variables gpuready reads (everything else on a host belongs to Ansible or the user).
@@ -62,9 +62,9 @@ __all__ = [
     "NodeChecks",
     "NodeClass",
     "Preflight",
-    "Reference",
     "SELinux",
     "Settings",
     "Training",
+    "TrainingReference",
     "Vsphere",
 ]

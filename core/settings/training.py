@@ -9,8 +9,8 @@ from pydantic import Field
 from gpuready.core.settings.base import Int, Real, Section
 
 
-class Reference(Section):
-    """A ReFrame-style reference: the metric must lie in [target*(1+lower), target*(1+upper)]."""
+class TrainingReference(Section):
+    """An inventory's training reference, ReFrame-style: the metric must lie in [target*(1+lower), target*(1+upper)]."""
 
     #: GPU model as nvidia-smi names it ("*": any)
     gpu_model: str = "*"
@@ -98,4 +98,4 @@ class Training(Section):
     #: seconds one run (one size of the sweep) may take before it is stopped
     timeout_s: Int = Field(default=1800, ge=10)
     #: references checked before the published ones shipped with gpuready
-    references: list[Reference] = Field(default_factory=list)
+    references: list[TrainingReference] = Field(default_factory=list)

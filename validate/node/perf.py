@@ -15,19 +15,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gpuready.core.perf import MATES_FRACTION, below_mates
 from gpuready.core.results import Check
 from gpuready.validate.node import references
 from gpuready.validate.node.nvsmi import Gpu
-
-#: A GPU below this share of its mates' median fails: gpuready's choice, set between what healthy mates differ
-#: by and what a straggler is. GPUs of one model in one node differ by a few percent ("on the same 8-GPU node you
-#: can see 5%+ MAMF spread": stas00/ml-engineering compute/accelerator/README.md@744d01e1 line 417; eight
-#: GPUs spread evenly over 5% leave the slowest at 97% of its mates' median; nvbandwidth's eight RTX 4090 host copies
-#: span 23.9-26.4 GB/s, the lowest at 92% of its mates' median; DCGM issue #122's healthy A100s 19.10-19.27 TF),
-#: so 85% passes them, and fails a GPU 20% below its mates (80%) or at half speed. DCGM's own rule of this
-#: kind, the diagnostic plugin's gflops_tolerance_pcnt, is off by default (0.0, DiagnosticPlugin.cpp), so it
-#: offers no value to adopt. tests/unit/node/test_dcgm_perf.py proves both sides.
-MATES_FRACTION = 0.85
 
 
 @dataclass
@@ -103,12 +94,11 @@ def judge(
         if ref is not None and figure.median < ref.lower:
             why.append(f"below the {figure.model} lower bound {ref.lower:g} {unit}")
         mates = [f.median for f in figures if f is not figure and f.model == figure.model and not f.busy]
-        if per_gpu and mates:
-            middle = statistics.median(mates)
-            if figure.median < MATES_FRACTION * middle:
-                why.append(
-                    f"below {MATES_FRACTION:.0%} of its {len(mates)} mate(s)' median {middle:.4g} {unit} on this node"
-                )
+        middle = below_mates(figure.median, mates) if per_gpu else None
+        if middle is not None:
+            why.append(
+                f"below {MATES_FRACTION:.0%} of its {len(mates)} mate(s)' median {middle:.4g} {unit} on this node"
+            )
         if ref is None and not (per_gpu and mates):
             recorded.append(figure.label)
         if why:
@@ -150,8 +140,8 @@ def across_run(checks: list[Check]) -> list[Check]:
         values = [f.median for _, f in members]
         for n, (check, figure) in enumerate(members):
             others = values[:n] + values[n + 1 :]
-            middle = statistics.median(others)
-            if figure.median >= MATES_FRACTION * middle or figure.label in check.failing:
+            middle = below_mates(figure.median, others)
+            if middle is None or figure.label in check.failing:
                 continue
             unit = references.METRICS[check.metric]
             problem = (

@@ -10,22 +10,12 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from gpuready.core.perf import Reference
 
 if TYPE_CHECKING:
     from gpuready.validate.node.nvsmi import Gpu
-
-
-@dataclass(frozen=True)
-class Reference:
-    target: float
-    lower: float
-    unit: str
-    source: str
-
-    def describe(self) -> str:
-        return f"target {self.target:g} {self.unit}, lower bound {self.lower:g} {self.unit} ({self.source})"
 
 
 #: Metrics the performance checks judge, with their unit.

@@ -12,6 +12,7 @@ from gpuready.core.errors import BadInput
 from gpuready.core.results import RunResult
 from gpuready.workloads.controller import sweep
 from gpuready.workloads.launchers import Launch, Plan, parse_results
+from gpuready.workloads.launchers.targets import Target
 
 
 def read(paths: list[Path]) -> dict[int, Launch]:
@@ -84,5 +85,5 @@ def run(paths: list[Path], folder: Path, result: RunResult, note: Callable[[str]
     plan = plan_of({n: launch for n, launch in launches.items() if launch.results})
     hosts = sorted({r["host"] for launch in launches.values() for r in launch.results})
     where = hosts[0] if len(hosts) == 1 else f"{hosts[0]} (+{len(hosts) - 1})"
-    target = sweep.Target("collected", where, "", 0)
+    target = Target("collected", where, "", 0)
     return sweep.run(plan, sorted(launches), target, folder, result, lambda _plan, n, _folder: launches[n], note)

@@ -5,17 +5,35 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuready.core.errors import BadInput
-from gpuready.workloads.controller.sweep import Target
+from gpuready.core.settings.training import TrainingReference
 from gpuready.workloads.launchers import Launch, Plan
 
 if TYPE_CHECKING:
     from gpuready.core.inventory import Inventory
     from gpuready.core.settings import Training
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the workers run and what judges them."""
+
+    launcher: str
+    where: str  # the check's host column: "localhost", "c4140-01..c4140-02", a namespace
+    gpu_model: str
+    gpus_per_host: int
+    #: the inventory's training.references, looked up before gpuready's own (workloads.controller.references)
+    references: tuple[TrainingReference, ...] = ()
+    #: how the GPU count was found: "nvidia-smi: 8 GPUs" on this machine, the node class for remote hosts
+    found_by: str = ""
+    #: on GPUs, a weak-scaling efficiency below this fails
+    scaling_floor: float = 0.9
+
 
 LOCAL_NAMES = ("localhost", "127.0.0.1")
 #: the GPU query of the node checks (gpuready.validate.node.node.QUERY_COMMAND), so the nodes lab's replayed

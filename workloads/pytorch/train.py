@@ -20,6 +20,7 @@ import socket
 import time
 from typing import Any
 
+from gpuready.workloads import gpu_sharing
 from gpuready.workloads.worker import (
     PROCESS_START_UNIX,
     auroc,
@@ -147,6 +148,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     rank, size = _env_int("RANK", 0), _env_int("WORLD_SIZE", 1)
     local_rank, local_size = _env_int("LOCAL_RANK", 0), _env_int("LOCAL_WORLD_SIZE", 1)
+    # before any CUDA call of this process: whatever is on a GPU now is another process's
+    gpus_before = gpu_sharing.before_context() if not args.cpu else {}
     on_gpu = torch.cuda.is_available() and not args.cpu
     if not on_gpu and not args.cpu:
         no_gpu("pytorch", f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}, no CUDA device")
@@ -168,7 +171,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     distributed = "MASTER_ADDR" in os.environ and size > 1
     if distributed:
         dist.init_process_group(backend)
-    busy = other_processes(device) if on_gpu else []
 
     model = build_model(args.model, len(PATHOLOGIES)).to(device)
     if on_gpu:
@@ -221,6 +223,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         elapsed = time.perf_counter() - start
         losses.append(value)
         (step_times if i >= warmup else warmup_times).append(elapsed)
+    sharing = (
+        gpu_sharing.others(gpus_before, gpu_sharing.compute_apps(), gpu_uuid(device), gpu_sharing.own_pids())
+        if on_gpu
+        else {"processes": []}
+    )
 
     result: dict[str, Any] = {
         "rank": rank,
@@ -229,7 +236,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "host": socket.gethostname(),
         "device": device_name,
         "gpu_index": gpu_index,
-        "gpu_other_processes": busy,
+        "gpu_other_processes": sharing["processes"],
+        "gpu_load_before": sharing.get("load_before", {}),
+        "own_pids": sharing.get("own_pids", ""),
         "framework": "pytorch",
         "distribution": "ddp",
         "backend": backend,
@@ -290,68 +299,10 @@ def evaluate(model: Any, args: argparse.Namespace, device: Any) -> list[float | 
     return auroc(np.concatenate(labels), np.concatenate(scores))
 
 
-def other_processes(device: Any) -> list[dict[str, Any]]:
-    """Other processes computing on this worker's GPU, from nvidia-smi: a shared GPU measures both."""
-    import subprocess
-
+def gpu_uuid(device: Any) -> str:
     import torch
 
-    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
-    try:
-        done = subprocess.run(
-            ["nvidia-smi", f"--query-compute-apps={COMPUTE_APPS}", "--format=csv"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [p for p in parse_compute_apps(done.stdout) if gpu_matches(p["gpu_uuid"], uuid) and p["pid"] != os.getpid()]
-
-
-#: what is asked of ``nvidia-smi --query-compute-apps`` (its fields: nvidia-smi --help-query-compute-apps)
-COMPUTE_APPS = "gpu_uuid,pid,process_name,used_gpu_memory"
-
-
-def parse_compute_apps(text: str) -> list[dict[str, Any]]:
-    """``nvidia-smi --query-compute-apps=... --format=csv``: a header naming the fields, then one process a
-    line. Read outside-in, as a process name may hold a comma: the fields before the name from the left,
-    those after it from the right."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        return []
-    header = [h.strip().split(" [")[0] for h in lines[0].split(",")]
-    if not {"gpu_uuid", "pid", "process_name"} <= set(header):
-        return []
-    name_at = header.index("process_name")
-    after = len(header) - name_at - 1
-    found = []
-    for line in lines[1:]:
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) < len(header):
-            continue
-        row = dict(zip(header[:name_at], cells[:name_at], strict=True))
-        row.update(zip(header[name_at + 1 :], cells[len(cells) - after :], strict=True))
-        row["process_name"] = ", ".join(cells[name_at : len(cells) - after])
-        if not row["pid"].isdigit():
-            continue
-        memory = row.get("used_gpu_memory", "").removesuffix(" MiB")
-        found.append(
-            {
-                "gpu_uuid": row["gpu_uuid"],
-                "pid": int(row["pid"]),
-                "name": row["process_name"],
-                "used_memory_mib": int(memory) if memory.isdigit() else None,
-            }
-        )
-    return found
-
-
-def gpu_matches(smi_uuid: str, torch_uuid: str) -> bool:
-    """nvidia-smi writes ``GPU-<uuid>``, torch the bare uuid. Without torch's uuid (an old torch) nothing
-    matches: a sibling worker on another GPU must never count as sharing this one."""
-    return bool(torch_uuid) and smi_uuid.removeprefix("GPU-") == torch_uuid.removeprefix("GPU-")
+    return str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
 
 
 def main(argv: list[str] | None = None) -> None:

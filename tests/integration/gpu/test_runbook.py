@@ -321,6 +321,7 @@ def _summary(folder: Path, *checks: Check) -> None:
 def test_noisy_verdict_holds_only_when_busy_runs_fail_and_later_pass(tmp_path: Path) -> None:
     from gpuready.workloads.controller import sweep
     from gpuready.workloads.launchers import Plan
+    from gpuready.workloads.launchers.targets import Target
 
     out = tmp_path / "out"
     out.mkdir()
@@ -338,7 +339,7 @@ def test_noisy_verdict_holds_only_when_busy_runs_fail_and_later_pass(tmp_path: P
         "gpu_other_processes": [neighbour],
     }
     plan = Plan(framework="pytorch", batch_size=256, image_size=224, mixed_precision=True)
-    target = sweep.Target("local", "localhost", "NVIDIA H100 80GB HBM3", 1)
+    target = Target("local", "localhost", "NVIDIA H100 80GB HBM3", 1)
     _summary(out / "training-busy", sweep.gpu_check(1, [busy], plan, target))
     _summary(out / "gpu-node-busy", failed("perf.matmul_tflops", "localhost", "GPU 0: 410 TFLOP/s, below 700"))
     healthy = {**busy, "step_times": [256 / 3650.0] * 5, "gpu_other_processes": []}

@@ -53,6 +53,7 @@ def test_ddp_sweep_of_1_and_2_cpu_workers_reports_figures(pytorch_cpu_sweep: Swe
     assert report.startswith("# Training scaling: CPU · densenet121") and "| workers (CPU processes) |" in report
     statuses = {c["id"]: c["status"] for c in summary["checks"]}
     assert statuses["training.1w.per_gpu"] == statuses["training.2w.scaling"] == "skipped"
+    assert statuses["training.1w.images_per_second"] == statuses["training.2w.images_per_second"] == "skipped"
     # eager on the CPU unless asked: compiling DenseNet-121 there takes minutes
     assert {r["compiled"] for r in ranks} == {False} and training["compiled"] is False
 
