@@ -153,7 +153,11 @@ class Node:
         parts = result.stdout.split("\n" + END)
         self._keep(_sections(parts[0]), todo, 0)
         if later and len(parts) > 2:
-            self._keep_then(_sections(parts[1]), later, len(todo), _end_rc(parts[2]), then_limit)
+            try:
+                self._keep_then(_sections(parts[1]), later, len(todo), _end_rc(parts[2]), then_limit)
+            except ConnectionError as e:  # the host answered: the measurements that did not finish say so
+                for command in later:
+                    self.record(Answer(command, 124, "", str(e)))
 
     def _read_then(self) -> None:
         """The measuring commands' answers, from the connection the fixed batch came over."""
@@ -220,7 +224,7 @@ class Node:
         if then:
             measuring = _sections_script(then, len(commands))
             parts.append(
-                f'if [ $r = 0 ] && read -r g < "$T/gate" && [ "$g" = 0 ]; then '
+                f'if [ $r = 0 ] && {{ read -r g < "$T/gate"; }} 2>/dev/null && [ "$g" = 0 ]; then '
                 f't {then_timeout or self.command_timeout} sh -c {shlex.quote(measuring)} sh "$T"; '
                 f"printf '\\n{END}%s\\n' $?; fi"
             )

@@ -127,3 +127,16 @@ def test_a_measurement_past_its_limit_is_stopped_on_the_node(tmp_path: Path) -> 
     assert time.monotonic() - began < 10
     assert node.run("echo quick").stdout == "quick\n"  # what finished before the limit keeps its answer
     assert len(started) == 1
+
+
+def test_a_host_read_at_once_gets_the_measurements_in_the_same_round_trip(tmp_path: Path) -> None:
+    # Without a streaming session (open=None: host.run), the whole script is one round trip all the same; a
+    # measurement past its limit is answered as stopped (exit 124) and the host still counts as reached.
+    node, host, started = streaming_node(tmp_path)
+    node.open = None
+    node.prefetch(["nvidia-smi -q -x"], then=["echo quick", "sleep 30"], then_timeout=1)
+    assert host.runs == 1 and not started
+    assert node.run("echo quick").stdout == "quick\n"
+    stopped = node.run("sleep 30")
+    assert stopped.rc == 124 and "ran past 1s" in stopped.stderr
+    assert host.runs == 1
