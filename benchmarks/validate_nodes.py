@@ -150,14 +150,18 @@ def measure(inventory: Path, runs: int, workers: int, meters: Meters) -> dict[st
     return medians(samples)
 
 
-def catalogue_batch() -> str:
-    """The one command gpuready sends every host of these profiles: the catalogue's commands in one batch."""
+def catalogue_batch(inventory: Path) -> str:
+    """The one command gpuready sends every host of these profiles: the catalogue's fixed commands, then its
+    measuring commands under the inventory's settings, in one batch (one connection)."""
+    from gpuready.core import inventory as inventories
     from gpuready.core.settings import NodeClass
     from gpuready.validate.node import checks
     from gpuready.validate.node.node import Node
 
-    node = Node("floor", None, NodeClass(gpu_count=0), None)  # type: ignore[arg-type]
-    return node.batch(list(dict.fromkeys(checks.prefetch_commands(node))))
+    settings = inventories.load(inventory).settings
+    node = Node("floor", None, NodeClass(gpu_count=0), settings)
+    fixed = list(dict.fromkeys(checks.prefetch_commands(node)))
+    return node.batch(fixed, then=checks.perf_commands(settings), then_timeout=checks.perf_budget(settings))
 
 
 def floor(
@@ -285,7 +289,7 @@ def main() -> None:
                         load = os.getloadavg()[0]
                         r = measure(inventory, args.runs, args.workers, meters)
                         f = floor(state, args.runs, kex, meters)
-                        b = floor(state, args.runs, kex, meters, catalogue_batch())
+                        b = floor(state, args.runs, kex, meters, catalogue_batch(inventory))
                         p = peer(inventory, args.runs, args.workers, meters)
                         span = f"{load:4.1f}-{os.getloadavg()[0]:4.1f}"
                         print(

@@ -9,11 +9,11 @@ For each state the runbook recorded, ``recorded/`` (healthy) and ``recorded-busy
 neighbour computed), writes ``DEST/<gpu>-<driver>[-busy]/``: every recorded answer byte for byte,
 ``commands.json``, ``facts.json``, ``inventory/``, the ``summary.json`` of the ``validate gpu-node`` run
 made in the same state (``gpu-node-after/`` or ``gpu-node/``, ``gpu-node-busy/``) as
-``live-gpu-node-summary.json``, and
-``SOURCE.md`` with an ``## Edits`` section. The one edit: each GPU's serial, UUID and PDI (read from the
-recorded ``nvidia-smi -q -x``) become zeros of the same length in every file, as NVIDIA's k8s-test-infra
-scrubs its captures; no check reads them. Adds one row per set to SOURCES. Refuses (exit 2, one line) a
-folder with no recording, a state without its gpu-node summary, and a set that exists already.
+``live-gpu-node-summary.json``, DCGM's raw output of the runbook's ``dcgm/`` step where it ran (idle set
+only, as ``dcgm-<file>``), and ``SOURCE.md`` with an ``## Edits`` section. The one edit: each GPU's serial,
+UUID and PDI (read from the recorded ``nvidia-smi -q -x``) become zeros of the same length in every file, as
+NVIDIA's k8s-test-infra scrubs its captures; no check reads them. Adds one row per set to SOURCES. Refuses
+(exit 2, one line) a folder with no recording, a state without its gpu-node summary, and a set that exists already.
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ STATES = (
         "busy: `probe.py noisy` multiplied bf16 matrices on the GPU throughout (the runbook's noisy neighbour)",
     ),
 )
+#: What the runbook's DCGM step keeps (``dcgm/``), copied into the idle set as ``dcgm-<name>``: made on the idle GPU.
+DCGM_FILES = ("version.txt", "diag.json", "diag.err", "diag.rc")
 #: The row of SOURCES this script adds goes into the table under this heading.
 SOURCES_HEADING = "## Recorded by gpuready's GPU runbook on real machines"
 
@@ -180,6 +182,8 @@ def import_state(
         base = str(entry["stdout"]).removesuffix(".out")
         copies += [(folder / f"{base}{ext}", f"{base}{ext}") for ext in (".out", ".err", ".rc")]
     copies.append((summary, "live-gpu-node-summary.json"))
+    if not suffix:
+        copies += [(out / "dcgm" / f, f"dcgm-{f}") for f in DCGM_FILES if (out / "dcgm" / f).is_file()]
     staged = dest / f".{name}.partial"
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)

@@ -288,8 +288,9 @@ def noisy(ready: Path, seconds: float, side: int = 8192) -> dict[str, Any]:
     }
 
 
-#: the runs the runbook makes beside the noisy neighbour, and after it stopped
-NOISY_RUNS = {"busy": ("gpu-node-busy", "training-busy"), "after": ("gpu-node-after", "training-after")}
+#: The noisy-neighbour proof: the runs the runbook makes beside the neighbour, and the idle ones (before it).
+BUSY_RUNS = ("gpu-node-busy", "training-busy")
+IDLE_RUNS = ("gpu-node", "training-b256")
 
 
 def _run_verdict(folder: Path, neighbour_pid: int | None) -> dict[str, Any]:
@@ -306,9 +307,10 @@ def _run_verdict(folder: Path, neighbour_pid: int | None) -> dict[str, Any]:
     }
 
 
-def noisy_verdict(out: Path) -> dict[str, Any]:
+def noisy_verdict(out: Path, idle: tuple[str, ...] = IDLE_RUNS) -> dict[str, Any]:
     """Did the noisy-neighbour proof hold? Beside the neighbour neither gpu-node nor the smoke run may pass
-    (each fails against its reference or names the neighbour's pid); after it stopped, both pass."""
+    (each fails against its reference or names the neighbour's pid); on the idle GPU (the runs ``idle``), both
+    passed."""
     pid = None
     try:
         pid = int(json.loads((out / "noisy.json").read_text())["pid"])
@@ -316,11 +318,11 @@ def noisy_verdict(out: Path) -> dict[str, Any]:
         ready = (out / "noisy.ready").read_text().split() if (out / "noisy.ready").exists() else []
         pid = int(ready[1]) if len(ready) > 1 and ready[1].isdigit() else None
     verdict: dict[str, Any] = {"neighbour_pid": pid}
-    for phase, runs in NOISY_RUNS.items():
+    for phase, runs in (("busy", BUSY_RUNS), ("idle", idle)):
         verdict[phase] = {name: _run_verdict(out / name, pid) for name in runs}
     busy_failed = all(v["status"] in ("failed", "error") for v in verdict["busy"].values())
-    after_passed = all(v["status"] == "passed" for v in verdict["after"].values())
-    verdict["held"] = busy_failed and after_passed
+    idle_passed = all(v["status"] == "passed" for v in verdict["idle"].values())
+    verdict["held"] = busy_failed and idle_passed
     verdict["passed"] = verdict["held"]
     return verdict
 
@@ -356,6 +358,7 @@ def main(argv: list[str]) -> int:
     n.add_argument("--seconds", type=float, default=600)
     v = sub.add_parser("noisy-verdict")
     v.add_argument("out", type=Path)
+    v.add_argument("--idle", default=",".join(IDLE_RUNS), help="the idle GPU's gpu-node and smoke-run folders")
     args = parser.parse_args(argv)
     if args.what == "vector-add":
         out = vector_add()
@@ -375,7 +378,7 @@ def main(argv: list[str]) -> int:
     elif args.what == "noisy":
         out = noisy(args.ready, args.seconds)
     elif args.what == "noisy-verdict":
-        out = noisy_verdict(args.out)
+        out = noisy_verdict(args.out, tuple(n for n in args.idle.split(",") if n))
     else:
         out = figures(json.loads(args.summary.read_text()), json.loads(args.flops.read_text()))
     print(json.dumps(out, indent=1))

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -106,6 +108,72 @@ def testinfra_host(spec: dict[str, Any], timeout: int) -> Any:
         kwargs["ssh_identity_file"] = str(Path(spec["key"]).expanduser())
     user = f"{spec['user']}@" if spec["user"] else ""
     return testinfra.get_host(f"ssh://{user}{spec['address']}:{spec['port']}", **kwargs)
+
+
+def command_line(spec: dict[str, Any], timeout: int, script: str) -> list[str]:
+    """The argv that runs ``script`` on the host: ssh with the same options testinfra's host gets, or sh here."""
+    if spec["connection"] == "local":
+        return ["sh", "-c", script]
+    argv = ["ssh", *shlex.split(ssh_args(spec))]
+    if "connecttimeout" not in " ".join(spec["extra"]).lower():
+        argv += ["-o", f"ConnectTimeout={timeout}"]
+    if spec["user"]:
+        argv += ["-o", f"User={spec['user']}"]
+    argv += ["-o", f"Port={spec['port']}"]
+    if spec["key"]:
+        argv += ["-i", str(Path(spec["key"]).expanduser())]
+    return [*argv, spec["address"], script]
+
+
+class Session:
+    """A script running on a host over one connection, its output read as it comes: the node's fixed commands
+    answer first, and the measuring commands that follow on the same connection are read when asked for.
+
+    Its errors go to a file (nothing waits on a pipe nobody reads). :meth:`close` ends it; a cancelled run ends
+    it with the rest of gpuready's children (``core/cancel.py``)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - held until close(), past this method
+        self._process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._errors)
+
+    def until_end(self, end: str) -> tuple[str, int | None]:
+        """What the script printed up to its next line that starts with ``end``, and the exit status written after
+        ``end`` on that line; None for the status when the output ended first."""
+        assert self._process.stdout is not None
+        marker = end.encode()
+        lines: list[bytes] = []
+        for line in iter(self._process.stdout.readline, b""):
+            if line.startswith(marker):
+                status = line[len(marker) :].strip()
+                text = b"".join(lines).decode("utf-8", "replace")
+                # The end mark's own line feed before it is the mark's, not the last command's.
+                return text[:-1] if text.endswith("\n") else text, int(status) if status.isdigit() else None
+            lines.append(line)
+        return b"".join(lines).decode("utf-8", "replace"), None
+
+    def finish(self) -> tuple[int, str]:
+        """Wait for the script to end (its output read to the end first): its exit status and its errors."""
+        assert self._process.stdout is not None
+        self._process.stdout.read()
+        rc = self._process.wait()
+        self._errors.seek(0)
+        return rc, self._errors.read().decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """End the script: a moment to finish what it was doing (removing its scratch folder), then killed."""
+        try:
+            self._process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        self._errors.close()
+
+
+def start(spec: dict[str, Any], timeout: int, script: str) -> Session:
+    """``script`` started on the host over one connection (see :class:`Session`)."""
+    return Session(command_line(spec, timeout, script))
 
 
 def become(spec: dict[str, Any], script: str) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from gpuready.core.errors import Cancelled
 from gpuready.core.results import Check, errored
 from gpuready.validate.node import connect
-from gpuready.validate.node.checks import prefetch_commands, run_catalogue
+from gpuready.validate.node.checks import perf_budget, perf_commands, prefetch_commands, run_catalogue
 from gpuready.validate.node.node import Node
 
 if TYPE_CHECKING:
@@ -63,9 +63,13 @@ def validate_host(
         command_timeout=command_timeout,
         wrap=functools.partial(connect.become, target.spec),
         on_measure=on_measure,
+        open=functools.partial(connect.start, target.spec, timeout),
     )
     try:
-        node.prefetch(prefetch_commands(node))
+        # One connection per host: the measuring commands follow the fixed ones on it (Node.prefetch).
+        node.prefetch(
+            prefetch_commands(node), then=perf_commands(settings, only), then_timeout=perf_budget(settings, only)
+        )
     except ConnectionError as e:
         return [
             errored(
@@ -75,7 +79,10 @@ def validate_host(
                 remedy="Check ansible_host/ansible_port/ansible_user and the SSH key; ssh to the host by hand.",
             )
         ]
-    return run_catalogue(node, only)
+    try:
+        return run_catalogue(node, only)
+    finally:
+        node.close()
 
 
 def run(
@@ -89,8 +96,8 @@ def run(
 ) -> list[Check]:
     """All targets concurrently; checks come back grouped by host, in inventory order.
 
-    A host's deadline is ``host_timeout``, plus the time limit of its measuring batch once that batch starts
-    (the measuring checks run in a second batch on the host, each command under its own limit)."""
+    A host's deadline is ``host_timeout``, plus the time limit of its measuring batch once its checks read it
+    (the measuring commands follow the fixed ones on the host's one connection, under their own limit)."""
     extra: dict[str, float] = {}
     results: dict[str, list[Check]] = {}
     started = time.monotonic()

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
 #: Starts a section of the batched output (an ASCII record separator: never in tool output).
 MARK = "\x1egpuready:"
 
+#: Ends a part of the batch, with the exit status of the part (the fixed commands, then the measuring ones).
+END = MARK + "end "
+#: The measuring commands run only where this answered (exit 0), as their checks depend on driver.nvidia_smi.
+GATE = "nvidia-smi -q -x"
+
 #: lsmod where the host has it (kmod), else the file it reads; both print the module name first.
 MODULES_COMMAND = "lsmod 2>/dev/null || cat /proc/modules"
 
@@ -62,7 +67,13 @@ class Node:
     wrap: Callable[[str], str] = field(default=lambda command: command, repr=False)
     #: Told the seconds the measuring batch may take, when it starts (the fan-out extends the host's deadline).
     on_measure: Callable[[int], None] | None = field(default=None, repr=False)
+    #: Starts the node's batch with its output read as it comes (connect.Session); None: ``host.run``, at once.
+    open: Callable[[str], Any] | None = field(default=None, repr=False)
     _answers: dict[str, Answer] = field(default_factory=dict, repr=False)
+    _session: Any = field(default=None, repr=False)
+    _pending: list[str] = field(default_factory=list, repr=False)
+    _then_timeout: int = field(default=0, repr=False)
+    _then_offset: int = field(default=0, repr=False)
 
     @classmethod
     def recorded(cls, name: str, node_class: NodeClass, settings: Settings, answers: dict[str, str | Answer]) -> Node:
@@ -84,58 +95,141 @@ class Node:
         """Keep ``answer`` as its command's, unless the command already answered."""
         self._answers.setdefault(answer.command, answer)
 
-    def prefetch(self, commands: list[str], timeout: int | None = None) -> None:
+    def prefetch(
+        self, commands: list[str], timeout: int | None = None, then: list[str] | None = None, then_timeout: int = 0
+    ) -> None:
         """Run many commands in one round trip and keep each one's answer, as if run one by one.
 
         Over SSH every command costs a round trip and a local process; the catalogue's fixed
         commands are known in advance, so they travel together. Checks still ask ``run(command)``.
+
+        ``then`` (the measuring commands) rides the same connection: the node runs them after ``commands``, under
+        their own limit ``then_timeout``, where ``nvidia-smi -q -x`` answered (:data:`GATE`). Where the host's
+        output can be read as it comes (``open``), this returns once ``commands`` answered and the measuring
+        commands' answers are read when a later ``prefetch`` asks for them; the fixed checks need not wait.
         """
+        if self._session is not None and any(c in self._pending for c in commands):
+            self._read_then()
         todo = [c for c in dict.fromkeys(commands) if c not in self._answers]
+        later = [c for c in dict.fromkeys(then or []) if c not in self._answers and c not in todo]
+        limit = timeout or self.command_timeout
+        if not todo:  # nothing before them: the measuring commands are the batch
+            todo, later, limit = later, [], then_timeout or limit
         if not todo:
             return
-        limit = timeout or self.command_timeout
+        script = self.wrap(self.batch(todo, limit, later, then_timeout))
+        if self.open is None:
+            self._prefetch_at_once(script, todo, later, limit, then_timeout)
+            return
+        session = self.open(script)
+        self._session, self._pending = session, later
+        self._then_timeout, self._then_offset = then_timeout, len(todo)
         try:
-            result = self.host.run(self.wrap(self.batch(todo, limit)))
+            head, rc = session.until_end(END)
+        except BaseException:
+            self.close()
+            raise
+        if rc is None:  # the connection ended before the node's end mark: ssh itself failed
+            failure = session.finish()
+            self.close()
+            raise ConnectionError(_failure(failure, limit))
+        if rc != 0:
+            failure = session.finish() if rc not in (124, 137) else (rc, "")
+            self.close()
+            raise ConnectionError(_failure(failure, limit))
+        self._keep(_sections(head), todo, 0)
+        if not later:
+            self.close()
+
+    def _prefetch_at_once(self, script: str, todo: list[str], later: list[str], limit: int, then_limit: int) -> None:
+        """One blocking round trip through ``host.run`` (a host that cannot be read as it comes)."""
+        try:
+            result = self.host.run(script)
         except RuntimeError as e:  # testinfra's SSH backend raises on exit 255: ssh itself failed
             failure = e.args[0] if e.args else None
             raise ConnectionError(str(getattr(failure, "stderr", e)).strip()[:300]) from e
-        if result.rc in (124, 137):
+        if result.rc != 0:
+            raise ConnectionError(_failure((result.rc, result.stderr), limit))
+        parts = result.stdout.split("\n" + END)
+        self._keep(_sections(parts[0]), todo, 0)
+        if later and len(parts) > 2:
+            try:
+                self._keep_then(_sections(parts[1]), later, len(todo), _end_rc(parts[2]), then_limit)
+            except ConnectionError as e:  # the host answered: the measurements that did not finish say so
+                for command in later:
+                    self.record(Answer(command, 124, "", str(e)))
+
+    def _read_then(self) -> None:
+        """The measuring commands' answers, from the connection the fixed batch came over."""
+        session, later, offset = self._session, self._pending, self._then_offset
+        assert session is not None
+        try:
+            body, rc = session.until_end(END)
+            ended = session.finish()[0] if rc is None else None
+        finally:
+            self.close()
+        if rc is None and not body.strip() and ended == 0:
+            # The node did not run them (its nvidia-smi failed there, though it answered here): ask once more.
+            self.prefetch(later, timeout=self._then_timeout)
+            return
+        self._keep_then(_sections(body), later, offset, rc, self._then_timeout)
+
+    def _keep_then(
+        self, found: dict[tuple[int, str], str], later: list[str], offset: int, rc: int | None, limit: int
+    ) -> None:
+        if rc == 0:
+            self._keep(found, later, offset)
+            return
+        # Those that finished keep their answers; the caller says the others did not.
+        for i, command in enumerate(later):
+            if (offset + i, "r") in found:
+                self._keep(found, [command], offset + i)
+        if rc in (124, 137):
             raise ConnectionError(
                 f"the node's commands ran past {limit}s and were stopped (a tool hangs: try nvidia-smi by hand)"
             )
-        if result.rc != 0:
-            raise ConnectionError((result.stderr.strip() or f"exit {result.rc}")[:300])
-        found: dict[tuple[int, str], str] = {}
-        for section in result.stdout.split("\n" + MARK)[1:]:
-            head, _, body = section.partition("\n")
-            index, _, kind = head.partition(" ")
-            found[(int(index), kind)] = body
-        for i, command in enumerate(todo):
-            rc = found.get((i, "r"), "").strip()
+        raise ConnectionError("the connection ended before the node's measuring commands finished")
+
+    def _keep(self, found: dict[tuple[int, str], str], commands: list[str], offset: int) -> None:
+        for i, command in enumerate(commands):
+            rc = found.get((offset + i, "r"), "").strip()
             self._answers[command] = Answer(
-                command, int(rc) if rc.isdigit() else 255, found.get((i, "o"), ""), found.get((i, "e"), "")
+                command,
+                int(rc) if rc.isdigit() else 255,
+                found.get((offset + i, "o"), ""),
+                found.get((offset + i, "e"), ""),
             )
 
-    def batch(self, commands: list[str], timeout: int | None = None) -> str:
-        """The one command that runs ``commands`` on the node, each answer behind its mark (what prefetch sends)."""
-        parts = ["T=$(mktemp -d)"]
-        for i, command in enumerate(commands):
-            # A subshell (a fork, no exec): a command's exit or variables stay its own. Its output goes
-            # straight back after its mark; its errors wait in a file that is read only when it is not empty
-            # (a `cat` is a process on the node: one per command and stream was three per command).
+    def close(self) -> None:
+        """End the connection the measuring commands would have come over, if it is still open."""
+        session, self._session, self._pending = self._session, None, []
+        if session is not None:
+            session.close()
+
+    def batch(
+        self, commands: list[str], timeout: int | None = None, then: list[str] | None = None, then_timeout: int = 0
+    ) -> str:
+        """The one command that runs ``commands`` on the node, each answer behind its mark, then an end mark with
+        their exit status; then, where ``nvidia-smi -q -x`` answered, ``then`` the same way (what prefetch sends).
+
+        Each part runs under timeout(1) where the host has it: a hung tool (an nvidia-smi waiting on a GPU that fell
+        off the bus) must not hold the host forever, and a measurement gets its own, longer limit."""
+        fixed = _sections_script(commands, 0, gate=GATE if then else None)
+        parts = [
+            "T=$(mktemp -d)",
+            't() { if command -v timeout >/dev/null 2>&1; then timeout -k 5 "$@"; else shift; "$@"; fi; }',
+            f't {timeout or self.command_timeout} sh -c {shlex.quote(fixed)} sh "$T"; r=$?',
+            f"printf '\\n{END}%s\\n' $r",
+        ]
+        if then:
+            measuring = _sections_script(then, len(commands))
             parts.append(
-                f"printf '\\n{MARK}{i} o\\n'; ( {command}\n) 2>$T/e </dev/null; r=$?; "
-                f"printf '\\n{MARK}{i} e\\n'; [ -s $T/e ] && cat $T/e; printf '\\n{MARK}{i} r\\n%s\\n' $r"
+                f'if [ $r = 0 ] && {{ read -r g < "$T/gate"; }} 2>/dev/null && [ "$g" = 0 ]; then '
+                f't {then_timeout or self.command_timeout} sh -c {shlex.quote(measuring)} sh "$T"; '
+                f"printf '\\n{END}%s\\n' $?; fi"
             )
-        parts.append('rm -rf "$T"')
-        script = shlex.quote("\n".join(parts))
-        # A hung tool (an nvidia-smi waiting on a GPU that fell off the bus) must not hold the host forever:
-        # the batch runs under timeout(1) where the host has it.
-        return (
-            f"if command -v timeout >/dev/null 2>&1; then timeout -k 5 {timeout or self.command_timeout} "
-            f"sh -c {script}; "
-            f"else sh -c {script}; fi"
-        )
+        parts.append('rm -rf "$T"; exit $r')
+        return "\n".join(parts)
 
     # What nvidia-smi says, parsed once.
     @cached_property
@@ -173,3 +267,43 @@ class Node:
     @cached_property
     def modules(self) -> Answer:
         return self.run(MODULES_COMMAND)
+
+
+def _sections_script(commands: list[str], first: int, gate: str | None = None) -> str:
+    """A script that runs ``commands`` (numbered from ``first``), each answer behind its marks; ``$1`` is a folder
+    for its scratch files, and the exit status of ``gate`` goes to ``$1/gate``."""
+    parts = ['T="$1"']
+    for i, command in enumerate(commands, first):
+        # A subshell (a fork, no exec): a command's exit or variables stay its own. Its output goes
+        # straight back after its mark; its errors wait in a file that is read only when it is not empty
+        # (a `cat` is a process on the node: one per command and stream was three per command).
+        parts.append(
+            f"printf '\\n{MARK}{i} o\\n'; ( {command}\n) 2>$T/e </dev/null; r=$?; "
+            f"printf '\\n{MARK}{i} e\\n'; [ -s $T/e ] && cat $T/e; printf '\\n{MARK}{i} r\\n%s\\n' $r"
+            + ('; echo $r >"$T/gate"' if command == gate else "")
+        )
+    return "\n".join(parts)
+
+
+def _sections(text: str) -> dict[tuple[int, str], str]:
+    """(command number, o/e/r) -> what followed that mark."""
+    found: dict[tuple[int, str], str] = {}
+    for section in text.split("\n" + MARK)[1:]:
+        head, _, body = section.partition("\n")
+        index, _, kind = head.partition(" ")
+        if index.isdigit():
+            found[(int(index), kind)] = body
+    return found
+
+
+def _end_rc(text: str) -> int | None:
+    """The exit status an end mark carries (the text right after the mark)."""
+    value = text.split("\n", 1)[0].strip()
+    return int(value) if value.isdigit() else None
+
+
+def _failure(failure: tuple[int, str], limit: int) -> str:
+    rc, stderr = failure
+    if rc in (124, 137):
+        return f"the node's commands ran past {limit}s and were stopped (a tool hangs: try nvidia-smi by hand)"
+    return (stderr.strip() or f"exit {rc}")[:300]

@@ -251,57 +251,84 @@ def plan(tmp_path: Path, name: str, **env: str) -> tuple[list[str], list[str]]:
 
 
 def test_plan_lists_every_step_in_order_with_the_noisy_neighbour_between_its_runs(tmp_path: Path) -> None:
-    # A first compile of 60 s: the plain loop's eager variants fit in the budget, a second cold compile does not.
-    steps, commands = plan(tmp_path, "out", COMPILE_S="60")
+    # A first compile of 40 s: DCGM, the neighbour, the plain loop's eager variants and the eager smoke run fit in the
+    # budget less its margin; a second cold compile does not.
+    steps, commands = plan(tmp_path, "out", COMPILE_S="40")
     out = tmp_path / "out"
 
     def at(words: str, start: int = 0) -> int:
         return next(i for i, c in enumerate(commands) if i >= start and words in c)
 
     assert commands[0].endswith(f"record.py --inventory-only {out}")  # what every later step's -i names
+    # the idle GPU's recording right before its gpu-node run (the fixtures pair them), then the first smoke run
+    record, idle_node = at(f"record.py {out}/recorded --note idle"), at(f"--artifacts {out}/gpu-node")
     first = at("validate training")
+    assert record + 1 == idle_node < first
     assert "--gpus 1 --mixed-precision" in commands[first] and "--batch-size 256" in commands[first]
+    dcgm = at("dcgmi diag -r memory_bandwidth,pcie -j")
     start = at("probe.py noisy --ready")
     busy_record = at(f"record.py {out}/recorded-busy --note busy")
     busy_node, busy_train = at(f"-i {out}/inventory --artifacts {out}/gpu-node-busy"), at("training-busy")
     stop = at("kill <the neighbour>")
-    record, after_node, after_train = (
-        at(f"record.py {out}/recorded --note idle"),
-        at("gpu-node-after"),
-        at("training-after"),
-    )
     verdict = at("probe.py noisy-verdict")
-    # the neighbour runs while the recorder, gpu-node and the smoke run measure, and is gone before they measure
-    # again; each recording is made right before the gpu-node run of its state, which the fixtures pair with it
-    assert first < start < busy_record < busy_node < busy_train < stop < record < after_node < after_train < verdict
+    # the neighbour runs while the recorder, gpu-node and the smoke run measure, and is gone before anything else
+    # measures; the verdict compares them with the idle runs
+    assert first < dcgm < start < busy_record < busy_node < busy_train < stop < verdict
+    assert commands[verdict].endswith("--idle gpu-node,training-b256")
     plain, eager = at("probe.py baseline --batch-size 256 --steps 50"), at("--eager")
     assert verdict < plain < eager and commands[plain].endswith("--variants eager,fused")
     assert commands[-1] == f"rm -rf {out}/.venv {out}/.cache"  # the compile cache goes too
     assert [s.split()[1] for s in steps if s.split()[1][0].isdigit()] == [
-        "1/7",
-        "2/7",
-        "3/7",
-        "4/7",
-        "5/7",
-        "6/7",
-        "6/7",
+        "1/8",
+        "2/8",
+        "3/8",
+        "4/8",
+        "5/8",
+        "6/8",
+        "7/8",
+        "7/8",
     ]
-    assert "runbook: skipped plain-loop-compiled: needs ~85s, 67s of the 360s budget left" in steps
-    # the plan's clock is the sum of the steps' estimates, judged against the budget on the last line
+    assert "runbook: skipped plain-loop-compiled: needs ~65s, 57s of the 360s budget left (30s kept as margin)" in steps
+    # an optional step's time limit is what was left of the budget (less the margin) when it started
+    assert f"--timeout 152 --artifacts {out}/training-busy" in commands[busy_train]
+    assert commands[plain].startswith("timeout -k 5 57 ") and "--timeout 32 " in commands[eager]
+    # the plan's clock is the sum of the steps' estimates, judged against the budget less its margin on the last line
     estimates = [int(s.split("(~")[1].split("s,")[0]) for s in steps if "(~" in s]
-    assert steps[-1] == f"runbook: plan: ~{sum(estimates)}s of the 360s budget; skipped: plain-loop-compiled: {out}"
+    assert sum(estimates) <= 330
+    assert steps[-1] == (
+        f"runbook: plan: ~{sum(estimates)}s of the 360s budget (30s kept as margin); "
+        f"skipped: plain-loop-compiled: {out}"
+    )
 
 
-def test_plan_skips_optional_steps_that_do_not_fit_the_budget(tmp_path: Path) -> None:
-    # A first compile as long as the plain loop's on the H100 (173 s): the required steps alone pass the budget,
-    # so neither the plain loop nor the eager smoke run is started; the last line says so.
+def test_plan_fits_one_h200_with_its_margin(tmp_path: Path) -> None:
+    # A first compile as long as the plain loop's on the H100 (173 s; the H200 is the same processor): the steps that
+    # always run and DCGM fit in the 360 s budget less its 30 s margin, and the optional steps that would pass it are
+    # skipped, saying so; the last line says so too.
     steps, commands = plan(tmp_path, "slow")
-    assert not any("probe.py baseline" in c or "--eager" in c for c in commands)
-    assert any(s.startswith("runbook: skipped plain-loop: needs ~25s, 0s of the 360s budget left") for s in steps)
-    assert steps[-1].startswith("runbook: plan: ~") and ", OVER the budget of 360s; skipped: plain-loop, " in steps[-1]
-    # With time to spare every variant runs, the compiled one included.
+    estimates = [int(s.split("(~")[1].split("s,")[0]) for s in steps if "(~" in s]
+    assert sum(estimates) == 311 and sum(estimates) <= 360 - 30
+    assert not any("probe.py noisy" in c or "probe.py baseline" in c or "--eager" in c for c in commands)
+    assert "runbook: skipped noisy: needs ~95s, 19s of the 360s budget left (30s kept as margin)" in steps
+    assert steps[-1] == (
+        f"runbook: plan: ~311s of the 360s budget (30s kept as margin); skipped: noisy, plain-loop, training-eager: "
+        f"{tmp_path}/slow"
+    )
+    # DCGM's step is stopped at its own limit or at what is left, and left out when asked
+    dcgm = next(c for c in commands if "dcgmi diag" in c)
+    assert "timeout -k 5 64 dcgmi diag -r memory_bandwidth,pcie -j" in dcgm and "/dcgm/diag.json" in dcgm
+    _, without = plan(tmp_path, "no-dcgm", DCGM="0")
+    assert not any("dcgmi" in c for c in without)
+    # With time to spare every variant runs, the compiled one included, and DCGM stops at its own limit.
     _, roomy = plan(tmp_path, "roomy", BUDGET_S="1000")
     assert any(c.endswith("--variants eager,fused,compiled") for c in roomy)
+    assert any("timeout -k 5 90 dcgmi diag" in c for c in roomy)
+    # Every smoke run eager: no compile to wait for, so the neighbour fits where a cold compile left no room for it.
+    eager_steps, eager = plan(tmp_path, "eager", EAGER="1", BASELINE="0", DCGM="0")
+    assert eager_steps[-1] == f"runbook: plan: ~173s of the 360s budget (30s kept as margin): {tmp_path}/eager"
+    trainings = [c for c in eager if "validate training" in c]
+    assert len(trainings) == 2 and all(c.endswith(" --eager") for c in trainings)
+    assert any("probe.py noisy --ready" in c for c in eager)
     # The opt-in steps appear when asked for; without the neighbour, gpu-node runs once, after the recorder.
     _, more = plan(tmp_path, "more", NOISY="0", DISK_IMAGES="64", PIPELINE_PROBE="1", BUDGET_S="1000")
     assert not any("probe.py noisy" in c for c in more)
@@ -343,8 +370,8 @@ def test_noisy_verdict_holds_only_when_busy_runs_fail_and_later_pass(tmp_path: P
     _summary(out / "training-busy", sweep.gpu_check(1, [busy], plan, target))
     _summary(out / "gpu-node-busy", failed("perf.matmul_tflops", "localhost", "GPU 0: 410 TFLOP/s, below 700"))
     healthy = {**busy, "step_times": [256 / 3650.0] * 5, "gpu_other_processes": []}
-    _summary(out / "training-after", sweep.gpu_check(1, [healthy], plan, target))
-    _summary(out / "gpu-node-after", passed("perf.matmul_tflops", "localhost", "GPU 0: 760 TFLOP/s"))
+    _summary(out / "training-b256", sweep.gpu_check(1, [healthy], plan, target))
+    _summary(out / "gpu-node", passed("perf.matmul_tflops", "localhost", "GPU 0: 760 TFLOP/s"))
     verdict = probe.noisy_verdict(out)
     assert verdict["held"] is True and verdict["neighbour_pid"] == 4242
     assert verdict["busy"]["training-busy"]["named"] is True  # the smoke run names the neighbour's pid
@@ -353,7 +380,17 @@ def test_noisy_verdict_holds_only_when_busy_runs_fail_and_later_pass(tmp_path: P
         "named": False,
         "failed": ["perf.matmul_tflops: GPU 0: 410 TFLOP/s, below 700"],
     }
-    # a busy run that passed, or an after run that failed, and the proof does not hold
+    assert verdict["idle"]["gpu-node"]["status"] == "passed"
+    # an idle run that is not there (another batch's name) or failed, or a busy run that passed: the proof does not hold
+    assert probe.noisy_verdict(out, idle=("gpu-node", "training-b64"))["held"] is False
+    (out / "gpu-node" / "run-1" / "summary.json").unlink()
+    (out / "gpu-node" / "run-1").rmdir()
+    _summary(out / "gpu-node", failed("perf.matmul_tflops", "localhost", "GPU 0: 380 TFLOP/s, below 700"))
+    assert probe.noisy_verdict(out)["held"] is False
+    (out / "gpu-node" / "run-1" / "summary.json").unlink()
+    (out / "gpu-node" / "run-1").rmdir()
+    _summary(out / "gpu-node", passed("perf.matmul_tflops", "localhost", "GPU 0: 760 TFLOP/s"))
+    assert probe.noisy_verdict(out)["held"] is True
     (out / "gpu-node-busy" / "run-1" / "summary.json").unlink()
     (out / "gpu-node-busy" / "run-1").rmdir()
     _summary(out / "gpu-node-busy", passed("perf.matmul_tflops", "localhost", "GPU 0: 700 TFLOP/s"))

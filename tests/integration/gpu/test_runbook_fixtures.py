@@ -113,6 +113,13 @@ def test_a_packed_runbook_output_becomes_the_fixture_it_was_made_from(tmp_path: 
 def test_each_recorded_state_becomes_its_own_set_with_its_own_row(tmp_path: Path) -> None:
     # Two states laid out from the one real recording: the import names and describes each by its folder.
     out = runbook_output(tmp_path / "out", "recorded", "recorded-busy")
+    # DCGM's step ran on the idle GPU: its raw JSON (here DCGM's own recorded `dcgmi diag` JSON, see SOURCES) and
+    # the exit status the runbook wrote go into the idle set byte for byte (scrubbed as every file); the busy set has
+    # none, and a file the step did not leave is not made up.
+    dcgm_json = (RECORDED.parent / "dcgm" / "dcgmi-diag-r1-json-3.1.0-x8-jsonresulttests.txt").read_bytes()
+    (out / "dcgm").mkdir()
+    (out / "dcgm" / "diag.json").write_bytes(dcgm_json)
+    (out / "dcgm" / "diag.rc").write_text("0\n")
     dest, sources = tmp_path / "fixtures", sources_without_the_row(tmp_path)
     dest.mkdir()
     done = fixtures(out, dest, sources)
@@ -121,6 +128,9 @@ def test_each_recorded_state_becomes_its_own_set_with_its_own_row(tmp_path: Path
     busy = [line for line in sources.read_text().split("\n") if line.startswith(f"| `recorded/{H100}-busy/` |")]
     assert len(busy) == 1 and "the GPU busy: `probe.py noisy` multiplied bf16 matrices" in busy[0]
     assert json.loads((dest / f"{H100}-busy" / "live-gpu-node-summary.json").read_text())["checks"]
+    assert (dest / H100 / "dcgm-diag.json").read_bytes() == dcgm_json
+    assert (dest / H100 / "dcgm-diag.rc").read_text() == "0\n" and not (dest / H100 / "dcgm-diag.err").exists()
+    assert not list((dest / f"{H100}-busy").glob("dcgm-*"))
 
 
 def test_a_state_without_its_gpu_node_run_is_refused_before_anything_is_written(tmp_path: Path) -> None:

@@ -52,8 +52,14 @@ def start(root: Path, profiles: list[str], unreachable: bool = False) -> Iterato
                 "ansible_host_key_checking": False,
             }
             (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
-        yield {**state, "inventory": inventory}
+        yield {**state, "inventory": inventory, "sshd_log": logs}
     finally:
         nodes.down_hosts(state)
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
         assert f"{prefix}-" not in left, f"namespaces left behind: {left}"
+
+
+def accepted(log: Path) -> int:
+    """Connections the hosts' sshds accepted so far: their shared log (sshd -e, LogLevel INFO) says "Accepted
+    publickey for USER from ADDRESS" once per authenticated connection, whichever host it was."""
+    return log.read_text(errors="replace").count("Accepted publickey for ")

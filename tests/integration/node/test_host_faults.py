@@ -85,6 +85,30 @@ def test_ctrl_c_with_a_hung_host_returns_at_once_and_writes_the_others(lab: dict
         assert len(by_host[other["name"]]) > 10
 
 
+def test_a_hung_host_is_given_up_at_its_deadline_and_the_others_measure(lab: dict[str, Any], tmp_path: Path) -> None:
+    # The fixed commands stop on the node at --host-timeout less 5 s; the host is then an error alone, and its
+    # session ends (nothing of the run is left). The others' measuring commands ran on their one connection.
+    with stalled(lab, 0) as host:
+        env = new_mark()
+        started = time.monotonic()
+        child = Child(
+            ["validate", "gpu-node", "-i", str(lab["inventory"]), "--artifacts", str(tmp_path), "--host-timeout", "12"],
+            env,
+        )
+        child.proc.wait(timeout=120)
+        child.reader.join(5)
+        took = time.monotonic() - started
+    assert child.proc.returncode == 3, child.stderr
+    assert took < 40, took
+    by_host = _summary(tmp_path)
+    [hung] = by_host[host["name"]]
+    assert hung["status"] == "error" and "ran past 7s" in hung["message"], hung
+    for other in lab["hosts"][1:]:
+        measured = {c["id"]: c["status"] for c in by_host[other["name"]] if c["id"].startswith("perf.")}
+        assert measured and "error" not in measured.values(), measured
+    assert leftovers(env) == []
+
+
 def test_sshd_dying_mid_run_is_an_error_for_that_host_only(lab: dict[str, Any], tmp_path: Path) -> None:
     # Last in this module: the host stays down.
     with stalled(lab, 0) as host:

@@ -16,7 +16,7 @@ import pytest
 from gpuready.lab.replay import PROFILES
 from gpuready.validate.node.checks import CATALOGUE, CHECK_IDS
 from tests.conftest import gpuready
-from tests.integration.node.conftest import start
+from tests.integration.node.conftest import accepted, start
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -112,7 +112,11 @@ def run(lab: dict[str, Any], artifacts: Path, *args: str) -> tuple[Any, dict[str
 
 
 def test_every_check_on_every_host(lab: dict[str, Any], artifacts: Path) -> None:
+    before = accepted(lab["sshd_log"])
     done, summary = run(lab, artifacts)
+    # One SSH connection per host: the measuring commands (run on every host whose nvidia-smi answers) and every
+    # fallback ride the connection the fixed commands came over. A second connection to any host fails here.
+    assert accepted(lab["sshd_log"]) - before == len(PROFILES)
     assert done.returncode == 1, done.stderr
     got: dict[str, dict[str, str]] = {}
     for check in summary["checks"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shlex
 
 import pytest
@@ -70,3 +71,30 @@ def test_progress_lines_at_1000_hosts() -> None:
     # Every host failing: the first 20 are named, then only the tenths of the run (with the count so far).
     lines = [d for d in range(1, 1001) if worth_a_line(HostDone(f"gn{d}", d, 1000, 1, 1.0), failing_so_far=d)]
     assert lines == [*range(1, 21), 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]
+
+
+def test_the_sessions_ssh_command_line_is_the_inventorys_without_a_shell() -> None:
+    # The argv ssh gets for the host's one session: our options, the inventory's arguments each as one argument
+    # (a ProxyCommand with spaces, % tokens and $(...) reaches ssh as written, no shell reads it), user, port, key.
+    spec = connect.connection_spec(
+        "gn01",
+        {
+            "ansible_host": "10.0.0.5",
+            "ansible_port": 2222,
+            "ansible_user": "ops",
+            "ansible_ssh_private_key_file": "/keys/id",
+            "ansible_ssh_common_args": "-o ProxyCommand='ssh -W %h:%p $(whoami)@bastion'",
+        },
+        environ={},
+    )
+    argv = connect.command_line(spec, 7, "nvidia-smi -q -x")
+    assert argv[0] == "ssh" and argv[-2:] == ["10.0.0.5", "nvidia-smi -q -x"]
+    assert "ProxyCommand=ssh -W %h:%p $(whoami)@bastion" in argv and "BatchMode=yes" in argv
+    options = list(itertools.pairwise(argv))
+    for pair in [("-o", "ConnectTimeout=7"), ("-o", "User=ops"), ("-o", "Port=2222"), ("-i", "/keys/id")]:
+        assert pair in options, pair
+    # A ConnectTimeout of the inventory's is left to stand; a local host is run by sh here.
+    spec["extra"] = ["-o", "ConnectTimeout=3"]
+    assert "ConnectTimeout=7" not in connect.command_line(spec, 7, "true")
+    local = connect.connection_spec("localhost", {}, environ={})
+    assert connect.command_line(local, 7, "id -un") == ["sh", "-c", "id -un"]

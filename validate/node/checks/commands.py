@@ -169,7 +169,7 @@ def tool_absent(answer: Answer, mark: str) -> bool:
     return mark in answer.stdout or (answer.rc == 127 and not answer.stdout.strip())
 
 
-#: The performance checks and the commands each may run: they run in a second batch, after the fixed one,
+#: The performance checks and the commands each may run: they run after the fixed ones in the host's one session,
 #: so the other checks never wait for a measurement, and only when selected.
 PERF_COMMANDS = {
     "perf.matmul_tflops": [PROBE_COMMAND, DCGM_PERF_COMMAND],
@@ -203,7 +203,7 @@ def perf_budget(settings: Settings, only: set[str] | None = None) -> int:
     return sum(limits[c] for c in perf_commands(settings, only)) + 10 if perf_commands(settings, only) else 0
 
 
-#: Checks that measure (they run their commands in the second batch).
+#: Checks that measure (their commands follow the fixed ones, on the same connection).
 MEASURING = ("diag.dcgm", *PERF_COMMANDS)
 
 

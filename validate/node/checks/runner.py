@@ -51,8 +51,9 @@ def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
 
 
 def _measure(node: Node, only: set[str] | None, results: dict[str, Check]) -> None:
-    """The measuring commands in their own batch, after the fixed checks, only where the GPUs can be read
-    (a node that failed the GPU view would skip every measuring check anyway)."""
+    """The measuring commands' answers, only where the GPUs can be read (a node that failed the GPU view would
+    skip every measuring check anyway): read from the host's one connection, where they followed the fixed
+    commands (validate_host), or asked for in a batch of their own."""
     view = results.get(GPU_VIEW[0])
     if view is not None and view.status != "passed":
         return
