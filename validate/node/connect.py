@@ -35,9 +35,13 @@ def _flag(value: Any, default: bool) -> bool:
 def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, Any]:
     """The parts of a host's Ansible variables that say how to reach it (plain values, JSON-able)."""
     env: Mapping[str, str] = os.environ if environ is None else environ
+    # No implicit local connection for a host named localhost, 127.0.0.1 or ::1: Ansible makes its implicit
+    # localhost (ansible_connection: local) only for one the inventory does not define. "You can override the
+    # built-in implicit version by creating a localhost host entry in your inventory. At that point, all
+    # implicit behaviors are ignored; the localhost in inventory is treated just like any other host."
+    # (https://docs.ansible.com/ansible/latest/inventory/implicit_localhost.html). Every host validated here
+    # is in the inventory, so one without ansible_connection is reached over ssh, as Ansible reaches it.
     connection = variables.get("ansible_connection", "ssh")
-    if name in ("localhost", "127.0.0.1") and "ansible_connection" not in variables:
-        connection = "local"
     if connection not in ("ssh", "smart", "paramiko", "local"):
         raise BadInput(
             f"host {name}: ansible_connection {connection!r} is not supported by validate gpu-node (ssh or local)"
