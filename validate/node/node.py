@@ -25,6 +25,21 @@ QUERY_FIELDS = ["index", "name", "pci.bus_id", "driver_version", "persistence_mo
 QUERY_COMMAND = f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader"
 
 
+def decode(data: bytes) -> tuple[str, int]:
+    """What a node printed as text, and how many of its bytes were not UTF-8 (each shown as U+FFFD).
+
+    dmesg prints binary junk from USB descriptors and firmware, and a GPU's name can carry a byte of another
+    encoding: one such byte must not stop the host's validation. Each byte that does not decode becomes one
+    U+FFFD (surrogateescape, then replaced), so the count is exact and the text keeps its length in bytes.
+    """
+    try:
+        return data.decode(), 0
+    except UnicodeDecodeError:
+        escaped = data.decode(errors="surrogateescape")
+        bad = sum(1 for ch in escaped if "\udc80" <= ch <= "\udcff")
+        return "".join("\ufffd" if "\udc80" <= ch <= "\udcff" else ch for ch in escaped), bad
+
+
 @dataclass
 class Answer:
     """What a command printed, kept for evidence."""
@@ -33,6 +48,8 @@ class Answer:
     rc: int
     stdout: str
     stderr: str
+    #: Bytes of its output that were not UTF-8 (shown as U+FFFD; the evidence says so).
+    undecodable: int = 0
 
     @property
     def ok(self) -> bool:
@@ -43,7 +60,14 @@ class Answer:
         out = out.strip()
         if len(out) > limit:
             out = out[:limit] + "\n…"
-        return f"$ {self.command}\n(exit {self.rc})\n{out}"
+        note = f"\n({self.undecodable} bytes that are not UTF-8 shown as \ufffd)" if self.undecodable else ""
+        return f"$ {self.command}\n(exit {self.rc}){note}\n{out}"
+
+    @classmethod
+    def of(cls, command: str, rc: int, stdout: bytes, stderr: bytes) -> Answer:
+        """An answer from the bytes a command printed."""
+        (out, bad_out), (err, bad_err) = decode(stdout), decode(stderr)
+        return cls(command, rc, out, err, bad_out + bad_err)
 
 
 class NoGpuView(Exception):
@@ -77,8 +101,12 @@ class Node:
             return Answer(command, 127, "", f"sh: {command.split()[0]}: not found")
         if command not in self._answers:
             result = self.host.run(self.wrap(command))
-            self._answers[command] = Answer(command, result.rc, result.stdout, result.stderr)
+            self._answers[command] = Answer.of(command, result.rc, result.stdout_bytes, result.stderr_bytes)
         return self._answers[command]
+
+    def undecodable(self) -> list[Answer]:
+        """The answers that held bytes that are not UTF-8 (each shown as U+FFFD)."""
+        return [a for a in self._answers.values() if a.undecodable]
 
     def record(self, answer: Answer) -> None:
         """Keep ``answer`` as its command's, unless the command already answered."""
@@ -98,22 +126,24 @@ class Node:
             result = self.host.run(self.wrap(self.batch(todo, limit)))
         except RuntimeError as e:  # testinfra's SSH backend raises on exit 255: ssh itself failed
             failure = e.args[0] if e.args else None
-            raise ConnectionError(str(getattr(failure, "stderr", e)).strip()[:300]) from e
+            said = getattr(failure, "stderr_bytes", None)
+            raise ConnectionError((decode(said)[0] if said is not None else str(e)).strip()[:300]) from e
         if result.rc in (124, 137):
             raise ConnectionError(
                 f"the node's commands ran past {limit}s and were stopped (a tool hangs: try nvidia-smi by hand)"
             )
         if result.rc != 0:
-            raise ConnectionError((result.stderr.strip() or f"exit {result.rc}")[:300])
-        found: dict[tuple[int, str], str] = {}
-        for section in result.stdout.split("\n" + MARK)[1:]:
-            head, _, body = section.partition("\n")
-            index, _, kind = head.partition(" ")
+            raise ConnectionError((decode(result.stderr_bytes)[0].strip() or f"exit {result.rc}")[:300])
+        # Split as bytes, decoded section by section: each answer counts its own bytes that are not UTF-8.
+        found: dict[tuple[int, str], bytes] = {}
+        for section in result.stdout_bytes.split(b"\n" + MARK.encode())[1:]:
+            head, _, body = section.partition(b"\n")
+            index, _, kind = head.decode(errors="replace").partition(" ")
             found[(int(index), kind)] = body
         for i, command in enumerate(todo):
-            rc = found.get((i, "r"), "").strip()
-            self._answers[command] = Answer(
-                command, int(rc) if rc.isdigit() else 255, found.get((i, "o"), ""), found.get((i, "e"), "")
+            rc = found.get((i, "r"), b"").strip()
+            self._answers[command] = Answer.of(
+                command, int(rc) if rc.isdigit() else 255, found.get((i, "o"), b""), found.get((i, "e"), b"")
             )
 
     def batch(self, commands: list[str], timeout: int | None = None) -> str:
