@@ -97,6 +97,8 @@ class Kube:
                 raise Unreachable(
                     f"cannot reach the Kubernetes API at {self.server} to {what}: {shorten(_reason(e), 160)}"
                 ) from e
+            except NotTheApi as e:
+                raise Unreachable(f"the server at {self.server} is not the Kubernetes API: to {what}, {e}") from e
             except ValueError as e:  # the client could not read the answer (pydantic's errors are ValueErrors)
                 raise Unreachable(
                     f"unexpected answer from the Kubernetes API at {self.server} to {what}: "
@@ -109,13 +111,17 @@ class Kube:
 
         The client's own models validate and copy every field of every object (about 10 ms a pod, most
         of gpuready's CPU at 1000 nodes); the checks read a handful of fields, so they read the JSON."""
-        import json
-
-        return Obj(self.call(lambda: json.loads(_body(fn(_preload_content=False))), what))
+        return Obj(self.call(lambda: api_object(_body(fn(_preload_content=False))), what))
 
     def items(self, fn: Callable[..., Any], what: str) -> list[Obj]:
-        """The objects of one LIST call, read as :meth:`read` does."""
-        return [Obj(item) for item in self.read(fn, what)["items"] or []]
+        """The objects of one LIST call, read as :meth:`read` does. A LIST the server does not know (404) is a
+        server that is not the Kubernetes API: a real one answers an empty list, even in a missing namespace."""
+        try:
+            found = self.call(lambda: api_object(_body(fn(_preload_content=False)), listing=True), what)
+        except NotFound as e:
+            why = f"it answered 404 to {what} ({shorten(str(e), 80)})"
+            raise Unreachable(f"the server at {self.server} is not the Kubernetes API: {why}") from e
+        return [Obj(item) for item in found["items"] or []]
 
     def text(self, fn: Callable[..., Any], what: str) -> str:
         """One call whose answer is text (a pod's log), undecoded by the client's models."""
@@ -135,6 +141,30 @@ class Kube:
             return list(pool.map(fn, todo))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+class NotTheApi(ValueError):
+    """JSON that is not a Kubernetes API object (a ValueError: :meth:`Kube.call` says so in one line, exit 3)."""
+
+
+def api_object(body: bytes, listing: bool = False) -> dict[str, Any]:
+    """An API answer as plain data, refused when it is not a Kubernetes object: "All of the JSON accepted and
+    returned by the server has a schema, identified by the 'kind' and 'apiVersion' fields", and "All lists use
+    the 'items' field to contain the array of objects they return" (the Kubernetes API conventions,
+    https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md).
+    A kubeconfig that points at another JSON service then fails as one line instead of deep in a check."""
+    import json
+
+    data = json.loads(body)  # not JSON at all: a ValueError too
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("kind", "apiVersion")):
+        raise NotTheApi(
+            f"it answered JSON without a kind and an apiVersion: {shorten(body.decode(errors='replace'), 80)}"
+        )
+    if listing:
+        items = data.get("items")
+        if not (items is None or isinstance(items, list)) or not all(isinstance(i, dict) for i in items or []):
+            raise NotTheApi(f"it answered a {data['kind']} whose items are not a list of objects")
+    return data
 
 
 def _body(response: Any) -> bytes:

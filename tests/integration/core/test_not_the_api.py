@@ -1,0 +1,85 @@
+"""A kubeconfig whose server is not the Kubernetes API (another JSON service, a web server) is one line, exit 3:
+the server's answer is refused where it is read, never deep in a check as a traceback. The server is Python's own
+http.server; its answers are a JSON document of another kind (the Ansible facts fixture of a RHEL 9 host,
+tests/fixtures/facts/), a JSON list, and its own 404 page."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, gpuready
+from tests.unit.core.test_bad_inputs import GOOD, make_inventory
+
+FACTS = ROOT / "tests" / "fixtures" / "facts" / "rhel-9.json"
+
+
+@pytest.fixture
+def web(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A plain web server on a free port, serving the folder it returns."""
+    root = tmp_path / "www"
+    root.mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}", root
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def cluster_inventory(tmp_path: Path, server: str) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    hosts = {"gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}}}
+    return make_inventory(
+        tmp_path, hosts=hosts, settings={"gpuready": {**GOOD, "kubernetes": {"kubeconfig": str(kubeconfig)}}}
+    )
+
+
+@pytest.mark.parametrize("answer", ["facts", "list", "none"])
+def test_a_server_that_is_not_the_kubernetes_api_is_one_line_and_exit_3(
+    tmp_path: Path, web: tuple[str, Path], answer: str
+) -> None:
+    server, root = web
+    nodes = root / "api" / "v1" / "nodes"  # what the first request (list nodes) reads
+    nodes.parent.mkdir(parents=True)
+    if answer == "facts":
+        shutil.copy(FACTS, nodes)
+    elif answer == "list":
+        nodes.write_text("[1, 2]")
+    inv = cluster_inventory(tmp_path, server)
+    done = gpuready("validate", "cluster", "-i", str(inv), "--artifacts", str(tmp_path / "runs"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("gpuready: error:")]
+    assert line.startswith(f"gpuready: error: the server at {server} is not the Kubernetes API"), line
