@@ -190,6 +190,8 @@ class Context:
         with the counts, so a run over many hosts shows it is moving without flooding the screen."""
         from rich.markup import escape
 
+        from gpuready.core.reports import showable
+
         self._counts[event.status] = self._counts.get(event.status, 0) + 1
         self._hosts.add(event.host)
         style = {
@@ -203,7 +205,8 @@ class Context:
             detail = f" — {event.message}" if event.message else ""
             # One line per event, cut at the terminal's width: a wrapped task name would read as a column of words.
             self.err.print(
-                f"[{style}]{event.status:<11}[/] {escape(event.host):<20} {escape(event.task)}{escape(detail)}",
+                f"[{style}]{event.status:<11}[/] {escape(showable(event.host)):<20} "
+                f"{escape(showable(event.task))}{escape(showable(detail))}",
                 markup=True,
                 no_wrap=True,
                 overflow="ellipsis",
@@ -211,7 +214,7 @@ class Context:
             )
         if self.err.is_terminal:
             counts = " ".join(f"{k} {v}" for k, v in sorted(self._counts.items()))
-            line = f"{len(self._hosts)} hosts · {counts} · {event.task}"
+            line = f"{len(self._hosts)} hosts · {counts} · {showable(event.task)}"
             if self._live is None:
                 self._live = self.err.status(line)
                 self._live.start()
@@ -224,12 +227,17 @@ class Context:
             self._live = None
 
     def note(self, message: str) -> None:
-        # Whole, never broken at the width: a note often ends in a path to copy.
-        self.err.print(message, markup=False, soft_wrap=True)
+        from gpuready.core.reports import showable
+
+        # Whole, never broken at the width: a note often ends in a path to copy. A host's name or what it printed
+        # is written out, never obeyed by the terminal.
+        self.err.print(showable(message), markup=False, soft_wrap=True)
 
 
 def fail(message: str, code: int) -> NoReturn:
-    click.echo(f"gpuready: error: {message}", err=True)
+    from gpuready.core.reports import showable
+
+    click.echo(f"gpuready: error: {showable(message)}", err=True)  # it may quote an inventory or a node
     sys.exit(code)
 
 
