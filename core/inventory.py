@@ -19,7 +19,7 @@ import yaml
 
 from gpuready.core.bulk import no_cycle_collection
 from gpuready.core.errors import BadInput
-from gpuready.core.inventory_values import check_connection_vars, check_names
+from gpuready.core.inventory_values import check_connection_vars, check_names, reserved_host
 from gpuready.core.vault import Vault, is_vaulted
 
 if TYPE_CHECKING:
@@ -414,7 +414,8 @@ def _range_size(name: str) -> int:
 
 def _check_host_ranges(document: Any, shown: str) -> None:
     """Refuse host ranges that would expand past :data:`MAX_RANGE_HOSTS`, counted before Ansible expands them
-    (``gpu[00000000:99999999]`` is a hundred million names: all the memory, then a MemoryError)."""
+    (``gpu[00000000:99999999]`` is a hundred million names: all the memory, then a MemoryError), and hosts
+    named as Ansible's built-in groups."""
     total = 0
     groups = [document] if isinstance(document, dict) else []
     while groups:
@@ -423,6 +424,7 @@ def _check_host_ranges(document: Any, shown: str) -> None:
                 continue
             hosts = body.get("hosts")
             for name in hosts if isinstance(hosts, dict) else ():
+                reserved_host(str(name), shown)
                 if "[" not in str(name):
                     continue
                 size = _range_size(str(name))

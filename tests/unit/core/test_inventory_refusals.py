@@ -71,8 +71,23 @@ def test_a_wrong_or_missing_vault_password_is_bad_input_before_anything_runs(
     [
         ({"ansible_host": ["10.0.0.1", "10.0.0.2"]}, "ansible_host must be one host name or address, not a list"),
         ({"ansible_port": 70000}, "ansible_port 70000 is not a TCP port (1-65535)"),
+        ({"ansible_host": "10.0.0.5:2222"}, "ansible_host '10.0.0.5:2222' has a port in it"),
+        ({"ansible_host": "[fe80::1]:22"}, "ansible_host '[fe80::1]:22' has a port in it"),
+        ({"ansible_host": "https://vc.example.com"}, "ansible_host 'https://vc.example.com' is a URL"),
+        ({"ansible_ssh_extra_args": ["-o", "ProxyJump=bastion"]}, "ansible_ssh_extra_args must be one string"),
+        ({"ansible_user": ["ops", "root"]}, "ansible_user must be one string, not a list"),
+        ({"ansible_ssh_common_args": "-o ProxyCommand='ssh -W %h:%p bastion"}, "a quote is not closed"),
     ],
-    ids=["ansible_host list", "ansible_port 70000"],
+    ids=[
+        "ansible_host list",
+        "ansible_port 70000",
+        "address with a port",
+        "IPv6 address with a port",
+        "URL",
+        "ssh args as a list",
+        "user as a list",
+        "unbalanced quote",
+    ],
 )
 def test_connection_variables_that_cannot_connect_are_refused(tmp_path: Path, variables: dict, says: str) -> None:
     inv = make_inventory(tmp_path, hosts={"gpu_nodes": {"hosts": {"gpu01": variables}}})
@@ -120,6 +135,35 @@ def test_host_names_that_show_as_another_name_are_refused(tmp_path: Path, name: 
     done = check(inv, tmp_path)
     refused(done, code_point)
     assert name not in done.stderr, "the message must not carry the character itself to the terminal"
+
+
+@pytest.mark.parametrize("address", ["10.0.0.5", "fe80::1", "2001:db8::5", "gpu01.example.com", "{{ lookup_addr }}"])
+def test_addresses_ansible_reaches_are_accepted(tmp_path: Path, address: str) -> None:
+    inv = make_inventory(tmp_path, hosts={"gpu_nodes": {"hosts": {"gpu01": {"ansible_host": address}}}})
+    done = check(inv, tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_vcenter_given_as_a_url_is_refused(tmp_path: Path) -> None:
+    hosts = {
+        "gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}},
+        "vcenter": {"hosts": {"vc": {"ansible_host": "https://vc.example.com/sdk"}}},
+    }
+    refused(check(make_inventory(tmp_path, hosts=hosts), tmp_path), "host vc", "is a URL")
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("gpu0\u04301", "mixes letters of several scripts (CYRILLIC, LATIN)"),  # a Cyrillic a
+        ("gpu 01", "--limit can never select it"),
+        ("all", "the name of Ansible's built-in group"),
+    ],
+    ids=["look-alike", "space", "all"],
+)
+def test_host_names_that_cannot_be_told_or_selected_are_refused(tmp_path: Path, name: str, says: str) -> None:
+    inv = make_inventory(tmp_path, hosts={"gpu_nodes": {"hosts": {name: {"ansible_connection": "local"}}}})
+    refused(check(inv, tmp_path), says)
 
 
 # Ansible reads a vars file without an extension too (DataLoader.find_vars_files).
