@@ -170,16 +170,11 @@ class Context:
     @cached_property
     def console(self) -> Console:
         """Where the verdict and the commands' tables go: stdout, or stderr when stdout carries JSON."""
-        from rich.console import Console
-
-        # emoji=False: a PCI address such as 00000000:AB:00.0 holds ":ab:", which rich would print as an emoji.
-        return Console(highlight=False, soft_wrap=False, emoji=False, stderr=self.output == "json")
+        return console(soft_wrap=False, stderr=self.output == "json")
 
     @cached_property
     def err(self) -> Console:
-        from rich.console import Console
-
-        return Console(stderr=True, highlight=False, emoji=False)
+        return console(stderr=True)
 
     def new_result(self) -> RunResult:
         self._result = RunResult(command=self.command, inventory=str(self.inventory_path))
@@ -232,6 +227,22 @@ class Context:
         # Whole, never broken at the width: a note often ends in a path to copy. A host's name or what it printed
         # is written out, never obeyed by the terminal.
         self.err.print(showable(message), markup=False, soft_wrap=True)
+
+
+def console(*, stderr: bool = False, **options: Any) -> Console:
+    """A rich console for gpuready's output. emoji=False: a PCI address such as 00000000:AB:00.0 holds ":ab:",
+    which rich would print as an emoji. A $COLUMNS that is not a positive number (``COLUMNS=0``: POSIX leaves it
+    unspecified) is ignored: rich would take it as zero cells and print nothing at all."""
+    from rich.console import Console
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    width = None
+    if columns.isdigit() and int(columns) == 0:
+        import shutil
+
+        # What a terminal says it is, else 80; get_terminal_size reads $COLUMNS first only when it is positive.
+        width = shutil.get_terminal_size().columns or 80
+    return Console(stderr=stderr, highlight=False, emoji=False, width=width, **options)
 
 
 def fail(message: str, code: int) -> NoReturn:

@@ -594,10 +594,27 @@ def _ansible_inventory(
     try:
         return _strict_inventory_manager()(loader=_data_loader(parsed or {}, vault_secrets), sources=[str(hosts_path)])
     except _Unparsed as e:
+        _local_folder(e.cause)
         raise BadInput(f"{hosts_path}: not a valid Ansible inventory: {_cause(e.cause)}") from None
     except AnsibleError as e:
+        _local_folder(e)
         message = str(e).split("\n")[0]
         raise BadInput(f"{hosts_path}: not a valid Ansible inventory: {message}") from e
+
+
+def _local_folder(error: BaseException) -> None:
+    """Ansible could not make its own folder on this machine (``~/.ansible/tmp``: its DEFAULT_LOCAL_TMP,
+    https://docs.ansible.com/ansible/latest/reference_appendices/config.html#default-local-tmp): a read-only or
+    missing HOME, not the inventory. Said as what it is, exit 3."""
+    message = str(getattr(error, "message", None) or error).strip().split("\n")[0]
+    if message.startswith("Unable to create local directories"):
+        from gpuready.core.errors import Unreachable
+
+        home = os.environ.get("HOME", "")
+        raise Unreachable(
+            f"Ansible cannot make its folder on this machine: {message} "
+            f"(HOME={home}: make it writable, or set ANSIBLE_LOCAL_TEMP to a writable folder)"
+        ) from None
 
 
 def _groups(manager: Any, hosts_path: Path, base: Path) -> dict[str, list[str]]:

@@ -59,10 +59,8 @@ def show(run: str | None, as_json_flag: bool, verbose: int, artifacts: Path | No
       gpuready report show                      # the latest run in ./gpuready-runs
       gpuready report show 7 --json | jq .status
     """
-    from rich.console import Console
-
     from gpuready.core import run_folders, verdict_text
-    from gpuready.core.command import fail
+    from gpuready.core.command import console, fail
     from gpuready.core.errors import GpureadyError
 
     try:
@@ -72,7 +70,7 @@ def show(run: str | None, as_json_flag: bool, verbose: int, artifacts: Path | No
     if as_json_flag:
         print_json(found)
     else:
-        verdict_text.show(found, Console(highlight=False, soft_wrap=False, emoji=False), verbose=bool(verbose))
+        verdict_text.show(found, console(soft_wrap=False), verbose=bool(verbose))
         for name in ("report.html", "report.md"):
             if (Path(found.artifacts) / name).is_file():
                 click.echo(f"{name}: {Path(found.artifacts) / name}")

@@ -60,7 +60,15 @@ class Vault:
             self._lib = VaultLib(self.secrets)
         try:
             plain = self._lib.decrypt(text.strip().encode())
-        except AnsibleError:
+        except AnsibleError as e:
+            # Ansible says "Decryption failed" when no password opens the value; anything else (an envelope or
+            # hex body it cannot read, an unknown cipher) is a value damaged in the file, whatever the password.
+            said = str(getattr(e, "message", None) or e).strip().split("\n")[0]
+            if "Decryption failed" not in said:
+                raise BadInput(
+                    f"{where}: not a whole Ansible Vault value ({said}); encrypt it again "
+                    "(ansible-vault encrypt_string) and paste all of its lines"
+                ) from None
             raise BadInput(
                 f"{where}: encrypted with Ansible Vault (vault id {ident!r}), and the vault password given "
                 f"({'; '.join(self.given)}) does not open it"

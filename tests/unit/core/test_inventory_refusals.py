@@ -66,6 +66,18 @@ def test_a_wrong_or_missing_vault_password_is_bad_input_before_anything_runs(
     assert check(inv, tmp_path, env=right).returncode == 0
 
 
+def test_a_damaged_vault_value_is_not_called_a_wrong_password(tmp_path: Path) -> None:
+    """ansible-vault's own output with one edit: its last character cut off, as a paste that lost it."""
+    inv = make_inventory(tmp_path)
+    (inv / "group_vars" / "gpu_nodes").mkdir()
+    whole = vault(tmp_path, "encrypt_string", "s3cret-become", "--name", "ansible_become_password").rstrip("\n")
+    (inv / "group_vars" / "gpu_nodes" / "vault.yml").write_text(whole[:-1] + "\n")
+    right = {"ANSIBLE_VAULT_PASSWORD_FILE": str(tmp_path / "vault-password")}
+    done = check(inv, tmp_path, env=right)
+    refused(done, "vault.yml:1", "not a whole Ansible Vault value")
+    assert "does not open it" not in done.stderr
+
+
 @pytest.mark.parametrize(
     ("variables", "says"),
     [
@@ -229,3 +241,24 @@ def test_a_single_yaml_inventory_file_is_accepted_as_ansible_accepts_it(tmp_path
     summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
     groups = next(c for c in summary["checks"] if c["id"] == "inventory.groups")
     assert "gpu_nodes: 1" in groups["message"]
+
+
+def test_a_home_ansible_cannot_write_to_is_named_not_the_inventory(tmp_path: Path) -> None:
+    """HOME under a regular file: no one, root included, can make ~/.ansible/tmp there. Said as what it is
+    (could not run, exit 3), with the way out."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    inv = make_inventory(tmp_path)
+    done = check(inv, tmp_path, env={"HOME": str(blocker / "home")})
+    assert done.returncode == 3, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "Ansible cannot make its folder on this machine" in line and "ANSIBLE_LOCAL_TEMP" in line, line
+    assert "not a valid Ansible inventory" not in line
+
+
+def test_columns_zero_still_shows_the_verdict(tmp_path: Path) -> None:
+    """COLUMNS=0 (POSIX leaves a value that is not a positive number unspecified): the verdict at the default
+    width, not nothing at all."""
+    done = check(make_inventory(tmp_path), tmp_path, env={"COLUMNS": "0"})
+    assert done.returncode == 0, done.stderr
+    assert "inventory check: PASSED" in done.stdout, done.stdout
