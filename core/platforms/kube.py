@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuready.core import redact
-from gpuready.core.errors import Unreachable, shorten
+from gpuready.core.errors import BadInput, Unreachable, shorten
 
 if TYPE_CHECKING:
     from gpuready.core.settings import Kubernetes
@@ -296,6 +296,20 @@ def connect(settings: Kubernetes) -> Kube:
     if not settings.verify_tls:
         log.warning("TLS verification of %s is off (gpuready.kubernetes.verify_tls: false)", configuration.host)
         configuration.verify_ssl = False
+    elif not configuration.verify_ssl:  # the kubeconfig's cluster says insecure-skip-tls-verify: true
+        if "verify_tls" in settings.model_fields_set:
+            raise BadInput(
+                f"kubeconfig {path}: its cluster sets insecure-skip-tls-verify: true, and gpuready.kubernetes."
+                "verify_tls is true; remove one (verification is off only when both agree)"
+            )
+        log.warning(
+            "TLS verification of %s is off: the kubeconfig's cluster sets insecure-skip-tls-verify "
+            "(gpuready.kubernetes.verify_tls: true in the inventory refuses that)",
+            configuration.host,
+        )
+    if str(configuration.host).lower().startswith("http://") and (configuration.api_key or configuration.password):
+        # kubectl sends them too; the word is what was missing: anyone on the path reads the credentials.
+        log.warning("the credentials of %s go over plain http, unencrypted (use its https address)", configuration.host)
     # Temporary failures are retried by Kube.call with backoff; urllib3 need not retry on its own as well.
     configuration.retries = 0
     # One kept-alive connection per parallel request, not a new TLS handshake for each.

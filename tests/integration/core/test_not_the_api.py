@@ -49,12 +49,14 @@ def web(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         server.wait(timeout=30)
 
 
-def cluster_inventory(tmp_path: Path, server: str) -> Path:
+def cluster_inventory(
+    tmp_path: Path, server: str, cluster: dict | None = None, user: dict | None = None, **kubernetes: object
+) -> Path:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": server}}],
-        "users": [{"name": "u", "user": {}}],
+        "clusters": [{"name": "c", "cluster": {"server": server, **(cluster or {})}}],
+        "users": [{"name": "u", "user": user or {}}],
         "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
         "current-context": "x",
     }
@@ -62,7 +64,9 @@ def cluster_inventory(tmp_path: Path, server: str) -> Path:
     kubeconfig.write_text(yaml.safe_dump(config))
     hosts = {"gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}}}
     return make_inventory(
-        tmp_path, hosts=hosts, settings={"gpuready": {**GOOD, "kubernetes": {"kubeconfig": str(kubeconfig)}}}
+        tmp_path,
+        hosts=hosts,
+        settings={"gpuready": {**GOOD, "kubernetes": {"kubeconfig": str(kubeconfig), **kubernetes}}},
     )
 
 
@@ -83,3 +87,27 @@ def test_a_server_that_is_not_the_kubernetes_api_is_one_line_and_exit_3(
     assert "Traceback" not in done.stderr
     [line] = [x for x in done.stderr.splitlines() if x.startswith("gpuready: error:")]
     assert line.startswith(f"gpuready: error: the server at {server} is not the Kubernetes API"), line
+
+
+def test_a_kubeconfig_that_skips_tls_verification_does_not_beat_verify_tls_true(tmp_path: Path) -> None:
+    """insecure-skip-tls-verify in the kubeconfig and verify_tls: true written in the inventory contradict each
+    other: one line, exit 2, before any request. Left out of the inventory, the kubeconfig's choice is said."""
+    skip = {"insecure-skip-tls-verify": True}
+    inv = cluster_inventory(tmp_path, "https://127.0.0.1:9", cluster=skip, verify_tls=True)
+    done = gpuready("validate", "cluster", "-i", str(inv), "--artifacts", str(tmp_path / "runs"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "insecure-skip-tls-verify: true, and gpuready.kubernetes.verify_tls is true" in done.stderr
+    (tmp_path / "default").mkdir()
+    inv = cluster_inventory(tmp_path / "default", "https://127.0.0.1:9", cluster=skip)
+    done = gpuready("validate", "cluster", "-i", str(inv), "--artifacts", str(tmp_path / "runs"))
+    assert done.returncode == 3, done.stdout + done.stderr  # nothing listens on port 9 (discard)
+    assert "TLS verification of https://127.0.0.1:9 is off" in done.stderr
+
+
+def test_a_token_over_plain_http_is_said(tmp_path: Path, web: tuple[str, Path]) -> None:
+    server, _ = web
+    inv = cluster_inventory(tmp_path, server, user={"token": "not-a-real-token"})
+    done = gpuready("validate", "cluster", "-i", str(inv), "--artifacts", str(tmp_path / "runs"))
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert f"the credentials of {server} go over plain http" in done.stderr
+    assert "not-a-real-token" not in done.stdout + done.stderr
