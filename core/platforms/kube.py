@@ -262,6 +262,23 @@ def _timed_api_client(base: type) -> type:
     return TimedApiClient
 
 
+def _check_client_certificate(configuration: Any, path: Path | None) -> None:
+    """A client certificate or key that TLS cannot load is the kubeconfig's fault, said before any request:
+    loaded only once the TCP connection is up, it would read as "cannot reach the Kubernetes API" (exit 3)."""
+    import ssl
+
+    if not configuration.cert_file:
+        return
+    try:
+        # An empty passphrase: an encrypted key fails here instead of OpenSSL asking for one on the terminal.
+        ssl.create_default_context().load_cert_chain(configuration.cert_file, configuration.key_file, password=b"")
+    except (ssl.SSLError, OSError) as e:
+        raise BadInput(
+            f"kubeconfig {path}: the user's client certificate or key cannot be loaded ({shorten(str(e), 120)}); "
+            "check client-certificate(-data) and client-key(-data)"
+        ) from None
+
+
 def connect(settings: Kubernetes) -> Kube:
     """A configured client; a missing or broken kubeconfig is one Unreachable line (exit 3)."""
     import yaml
@@ -289,6 +306,7 @@ def connect(settings: Kubernetes) -> Kube:
         raise Unreachable(f"kubeconfig {path or '(in-cluster)'}: {shorten(redact.text(str(e)), 200)}") from e
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as e:
         raise Unreachable(f"kubeconfig {path}: unreadable ({shorten(type(e).__name__ + ': ' + str(e), 160)})") from e
+    _check_client_certificate(configuration, path)
     for secret in (configuration.api_key or {}).values():
         redact.register(str(secret).removeprefix("Bearer ").strip())
     if configuration.password:

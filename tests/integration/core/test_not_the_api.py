@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, gpuready
+from tests.conftest import ROOT, gpuready, require
 from tests.unit.core.test_bad_inputs import GOOD, make_inventory
 
 FACTS = ROOT / "tests" / "fixtures" / "facts" / "rhel-9.json"
@@ -111,3 +111,24 @@ def test_a_token_over_plain_http_is_said(tmp_path: Path, web: tuple[str, Path]) 
     assert done.returncode == 3, done.stdout + done.stderr
     assert f"the credentials of {server} go over plain http" in done.stderr
     assert "not-a-real-token" not in done.stdout + done.stderr
+
+
+def test_a_client_key_tls_cannot_load_is_the_kubeconfigs_fault(tmp_path: Path) -> None:
+    """A key and certificate made by openssl; the key then cut in half (a paste that lost its end). Refused as
+    the kubeconfig's (exit 2), not "cannot reach the API" (exit 3); the whole pair passes that check."""
+    require(shutil.which("openssl"), "no openssl (scripts/install-system-deps installs it)")
+    key, cert = tmp_path / "client.key", tmp_path / "client.crt"
+    make = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)]
+    subprocess.run([*make, "-days", "1", "-subj", "/CN=gpuready-test"], check=True, capture_output=True)
+    whole = {"client-certificate": str(cert), "client-key": str(key)}
+    good = cluster_inventory(tmp_path, "https://127.0.0.1:9", user=whole)
+    done = gpuready("validate", "cluster", "-i", str(good), "--artifacts", str(tmp_path / "runs"))
+    assert done.returncode == 3 and "cannot reach" in done.stderr, done.stderr  # nothing listens on port 9
+    text = key.read_text()
+    damaged = tmp_path / "damaged.key"
+    damaged.write_text(text[: len(text) // 2])
+    (tmp_path / "bad").mkdir()
+    bad = cluster_inventory(tmp_path / "bad", "https://127.0.0.1:9", user={**whole, "client-key": str(damaged)})
+    done = gpuready("validate", "cluster", "-i", str(bad), "--artifacts", str(tmp_path / "runs"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the user's client certificate or key cannot be loaded" in done.stderr
