@@ -285,6 +285,8 @@ def connect(settings: Kubernetes) -> Kube:
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
 
+    from gpuready.core import cancel
+
     configuration = client.Configuration()
     path = kubeconfig_path(settings)
     try:
@@ -293,8 +295,14 @@ def connect(settings: Kubernetes) -> Kube:
                 raise Unreachable(
                     f"kubeconfig {path} not found (gpuready.kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config)"
                 )
-            config.load_kube_config(
-                config_file=str(path), context=settings.context or None, client_configuration=configuration
+            # An exec credential plugin runs while the kubeconfig loads, and the client waits for it forever.
+            seconds = cancel.credential_timeout_s()
+            cancel.bounded(
+                lambda: config.load_kube_config(
+                    config_file=str(path), context=settings.context or None, client_configuration=configuration
+                ),
+                seconds,
+                f"the kubeconfig's credential plugin (kubeconfig {path})",
             )
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)
@@ -302,6 +310,8 @@ def connect(settings: Kubernetes) -> Kube:
             raise Unreachable(
                 "no kubeconfig: set gpuready.kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config (or run inside a pod)"
             )
+    except TimeoutError as e:
+        raise Unreachable(f"{e} ($GPUREADY_CREDENTIAL_TIMEOUT_S sets the bound)") from None
     except ConfigException as e:
         raise Unreachable(f"kubeconfig {path or '(in-cluster)'}: {shorten(redact.text(str(e)), 200)}") from e
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as e:

@@ -5,6 +5,7 @@ tests/fixtures/facts/), a JSON list, and its own 404 page."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -132,3 +133,17 @@ def test_a_client_key_tls_cannot_load_is_the_kubeconfigs_fault(tmp_path: Path) -
     done = gpuready("validate", "cluster", "-i", str(bad), "--artifacts", str(tmp_path / "runs"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "the user's client certificate or key cannot be loaded" in done.stderr
+
+
+def test_an_exec_credential_plugin_that_never_answers_is_given_up(tmp_path: Path) -> None:
+    """The Kubernetes client waits for a kubeconfig's exec plugin forever; gpuready gives it
+    $GPUREADY_CREDENTIAL_TIMEOUT_S, ends it and says so (exit 3)."""
+    seconds = str(3600 + os.getpid() % 1000)
+    plugin = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "sleep", "args": [seconds]}}
+    inv = cluster_inventory(tmp_path, "https://127.0.0.1:9", user=plugin)
+    env = {"GPUREADY_CREDENTIAL_TIMEOUT_S": "2"}
+    done = gpuready("validate", "cluster", "-i", str(inv), "--artifacts", str(tmp_path / "runs"), env=env, timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "credential plugin" in done.stderr and "did not answer within 2 s" in done.stderr
+    left = subprocess.run(["pgrep", "-f", f"sleep {seconds}"], capture_output=True, text=True)
+    assert left.stdout == "", "the plugin was left running"

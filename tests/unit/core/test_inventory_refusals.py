@@ -262,3 +262,22 @@ def test_columns_zero_still_shows_the_verdict(tmp_path: Path) -> None:
     done = check(make_inventory(tmp_path), tmp_path, env={"COLUMNS": "0"})
     assert done.returncode == 0, done.stderr
     assert "inventory check: PASSED" in done.stdout, done.stdout
+
+
+def test_a_vault_password_script_that_never_answers_is_given_up(tmp_path: Path) -> None:
+    """Ansible waits for a password script forever; gpuready gives it $GPUREADY_CREDENTIAL_TIMEOUT_S, ends it and
+    says so (exit 3). The script is left behind by nobody."""
+    inv = make_inventory(tmp_path)
+    (inv / "group_vars" / "gpu_nodes").mkdir()
+    (inv / "group_vars" / "gpu_nodes" / "vault.yml").write_text(
+        vault(tmp_path, "encrypt_string", "s3cret-become", "--name", "ansible_become_password")
+    )
+    script = tmp_path / "hangs.sh"
+    script.write_text(f"#!/bin/sh\nexec sleep {3600 + os.getpid() % 1000}\n")
+    script.chmod(0o755)
+    env = {"ANSIBLE_VAULT_PASSWORD_FILE": str(script), "GPUREADY_CREDENTIAL_TIMEOUT_S": "2"}
+    done = check(inv, tmp_path, env=env)
+    assert done.returncode == 3, done.stderr
+    assert "the vault password script" in done.stderr and "did not answer within 2 s" in done.stderr
+    left = subprocess.run(["pgrep", "-f", f"sleep {3600 + os.getpid() % 1000}"], capture_output=True, text=True)
+    assert left.stdout == "", "the script was left running"
