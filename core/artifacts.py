@@ -72,9 +72,26 @@ def make_private(folder: Path) -> None:
                         os.chmod(path, mode)
 
 
+#: A run folder's name starts with its number: four digits at least, more past 9999 (``10000-...``).
+NUMBERED = re.compile(r"^(\d{4,})-")
+
+
+def run_number(name: str) -> int | None:
+    """The run number a run folder's name starts with, or None for a folder that is not a run's."""
+    found = NUMBERED.match(name)
+    return int(found.group(1)) if found else None
+
+
+def configured_root(root: Path | str | None) -> Path:
+    """The artifacts folder: ``--artifacts``, else ``$GPUREADY_ARTIFACTS``, else ./gpuready-runs. A leading
+    ``~`` is the home folder, as in the settings' paths: quoted (``GPUREADY_ARTIFACTS='~/runs'``, a systemd
+    unit, a CI variable) no shell expanded it, and a folder literally named ``~`` would be made."""
+    return Path(os.path.expanduser(str(root or os.environ.get("GPUREADY_ARTIFACTS") or DEFAULT_ROOT)))
+
+
 def artifacts_root(root: Path | str | None) -> Path:
     """The artifacts folder, made if missing; one :class:`BadInput` line when it cannot hold runs."""
-    root = Path(root or os.environ.get("GPUREADY_ARTIFACTS") or DEFAULT_ROOT)
+    root = configured_root(root)
     try:
         root.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
     except FileExistsError:
@@ -92,7 +109,7 @@ def new_run_dir(root: Path | str | None, command: str) -> Path:
     root = artifacts_root(root)
     slug = re.sub(r"[^a-z0-9]+", "-", command.lower()).strip("-") or "run"
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    numbers = [int(p.name.split("-", 1)[0]) for p in root.iterdir() if re.match(r"^\d{4}-", p.name)]
+    numbers = [n for p in root.iterdir() if (n := run_number(p.name)) is not None]
     seq = max(numbers, default=0) + 1
     while True:
         path = root / f"{seq:04d}-{stamp}-{slug}"

@@ -19,7 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 EXIT_SIGINT = 128 + signal.SIGINT
@@ -216,3 +216,46 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] != b"Z"
+
+
+#: Seconds a credential helper gpuready runs (a kubeconfig's exec plugin, a vault password script) may take:
+#: they answer in seconds (a token from a cache or a cloud API); one that waits for a browser login or a prompt
+#: never answers here, and neither the Kubernetes client nor Ansible bounds them. $GPUREADY_CREDENTIAL_TIMEOUT_S
+#: sets it.
+CREDENTIAL_TIMEOUT_S = 60.0
+
+
+def credential_timeout_s() -> float:
+    """:data:`CREDENTIAL_TIMEOUT_S`, or $GPUREADY_CREDENTIAL_TIMEOUT_S when it is a positive number."""
+    try:
+        value = float(os.environ.get("GPUREADY_CREDENTIAL_TIMEOUT_S", ""))
+    except ValueError:
+        return CREDENTIAL_TIMEOUT_S
+    return value if 0 < value < float("inf") else CREDENTIAL_TIMEOUT_S
+
+
+def bounded(fn: Any, seconds: float, what: str) -> Any:
+    """``fn()``, given ``seconds``: past them, the processes it started (and theirs) are killed, and
+    :class:`TimeoutError` names ``what``. For library calls that run a helper with no bound of their own."""
+    before = set(descendants()) if os.path.isdir("/proc") else set()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the caller's thread as it is
+            box["error"] = e
+
+    worker = threading.Thread(target=run, name=f"bounded: {what}", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        started = [p for p in descendants() if p not in before] if os.path.isdir("/proc") else []
+        for pid in started:
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        worker.join(GRACE_S)
+        raise TimeoutError(f"{what} did not answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

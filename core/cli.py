@@ -57,6 +57,9 @@ def entry() -> NoReturn:
     it can be called in a process that goes on (tests do)."""
     import sys
 
+    from gpuready.core import streams
+
+    streams.guard()  # a reader that goes away (`| head`, a closed terminal) changes neither verdict nor exit code
     try:
         main()
         code = 0
@@ -77,7 +80,8 @@ def leave(code: int) -> NoReturn:
     import sys
 
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError):  # a reader that went away (`| head`): nothing more can reach it
+        # A reader that went away (`| head`): nothing more can reach it. None: a stream closed at start.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
     atexit._run_exitfuncs()
     os._exit(code)

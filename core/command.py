@@ -170,16 +170,11 @@ class Context:
     @cached_property
     def console(self) -> Console:
         """Where the verdict and the commands' tables go: stdout, or stderr when stdout carries JSON."""
-        from rich.console import Console
-
-        # emoji=False: a PCI address such as 00000000:AB:00.0 holds ":ab:", which rich would print as an emoji.
-        return Console(highlight=False, soft_wrap=False, emoji=False, stderr=self.output == "json")
+        return console(soft_wrap=False, stderr=self.output == "json")
 
     @cached_property
     def err(self) -> Console:
-        from rich.console import Console
-
-        return Console(stderr=True, highlight=False, emoji=False)
+        return console(stderr=True)
 
     def new_result(self) -> RunResult:
         self._result = RunResult(command=self.command, inventory=str(self.inventory_path))
@@ -189,6 +184,8 @@ class Context:
         """One line per change or failure (every result with -v), and on a terminal a live status line
         with the counts, so a run over many hosts shows it is moving without flooding the screen."""
         from rich.markup import escape
+
+        from gpuready.core.report.summary import showable
 
         self._counts[event.status] = self._counts.get(event.status, 0) + 1
         self._hosts.add(event.host)
@@ -203,7 +200,8 @@ class Context:
             detail = f" — {event.message}" if event.message else ""
             # One line per event, cut at the terminal's width: a wrapped task name would read as a column of words.
             self.err.print(
-                f"[{style}]{event.status:<11}[/] {escape(event.host):<20} {escape(event.task)}{escape(detail)}",
+                f"[{style}]{event.status:<11}[/] {escape(showable(event.host)):<20} "
+                f"{escape(showable(event.task))}{escape(showable(detail))}",
                 markup=True,
                 no_wrap=True,
                 overflow="ellipsis",
@@ -211,7 +209,7 @@ class Context:
             )
         if self.err.is_terminal:
             counts = " ".join(f"{k} {v}" for k, v in sorted(self._counts.items()))
-            line = f"{len(self._hosts)} hosts · {counts} · {event.task}"
+            line = f"{len(self._hosts)} hosts · {counts} · {showable(event.task)}"
             if self._live is None:
                 self._live = self.err.status(line)
                 self._live.start()
@@ -224,12 +222,33 @@ class Context:
             self._live = None
 
     def note(self, message: str) -> None:
-        # Whole, never broken at the width: a note often ends in a path to copy.
-        self.err.print(message, markup=False, soft_wrap=True)
+        from gpuready.core.report.summary import showable
+
+        # Whole, never broken at the width: a note often ends in a path to copy. A host's name or what it printed
+        # is written out, never obeyed by the terminal.
+        self.err.print(showable(message), markup=False, soft_wrap=True)
+
+
+def console(*, stderr: bool = False, **options: Any) -> Console:
+    """A rich console for gpuready's output. emoji=False: a PCI address such as 00000000:AB:00.0 holds ":ab:",
+    which rich would print as an emoji. A $COLUMNS that is not a positive number (``COLUMNS=0``: POSIX leaves it
+    unspecified) is ignored: rich would take it as zero cells and print nothing at all."""
+    from rich.console import Console
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    width = None
+    if columns.isdigit() and int(columns) == 0:
+        import shutil
+
+        # What a terminal says it is, else 80; get_terminal_size reads $COLUMNS first only when it is positive.
+        width = shutil.get_terminal_size().columns or 80
+    return Console(stderr=stderr, highlight=False, emoji=False, width=width, **options)
 
 
 def fail(message: str, code: int) -> NoReturn:
-    click.echo(f"gpuready: error: {message}", err=True)
+    from gpuready.core.report.summary import showable
+
+    click.echo(f"gpuready: error: {showable(message)}", err=True)  # it may quote an inventory or a node
     sys.exit(code)
 
 

@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import glob
-import os
-import re
 from pathlib import Path
 
-from gpuready.core.artifacts import DEFAULT_ROOT
+from gpuready.core.artifacts import configured_root, run_number
 from gpuready.core.errors import BadInput
-
-_NUMBERED = re.compile(r"^(\d{4})-")
 
 
 def root(artifacts: Path | None = None) -> Path:
     """The artifacts folder a command would write to (without creating it)."""
-    return Path(artifacts or os.environ.get("GPUREADY_ARTIFACTS") or DEFAULT_ROOT)
+    return configured_root(artifacts)
 
 
 def runs(folder: Path) -> list[Path]:
     """The run folders under ``folder`` that hold a summary.json, oldest first (by their number)."""
     if not folder.is_dir():
         return []
-    found = [p for p in folder.iterdir() if _NUMBERED.match(p.name) and (p / "summary.json").is_file()]
-    return sorted(found, key=lambda p: (int(p.name[:4]), p.name))
+    found = [p for p in folder.iterdir() if run_number(p.name) is not None and (p / "summary.json").is_file()]
+    return sorted(found, key=lambda p: (run_number(p.name) or 0, p.name))
 
 
 def resolve(spec: str | None, artifacts: Path | None = None) -> Path:
@@ -44,7 +40,7 @@ def resolve(spec: str | None, artifacts: Path | None = None) -> Path:
         return path
     if spec.isdigit():
         number = int(spec)
-        matches = [p for p in runs(where) if int(p.name[:4]) == number]
+        matches = [p for p in runs(where) if run_number(p.name) == number]
         if not matches:
             raise BadInput(f"no run number {number} in {where}")
         return matches[-1]

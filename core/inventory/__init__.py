@@ -19,7 +19,7 @@ import yaml
 
 from gpuready.core.bulk import no_cycle_collection
 from gpuready.core.errors import BadInput
-from gpuready.core.inventory.values import check_connection_vars, check_names
+from gpuready.core.inventory.values import check_connection_vars, check_names, reserved_host
 from gpuready.core.inventory.vault import Vault, is_vaulted
 
 if TYPE_CHECKING:
@@ -414,7 +414,8 @@ def _range_size(name: str) -> int:
 
 def _check_host_ranges(document: Any, shown: str) -> None:
     """Refuse host ranges that would expand past :data:`MAX_RANGE_HOSTS`, counted before Ansible expands them
-    (``gpu[00000000:99999999]`` is a hundred million names: all the memory, then a MemoryError)."""
+    (``gpu[00000000:99999999]`` is a hundred million names: all the memory, then a MemoryError), and hosts
+    named as Ansible's built-in groups."""
     total = 0
     groups = [document] if isinstance(document, dict) else []
     while groups:
@@ -423,6 +424,7 @@ def _check_host_ranges(document: Any, shown: str) -> None:
                 continue
             hosts = body.get("hosts")
             for name in hosts if isinstance(hosts, dict) else ():
+                reserved_host(str(name), shown)
                 if "[" not in str(name):
                     continue
                 size = _range_size(str(name))
@@ -592,10 +594,27 @@ def _ansible_inventory(
     try:
         return _strict_inventory_manager()(loader=_data_loader(parsed or {}, vault_secrets), sources=[str(hosts_path)])
     except _Unparsed as e:
+        _local_folder(e.cause)
         raise BadInput(f"{hosts_path}: not a valid Ansible inventory: {_cause(e.cause)}") from None
     except AnsibleError as e:
+        _local_folder(e)
         message = str(e).split("\n")[0]
         raise BadInput(f"{hosts_path}: not a valid Ansible inventory: {message}") from e
+
+
+def _local_folder(error: BaseException) -> None:
+    """Ansible could not make its own folder on this machine (``~/.ansible/tmp``: its DEFAULT_LOCAL_TMP,
+    https://docs.ansible.com/ansible/latest/reference_appendices/config.html#default-local-tmp): a read-only or
+    missing HOME, not the inventory. Said as what it is, exit 3."""
+    message = str(getattr(error, "message", None) or error).strip().split("\n")[0]
+    if message.startswith("Unable to create local directories"):
+        from gpuready.core.errors import Unreachable
+
+        home = os.environ.get("HOME", "")
+        raise Unreachable(
+            f"Ansible cannot make its folder on this machine: {message} "
+            f"(HOME={home}: make it writable, or set ANSIBLE_LOCAL_TEMP to a writable folder)"
+        ) from None
 
 
 def _groups(manager: Any, hosts_path: Path, base: Path) -> dict[str, list[str]]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuready.core import redact
-from gpuready.core.errors import BadInput
+from gpuready.core.errors import BadInput, Unreachable
 
 HEADER = "$ANSIBLE_VAULT;"
 #: Where the passwords come from, as a user would set them.
@@ -60,7 +60,15 @@ class Vault:
             self._lib = VaultLib(self.secrets)
         try:
             plain = self._lib.decrypt(text.strip().encode())
-        except AnsibleError:
+        except AnsibleError as e:
+            # Ansible says "Decryption failed" when no password opens the value; anything else (an envelope or
+            # hex body it cannot read, an unknown cipher) is a value damaged in the file, whatever the password.
+            said = str(getattr(e, "message", None) or e).strip().split("\n")[0]
+            if "Decryption failed" not in said:
+                raise BadInput(
+                    f"{where}: not a whole Ansible Vault value ({said}); encrypt it again "
+                    "(ansible-vault encrypt_string) and paste all of its lines"
+                ) from None
             raise BadInput(
                 f"{where}: encrypted with Ansible Vault (vault id {ident!r}), and the vault password given "
                 f"({'; '.join(self.given)}) does not open it"
@@ -90,6 +98,8 @@ def _configured() -> tuple[list[tuple[str, Any]], list[str]]:
     from ansible.parsing.dataloader import DataLoader
     from ansible.parsing.vault import get_file_vault_secret
 
+    from gpuready.core import cancel
+
     sources: list[tuple[str, str, str]] = []
     for entry in filter(None, C.DEFAULT_VAULT_IDENTITY_LIST or []):
         ident, _, source = str(entry).rpartition("@")
@@ -104,7 +114,11 @@ def _configured() -> tuple[list[tuple[str, Any]], list[str]]:
             continue  # gpuready does not prompt
         try:
             secret = get_file_vault_secret(filename=source, vault_id=ident, loader=loader)
-            secret.load()
+            # A password script runs here, and Ansible waits for it forever.
+            seconds = cancel.credential_timeout_s()
+            cancel.bounded(secret.load, seconds, f"{setting}: the vault password script {source}")
+        except TimeoutError as e:
+            raise Unreachable(f"{e} ($GPUREADY_CREDENTIAL_TIMEOUT_S sets the bound)") from None
         except (AnsibleError, OSError) as e:
             raise BadInput(f"{setting}: cannot read the vault password for vault id {ident!r}: {e}") from None
         if secret.bytes:

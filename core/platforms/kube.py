@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuready.core import redact
-from gpuready.core.errors import Unreachable, shorten
+from gpuready.core.errors import BadInput, Unreachable, shorten
 
 if TYPE_CHECKING:
     from gpuready.core.settings import Kubernetes
@@ -97,6 +97,8 @@ class Kube:
                 raise Unreachable(
                     f"cannot reach the Kubernetes API at {self.server} to {what}: {shorten(_reason(e), 160)}"
                 ) from e
+            except NotTheApi as e:
+                raise Unreachable(f"the server at {self.server} is not the Kubernetes API: to {what}, {e}") from e
             except ValueError as e:  # the client could not read the answer (pydantic's errors are ValueErrors)
                 raise Unreachable(
                     f"unexpected answer from the Kubernetes API at {self.server} to {what}: "
@@ -109,13 +111,17 @@ class Kube:
 
         The client's own models validate and copy every field of every object (about 10 ms a pod, most
         of gpuready's CPU at 1000 nodes); the checks read a handful of fields, so they read the JSON."""
-        import json
-
-        return Obj(self.call(lambda: json.loads(_body(fn(_preload_content=False))), what))
+        return Obj(self.call(lambda: api_object(_body(fn(_preload_content=False))), what))
 
     def items(self, fn: Callable[..., Any], what: str) -> list[Obj]:
-        """The objects of one LIST call, read as :meth:`read` does."""
-        return [Obj(item) for item in self.read(fn, what)["items"] or []]
+        """The objects of one LIST call, read as :meth:`read` does. A LIST the server does not know (404) is a
+        server that is not the Kubernetes API: a real one answers an empty list, even in a missing namespace."""
+        try:
+            found = self.call(lambda: api_object(_body(fn(_preload_content=False)), listing=True), what)
+        except NotFound as e:
+            why = f"it answered 404 to {what} ({shorten(str(e), 80)})"
+            raise Unreachable(f"the server at {self.server} is not the Kubernetes API: {why}") from e
+        return [Obj(item) for item in found["items"] or []]
 
     def text(self, fn: Callable[..., Any], what: str) -> str:
         """One call whose answer is text (a pod's log), undecoded by the client's models."""
@@ -135,6 +141,30 @@ class Kube:
             return list(pool.map(fn, todo))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+class NotTheApi(ValueError):
+    """JSON that is not a Kubernetes API object (a ValueError: :meth:`Kube.call` says so in one line, exit 3)."""
+
+
+def api_object(body: bytes, listing: bool = False) -> dict[str, Any]:
+    """An API answer as plain data, refused when it is not a Kubernetes object: "All of the JSON accepted and
+    returned by the server has a schema, identified by the 'kind' and 'apiVersion' fields", and "All lists use
+    the 'items' field to contain the array of objects they return" (the Kubernetes API conventions,
+    https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md).
+    A kubeconfig that points at another JSON service then fails as one line instead of deep in a check."""
+    import json
+
+    data = json.loads(body)  # not JSON at all: a ValueError too
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), str) for k in ("kind", "apiVersion")):
+        raise NotTheApi(
+            f"it answered JSON without a kind and an apiVersion: {shorten(body.decode(errors='replace'), 80)}"
+        )
+    if listing:
+        items = data.get("items")
+        if not (items is None or isinstance(items, list)) or not all(isinstance(i, dict) for i in items or []):
+            raise NotTheApi(f"it answered a {data['kind']} whose items are not a list of objects")
+    return data
 
 
 def _body(response: Any) -> bytes:
@@ -232,11 +262,30 @@ def _timed_api_client(base: type) -> type:
     return TimedApiClient
 
 
+def _check_client_certificate(configuration: Any, path: Path | None) -> None:
+    """A client certificate or key that TLS cannot load is the kubeconfig's fault, said before any request:
+    loaded only once the TCP connection is up, it would read as "cannot reach the Kubernetes API" (exit 3)."""
+    import ssl
+
+    if not configuration.cert_file:
+        return
+    try:
+        # An empty passphrase: an encrypted key fails here instead of OpenSSL asking for one on the terminal.
+        ssl.create_default_context().load_cert_chain(configuration.cert_file, configuration.key_file, password=b"")
+    except (ssl.SSLError, OSError) as e:
+        raise BadInput(
+            f"kubeconfig {path}: the user's client certificate or key cannot be loaded ({shorten(str(e), 120)}); "
+            "check client-certificate(-data) and client-key(-data)"
+        ) from None
+
+
 def connect(settings: Kubernetes) -> Kube:
     """A configured client; a missing or broken kubeconfig is one Unreachable line (exit 3)."""
     import yaml
     from kubernetes import client, config
     from kubernetes.config.config_exception import ConfigException
+
+    from gpuready.core import cancel
 
     configuration = client.Configuration()
     path = kubeconfig_path(settings)
@@ -246,8 +295,14 @@ def connect(settings: Kubernetes) -> Kube:
                 raise Unreachable(
                     f"kubeconfig {path} not found (gpuready.kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config)"
                 )
-            config.load_kube_config(
-                config_file=str(path), context=settings.context or None, client_configuration=configuration
+            # An exec credential plugin runs while the kubeconfig loads, and the client waits for it forever.
+            seconds = cancel.credential_timeout_s()
+            cancel.bounded(
+                lambda: config.load_kube_config(
+                    config_file=str(path), context=settings.context or None, client_configuration=configuration
+                ),
+                seconds,
+                f"the kubeconfig's credential plugin (kubeconfig {path})",
             )
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)
@@ -255,10 +310,13 @@ def connect(settings: Kubernetes) -> Kube:
             raise Unreachable(
                 "no kubeconfig: set gpuready.kubernetes.kubeconfig, $KUBECONFIG or ~/.kube/config (or run inside a pod)"
             )
+    except TimeoutError as e:
+        raise Unreachable(f"{e} ($GPUREADY_CREDENTIAL_TIMEOUT_S sets the bound)") from None
     except ConfigException as e:
         raise Unreachable(f"kubeconfig {path or '(in-cluster)'}: {shorten(redact.text(str(e)), 200)}") from e
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as e:
         raise Unreachable(f"kubeconfig {path}: unreadable ({shorten(type(e).__name__ + ': ' + str(e), 160)})") from e
+    _check_client_certificate(configuration, path)
     for secret in (configuration.api_key or {}).values():
         redact.register(str(secret).removeprefix("Bearer ").strip())
     if configuration.password:
@@ -266,6 +324,20 @@ def connect(settings: Kubernetes) -> Kube:
     if not settings.verify_tls:
         log.warning("TLS verification of %s is off (gpuready.kubernetes.verify_tls: false)", configuration.host)
         configuration.verify_ssl = False
+    elif not configuration.verify_ssl:  # the kubeconfig's cluster says insecure-skip-tls-verify: true
+        if "verify_tls" in settings.model_fields_set:
+            raise BadInput(
+                f"kubeconfig {path}: its cluster sets insecure-skip-tls-verify: true, and gpuready.kubernetes."
+                "verify_tls is true; remove one (verification is off only when both agree)"
+            )
+        log.warning(
+            "TLS verification of %s is off: the kubeconfig's cluster sets insecure-skip-tls-verify "
+            "(gpuready.kubernetes.verify_tls: true in the inventory refuses that)",
+            configuration.host,
+        )
+    if str(configuration.host).lower().startswith("http://") and (configuration.api_key or configuration.password):
+        # kubectl sends them too; the word is what was missing: anyone on the path reads the credentials.
+        log.warning("the credentials of %s go over plain http, unencrypted (use its https address)", configuration.host)
     # Temporary failures are retried by Kube.call with backoff; urllib3 need not retry on its own as well.
     configuration.retries = 0
     # One kept-alive connection per parallel request, not a new TLS handshake for each.

@@ -15,8 +15,23 @@ def code(text: str) -> list[str]:
     return [fence + "sh", text, fence]
 
 
-def _cell(value: str) -> str:
-    return " ".join(str(value).split()).replace("|", "\\|")
+#: What Markdown would turn into live markup: raw HTML (``<``, ``>``, ``&``: a host named ``<img src=x
+#: onerror=...>`` would run in MkDocs, a CI summary or a wiki) and links or images (``[``, ``]``). CommonMark
+#: lets any ASCII punctuation be backslash-escaped and reads entities as the character
+#: (https://spec.commonmark.org/0.31.2/#backslash-escapes, #entity-and-numeric-character-references); the
+#: backslash itself first, or ``\[`` in a name would undo the escape of its bracket.
+_MARKUP = str.maketrans({"\\": "\\\\", "&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]", "`": "\\`"})
+
+
+def inline(value: object) -> str:
+    """Text from a node, an inventory or a run folder as inert Markdown on one line: no HTML, link or image
+    it could make, and no line break that would start a heading, a list or a code fence."""
+    return " ".join(str(value).split()).translate(_MARKUP)
+
+
+def cell(value: object) -> str:
+    """:func:`inline`, for a table cell (``|`` would end it)."""
+    return inline(value).replace("|", "\\|")
 
 
 def hosts_and_skips(run: RunResult) -> list[str]:
@@ -39,14 +54,14 @@ def hosts_and_skips(run: RunResult) -> list[str]:
         }
         names = ", ".join(sorted(row.hosts, key=natural))
         cells = [row.verdict, names, str(len(row.hosts)), *(by_status[s] for s in (FAILED, ERROR, SKIPPED, PENDING))]
-        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
     lines += _pending(run)
     groups = skips(run)
     if groups:
         lines += ["", "## Skipped", "", "| reason | checks | count | hosts |", "|---|---|---|---|"]
         for g in groups:
             cells = [g.reason, ", ".join(g.check_ids), str(len(g.hosts)), ", ".join(g.hosts)]
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+            lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
     return lines
 
 
@@ -56,8 +71,8 @@ def _pending(run: RunResult) -> list[str]:
 
     lines: list[str] = []
     for g in pendings(run):
-        lines += ["", f"## Pending: {_cell(g.reason)}", "", f"- checks: {', '.join(g.check_ids)} ({g.count})"]
-        lines.append(f"- hosts: {', '.join(g.hosts)}")
+        lines += ["", f"## Pending: {cell(g.reason)}", "", f"- checks: {inline(', '.join(g.check_ids))} ({g.count})"]
+        lines.append(f"- hosts: {inline(', '.join(g.hosts))}")
         if g.remedies:
             todo = "\n".join(todo_remedy(run, r) for r in g.remedies)
             lines += ["- left to do:", "", *code(todo)]

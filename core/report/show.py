@@ -46,10 +46,8 @@ def show(run: str | None, as_json_flag: bool, verbose: int, artifacts: Path | No
       gpuready report show                      # the latest run in ./gpuready-runs
       gpuready report show 7 --json | jq .status
     """
-    from rich.console import Console
-
     from gpuready.core import run_folders
-    from gpuready.core.command import fail
+    from gpuready.core.command import console, fail
     from gpuready.core.errors import GpureadyError
     from gpuready.core.report import terminal, writers
 
@@ -60,7 +58,7 @@ def show(run: str | None, as_json_flag: bool, verbose: int, artifacts: Path | No
     if as_json_flag:
         click.echo(writers.as_json(found))
     else:
-        terminal.show(found, Console(highlight=False, soft_wrap=False, emoji=False), verbose=bool(verbose))
+        terminal.show(found, console(soft_wrap=False), verbose=bool(verbose))
         for name in ("report.html", "report.md"):
             if (Path(found.artifacts) / name).is_file():
                 click.echo(f"{name}: {Path(found.artifacts) / name}")

@@ -154,15 +154,16 @@ def every_row(run: RunResult, console: Console) -> None:
     """``-v``: one row per host and check, the message and remedy in full (wrapped inside its own column)."""
     from rich.table import Table
 
-    rows = Table(title=f"gpuready {run.command}: every host", show_lines=False, expand=False)
+    # showable(): a node's or a run folder's text is written out, never obeyed (ESC, OSC title, hyperlinks).
+    rows = Table(title=showable(f"gpuready {run.command}: every host"), show_lines=False, expand=False)
     for column in ("host", "check", "status", "message"):
         rows.add_column(column, overflow="fold")
     for check in run.checks:
         rows.add_row(
-            Text(check.host),
-            Text(check.id),
+            Text(showable(check.host)),
+            Text(showable(check.id)),
             Text(check.status, style=STYLE[check.status]),
-            Text(redact.text(check.message + (f"\n→ {check.remedy}" if check.remedy else ""))),
+            Text(showable(redact.text(check.message + (f"\n→ {check.remedy}" if check.remedy else "")))),
         )
     console.print(rows)
 

@@ -121,18 +121,19 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
     """report.md: the same shape as the terminal (summary per check, failures grouped, their details), then
     every host's rows (``every_row``)."""
     from gpuready.core.report import markdown
+    from gpuready.core.report.markdown import cell, inline
 
     lines = [
-        f"# gpuready {run.command}",
+        f"# gpuready {inline(run.command)}",
         "",
         f"- status: **{run.status}**",
-        f"- inventory: `{run.inventory}`",
+        f"- inventory: {inline(run.inventory)}",
         f"- started: {run.started}",
         f"- finished: {run.finished}",
         f"- hosts: {_hosts(run)}",
     ]
     if run.aborted:
-        lines.append(f"- aborted: {run.aborted}")
+        lines.append(f"- aborted: {inline(run.aborted)}")
     counts = run.counts()
     lines += [
         "- checks: " + ", ".join(f"{n} {s}" for s, n in counts.items()),
@@ -144,18 +145,19 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
     ]
     summaries = summarize(run)
     for s in summaries:
-        failing = "<br>".join(f"{len(g.hosts)}: {g.names()} — {g.message}" for g in s.groups)
+        # <br> is ours (a line break in a table cell); what each group says is escaped.
+        failing = "<br>".join(cell(f"{len(g.hosts)}: {g.names()} — {g.message}") for g in s.groups)
         cells = [s.id, *(str(s.counts[k]) for k in (PASSED, FAILED, SKIPPED, ERROR, PENDING))]
-        lines.append("| " + " | ".join(_cell(x) for x in cells) + " | " + _cell(failing) + " |")
+        lines.append("| " + " | ".join(cell(x) for x in cells) + " | " + failing + " |")
     details = [(s.id, g) for s in summaries for g in s.groups]
     if details:
         lines += ["", "## Failures", ""]
         for check_id, g in details:
             lines += [
-                f"### {check_id} — {g.status} on {len(g.hosts)} host(s)",
+                f"### {inline(check_id)} — {g.status} on {len(g.hosts)} host(s)",
                 "",
-                f"- message: {g.message}",
-                f"- hosts: {', '.join(g.hosts)}",
+                f"- message: {inline(g.message)}",
+                f"- hosts: {inline(', '.join(g.hosts))}",
             ]
             if g.remedy:
                 lines += [
@@ -169,13 +171,9 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
         lines += ["", "## Every host", "", "| host | check | status | message | remedy |", "|---|---|---|---|---|"]
         for c in run.checks:
             cells = [c.host, c.id, c.status, c.message, c.remedy]
-            lines.append("| " + " | ".join(_cell(x) for x in cells) + " |")
+            lines.append("| " + " | ".join(cell(x) for x in cells) + " |")
     if run.metrics:
         lines += ["", "## Metrics", ""]
         metrics = redact.structure(run.metrics)
-        lines += [f"- {k}: {v}" for k, v in metrics.items() if not isinstance(v, dict | list)]
+        lines += [f"- {inline(k)}: {inline(v)}" for k, v in metrics.items() if not isinstance(v, dict | list)]
     return showable("\n".join(lines) + "\n")
-
-
-def _cell(value: str) -> str:
-    return " ".join(str(value).split()).replace("|", "\\|")

@@ -37,9 +37,13 @@ def _flag(value: Any, default: bool) -> bool:
 def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, Any]:
     """The parts of a host's Ansible variables that say how to reach it (plain values, JSON-able)."""
     env: Mapping[str, str] = os.environ if environ is None else environ
+    # No implicit local connection for a host named localhost, 127.0.0.1 or ::1: Ansible makes its implicit
+    # localhost (ansible_connection: local) only for one the inventory does not define. "You can override the
+    # built-in implicit version by creating a localhost host entry in your inventory. At that point, all
+    # implicit behaviors are ignored; the localhost in inventory is treated just like any other host."
+    # (https://docs.ansible.com/ansible/latest/inventory/implicit_localhost.html). Every host validated here
+    # is in the inventory, so one without ansible_connection is reached over ssh, as Ansible reaches it.
     connection = variables.get("ansible_connection", "ssh")
-    if name in ("localhost", "127.0.0.1") and "ansible_connection" not in variables:
-        connection = "local"
     if connection not in ("ssh", "smart", "paramiko", "local"):
         raise BadInput(
             f"host {name}: ansible_connection {connection!r} is not supported by validate gpu-node (ssh or local)"
@@ -136,20 +140,21 @@ class Session:
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - held until close(), past this method
         self._process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._errors)
 
-    def until_end(self, end: str) -> tuple[str, int | None]:
+    def until_end(self, end: str) -> tuple[bytes, int | None]:
         """What the script printed up to its next line that starts with ``end``, and the exit status written after
-        ``end`` on that line; None for the status when the output ended first."""
+        ``end`` on that line; None for the status when the output ended first. Bytes: each answer in it is decoded
+        on its own (a node's junk byte is counted in the answer that printed it)."""
         assert self._process.stdout is not None
         marker = end.encode()
         lines: list[bytes] = []
         for line in iter(self._process.stdout.readline, b""):
             if line.startswith(marker):
                 status = line[len(marker) :].strip()
-                text = b"".join(lines).decode("utf-8", "replace")
+                data = b"".join(lines)
                 # The end mark's own line feed before it is the mark's, not the last command's.
-                return text[:-1] if text.endswith("\n") else text, int(status) if status.isdigit() else None
+                return data[:-1] if data.endswith(b"\n") else data, int(status) if status.isdigit() else None
             lines.append(line)
-        return b"".join(lines).decode("utf-8", "replace"), None
+        return b"".join(lines), None
 
     def finish(self) -> tuple[int, str]:
         """Wait for the script to end (its output read to the end first): its exit status and its errors."""

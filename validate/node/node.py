@@ -30,6 +30,21 @@ QUERY_FIELDS = ["index", "name", "pci.bus_id", "driver_version", "persistence_mo
 QUERY_COMMAND = f"nvidia-smi --query-gpu={','.join(QUERY_FIELDS)} --format=csv,noheader"
 
 
+def decode(data: bytes) -> tuple[str, int]:
+    """What a node printed as text, and how many of its bytes were not UTF-8 (each shown as U+FFFD).
+
+    dmesg prints binary junk from USB descriptors and firmware, and a GPU's name can carry a byte of another
+    encoding: one such byte must not stop the host's validation. Each byte that does not decode becomes one
+    U+FFFD (surrogateescape, then replaced), so the count is exact and the text keeps its length in bytes.
+    """
+    try:
+        return data.decode(), 0
+    except UnicodeDecodeError:
+        escaped = data.decode(errors="surrogateescape")
+        bad = sum(1 for ch in escaped if "\udc80" <= ch <= "\udcff")
+        return "".join("\ufffd" if "\udc80" <= ch <= "\udcff" else ch for ch in escaped), bad
+
+
 @dataclass
 class Answer:
     """What a command printed, kept for evidence."""
@@ -38,6 +53,8 @@ class Answer:
     rc: int
     stdout: str
     stderr: str
+    #: Bytes of its output that were not UTF-8 (shown as U+FFFD; the evidence says so).
+    undecodable: int = 0
 
     @property
     def ok(self) -> bool:
@@ -48,7 +65,14 @@ class Answer:
         out = out.strip()
         if len(out) > limit:
             out = out[:limit] + "\n…"
-        return f"$ {self.command}\n(exit {self.rc})\n{out}"
+        note = f"\n({self.undecodable} bytes that are not UTF-8 shown as \ufffd)" if self.undecodable else ""
+        return f"$ {self.command}\n(exit {self.rc}){note}\n{out}"
+
+    @classmethod
+    def of(cls, command: str, rc: int, stdout: bytes, stderr: bytes) -> Answer:
+        """An answer from the bytes a command printed."""
+        (out, bad_out), (err, bad_err) = decode(stdout), decode(stderr)
+        return cls(command, rc, out, err, bad_out + bad_err)
 
 
 class NoGpuView(Exception):
@@ -88,8 +112,12 @@ class Node:
             return Answer(command, 127, "", f"sh: {command.split()[0]}: not found")
         if command not in self._answers:
             result = self.host.run(self.wrap(command))
-            self._answers[command] = Answer(command, result.rc, result.stdout, result.stderr)
+            self._answers[command] = Answer.of(command, result.rc, result.stdout_bytes, result.stderr_bytes)
         return self._answers[command]
+
+    def undecodable(self) -> list[Answer]:
+        """The answers that held bytes that are not UTF-8 (each shown as U+FFFD)."""
+        return [a for a in self._answers.values() if a.undecodable]
 
     def record(self, answer: Answer) -> None:
         """Keep ``answer`` as its command's, unless the command already answered."""
@@ -147,10 +175,12 @@ class Node:
             result = self.host.run(script)
         except RuntimeError as e:  # testinfra's SSH backend raises on exit 255: ssh itself failed
             failure = e.args[0] if e.args else None
-            raise ConnectionError(str(getattr(failure, "stderr", e)).strip()[:300]) from e
+            said = getattr(failure, "stderr_bytes", None)
+            raise ConnectionError((decode(said)[0] if said is not None else str(e)).strip()[:300]) from e
         if result.rc != 0:
-            raise ConnectionError(_failure((result.rc, result.stderr), limit))
-        parts = result.stdout.split("\n" + END)
+            raise ConnectionError(_failure((result.rc, decode(result.stderr_bytes)[0]), limit))
+        # Split as bytes, decoded answer by answer: each answer counts its own bytes that are not UTF-8.
+        parts = result.stdout_bytes.split(b"\n" + END.encode())
         self._keep(_sections(parts[0]), todo, 0)
         if later and len(parts) > 2:
             try:
@@ -175,7 +205,7 @@ class Node:
         self._keep_then(_sections(body), later, offset, rc, self._then_timeout)
 
     def _keep_then(
-        self, found: dict[tuple[int, str], str], later: list[str], offset: int, rc: int | None, limit: int
+        self, found: dict[tuple[int, str], bytes], later: list[str], offset: int, rc: int | None, limit: int
     ) -> None:
         if rc == 0:
             self._keep(found, later, offset)
@@ -190,14 +220,14 @@ class Node:
             )
         raise ConnectionError("the connection ended before the node's measuring commands finished")
 
-    def _keep(self, found: dict[tuple[int, str], str], commands: list[str], offset: int) -> None:
+    def _keep(self, found: dict[tuple[int, str], bytes], commands: list[str], offset: int) -> None:
         for i, command in enumerate(commands):
-            rc = found.get((offset + i, "r"), "").strip()
-            self._answers[command] = Answer(
+            rc = found.get((offset + i, "r"), b"").strip()
+            self._answers[command] = Answer.of(
                 command,
                 int(rc) if rc.isdigit() else 255,
-                found.get((offset + i, "o"), ""),
-                found.get((offset + i, "e"), ""),
+                found.get((offset + i, "o"), b""),
+                found.get((offset + i, "e"), b""),
             )
 
     def close(self) -> None:
@@ -285,20 +315,20 @@ def _sections_script(commands: list[str], first: int, gate: str | None = None) -
     return "\n".join(parts)
 
 
-def _sections(text: str) -> dict[tuple[int, str], str]:
-    """(command number, o/e/r) -> what followed that mark."""
-    found: dict[tuple[int, str], str] = {}
-    for section in text.split("\n" + MARK)[1:]:
-        head, _, body = section.partition("\n")
-        index, _, kind = head.partition(" ")
+def _sections(data: bytes) -> dict[tuple[int, str], bytes]:
+    """(command number, o/e/r) -> the bytes that followed that mark (decoded per answer, by :meth:`Answer.of`)."""
+    found: dict[tuple[int, str], bytes] = {}
+    for section in data.split(b"\n" + MARK.encode())[1:]:
+        head, _, body = section.partition(b"\n")
+        index, _, kind = head.decode(errors="replace").partition(" ")
         if index.isdigit():
             found[(int(index), kind)] = body
     return found
 
 
-def _end_rc(text: str) -> int | None:
-    """The exit status an end mark carries (the text right after the mark)."""
-    value = text.split("\n", 1)[0].strip()
+def _end_rc(data: bytes) -> int | None:
+    """The exit status an end mark carries (the bytes right after the mark)."""
+    value = data.split(b"\n", 1)[0].strip()
     return int(value) if value.isdigit() else None
 
 

@@ -66,13 +66,40 @@ def test_a_wrong_or_missing_vault_password_is_bad_input_before_anything_runs(
     assert check(inv, tmp_path, env=right).returncode == 0
 
 
+def test_a_damaged_vault_value_is_not_called_a_wrong_password(tmp_path: Path) -> None:
+    """ansible-vault's own output with one edit: its last character cut off, as a paste that lost it."""
+    inv = make_inventory(tmp_path)
+    (inv / "group_vars" / "gpu_nodes").mkdir()
+    whole = vault(tmp_path, "encrypt_string", "s3cret-become", "--name", "ansible_become_password").rstrip("\n")
+    (inv / "group_vars" / "gpu_nodes" / "vault.yml").write_text(whole[:-1] + "\n")
+    right = {"ANSIBLE_VAULT_PASSWORD_FILE": str(tmp_path / "vault-password")}
+    done = check(inv, tmp_path, env=right)
+    refused(done, "vault.yml:1", "not a whole Ansible Vault value")
+    assert "does not open it" not in done.stderr
+
+
 @pytest.mark.parametrize(
     ("variables", "says"),
     [
         ({"ansible_host": ["10.0.0.1", "10.0.0.2"]}, "ansible_host must be one host name or address, not a list"),
         ({"ansible_port": 70000}, "ansible_port 70000 is not a TCP port (1-65535)"),
+        ({"ansible_host": "10.0.0.5:2222"}, "ansible_host '10.0.0.5:2222' has a port in it"),
+        ({"ansible_host": "[fe80::1]:22"}, "ansible_host '[fe80::1]:22' has a port in it"),
+        ({"ansible_host": "https://vc.example.com"}, "ansible_host 'https://vc.example.com' is a URL"),
+        ({"ansible_ssh_extra_args": ["-o", "ProxyJump=bastion"]}, "ansible_ssh_extra_args must be one string"),
+        ({"ansible_user": ["ops", "root"]}, "ansible_user must be one string, not a list"),
+        ({"ansible_ssh_common_args": "-o ProxyCommand='ssh -W %h:%p bastion"}, "a quote is not closed"),
     ],
-    ids=["ansible_host list", "ansible_port 70000"],
+    ids=[
+        "ansible_host list",
+        "ansible_port 70000",
+        "address with a port",
+        "IPv6 address with a port",
+        "URL",
+        "ssh args as a list",
+        "user as a list",
+        "unbalanced quote",
+    ],
 )
 def test_connection_variables_that_cannot_connect_are_refused(tmp_path: Path, variables: dict, says: str) -> None:
     inv = make_inventory(tmp_path, hosts={"gpu_nodes": {"hosts": {"gpu01": variables}}})
@@ -120,6 +147,35 @@ def test_host_names_that_show_as_another_name_are_refused(tmp_path: Path, name: 
     done = check(inv, tmp_path)
     refused(done, code_point)
     assert name not in done.stderr, "the message must not carry the character itself to the terminal"
+
+
+@pytest.mark.parametrize("address", ["10.0.0.5", "fe80::1", "2001:db8::5", "gpu01.example.com", "{{ lookup_addr }}"])
+def test_addresses_ansible_reaches_are_accepted(tmp_path: Path, address: str) -> None:
+    inv = make_inventory(tmp_path, hosts={"gpu_nodes": {"hosts": {"gpu01": {"ansible_host": address}}}})
+    done = check(inv, tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_vcenter_given_as_a_url_is_refused(tmp_path: Path) -> None:
+    hosts = {
+        "gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}},
+        "vcenter": {"hosts": {"vc": {"ansible_host": "https://vc.example.com/sdk"}}},
+    }
+    refused(check(make_inventory(tmp_path, hosts=hosts), tmp_path), "host vc", "is a URL")
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("gpu0\u04301", "mixes letters of several scripts (CYRILLIC, LATIN)"),  # a Cyrillic a
+        ("gpu 01", "--limit can never select it"),
+        ("all", "the name of Ansible's built-in group"),
+    ],
+    ids=["look-alike", "space", "all"],
+)
+def test_host_names_that_cannot_be_told_or_selected_are_refused(tmp_path: Path, name: str, says: str) -> None:
+    inv = make_inventory(tmp_path, hosts={"gpu_nodes": {"hosts": {name: {"ansible_connection": "local"}}}})
+    refused(check(inv, tmp_path), says)
 
 
 # Ansible reads a vars file without an extension too (DataLoader.find_vars_files).
@@ -185,3 +241,43 @@ def test_a_single_yaml_inventory_file_is_accepted_as_ansible_accepts_it(tmp_path
     summary = json.loads(next((tmp_path / "runs").glob("*/summary.json")).read_text())
     groups = next(c for c in summary["checks"] if c["id"] == "inventory.groups")
     assert "gpu_nodes: 1" in groups["message"]
+
+
+def test_a_home_ansible_cannot_write_to_is_named_not_the_inventory(tmp_path: Path) -> None:
+    """HOME under a regular file: no one, root included, can make ~/.ansible/tmp there. Said as what it is
+    (could not run, exit 3), with the way out."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    inv = make_inventory(tmp_path)
+    done = check(inv, tmp_path, env={"HOME": str(blocker / "home")})
+    assert done.returncode == 3, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "Ansible cannot make its folder on this machine" in line and "ANSIBLE_LOCAL_TEMP" in line, line
+    assert "not a valid Ansible inventory" not in line
+
+
+def test_columns_zero_still_shows_the_verdict(tmp_path: Path) -> None:
+    """COLUMNS=0 (POSIX leaves a value that is not a positive number unspecified): the verdict at the default
+    width, not nothing at all."""
+    done = check(make_inventory(tmp_path), tmp_path, env={"COLUMNS": "0"})
+    assert done.returncode == 0, done.stderr
+    assert "inventory check: PASSED" in done.stdout, done.stdout
+
+
+def test_a_vault_password_script_that_never_answers_is_given_up(tmp_path: Path) -> None:
+    """Ansible waits for a password script forever; gpuready gives it $GPUREADY_CREDENTIAL_TIMEOUT_S, ends it and
+    says so (exit 3). The script is left behind by nobody."""
+    inv = make_inventory(tmp_path)
+    (inv / "group_vars" / "gpu_nodes").mkdir()
+    (inv / "group_vars" / "gpu_nodes" / "vault.yml").write_text(
+        vault(tmp_path, "encrypt_string", "s3cret-become", "--name", "ansible_become_password")
+    )
+    script = tmp_path / "hangs.sh"
+    script.write_text(f"#!/bin/sh\nexec sleep {3600 + os.getpid() % 1000}\n")
+    script.chmod(0o755)
+    env = {"ANSIBLE_VAULT_PASSWORD_FILE": str(script), "GPUREADY_CREDENTIAL_TIMEOUT_S": "2"}
+    done = check(inv, tmp_path, env=env)
+    assert done.returncode == 3, done.stderr
+    assert "the vault password script" in done.stderr and "did not answer within 2 s" in done.stderr
+    left = subprocess.run(["pgrep", "-f", f"sleep {3600 + os.getpid() % 1000}"], capture_output=True, text=True)
+    assert left.stdout == "", "the script was left running"

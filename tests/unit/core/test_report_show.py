@@ -10,7 +10,9 @@ from gpuready.core import redact
 from gpuready.core.report import html, writers
 from gpuready.core.results import RunResult, failed, passed, skipped
 from tests.browser import Dom
-from tests.conftest import gpuready
+from tests.conftest import ROOT, gpuready
+
+ROOT_LOCAL = ROOT / "inventories" / "local"
 
 
 def test_output_json_puts_only_json_on_stdout(artifacts: Path) -> None:
@@ -92,3 +94,37 @@ def test_a_plot_in_the_run_folder_is_inline(tmp_path: Path) -> None:
     plt.close()
     page = html.render(RunResult(command="validate training"), folder)
     assert '<img src="data:image/png;base64,' in page and "scaling.png" in page
+
+
+def test_run_numbers_go_on_past_9999(artifacts: Path) -> None:
+    """Four digits are the least a run number has, not the most: run 10000 is the latest, found by its number,
+    and the next run is 10001."""
+    _run(artifacts / "9999-20261127T100000Z-validate-gpu-node", passed("gpu.count", "gn01", "8 GPUs"))
+    _run(
+        artifacts / "10000-20261127T110000Z-validate-gpu-node",
+        failed("gpu.throttle", "gn02", "hw_thermal_slowdown", remedy="Check cooling"),
+    )
+    latest = gpuready("report", "show", "--artifacts", str(artifacts))
+    assert latest.returncode == 1 and "gpu.throttle" in latest.stdout, latest.stdout + latest.stderr
+    named = gpuready("report", "show", "10000", "--artifacts", str(artifacts))
+    assert named.returncode == 1 and "gpu.throttle" in named.stdout, named.stdout + named.stderr
+    done = gpuready("inventory", "check", "-i", str(ROOT_LOCAL), "--artifacts", str(artifacts))
+    assert done.returncode == 0, done.stderr
+    assert [p.name.split("-")[0] for p in artifacts.iterdir() if p.name.endswith("inventory-check")] == ["10001"]
+
+
+def test_a_quoted_tilde_in_gpuready_artifacts_is_the_home_folder(tmp_path: Path) -> None:
+    """GPUREADY_ARTIFACTS='~/runs' (quoted: no shell expanded it) is ~/runs, not a folder named '~'."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    inv = ROOT_LOCAL
+    done = gpuready(
+        "inventory", "check", "-i", str(inv), cwd=cwd, env={"HOME": str(home), "GPUREADY_ARTIFACTS": "~/runs"}
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (cwd / "~").exists()
+    [run] = (home / "runs").iterdir()
+    assert run.name.endswith("-inventory-check")
+    shown = gpuready("report", "show", cwd=cwd, env={"HOME": str(home), "GPUREADY_ARTIFACTS": "~/runs"})
+    assert shown.returncode == 0, shown.stderr

@@ -96,5 +96,5 @@ def test_the_sessions_ssh_command_line_is_the_inventorys_without_a_shell() -> No
     # A ConnectTimeout of the inventory's is left to stand; a local host is run by sh here.
     spec["extra"] = ["-o", "ConnectTimeout=3"]
     assert "ConnectTimeout=7" not in connect.command_line(spec, 7, "true")
-    local = connect.connection_spec("localhost", {}, environ={})
+    local = connect.connection_spec("localhost", {"ansible_connection": "local"}, environ={})
     assert connect.command_line(local, 7, "id -un") == ["sh", "-c", "id -un"]

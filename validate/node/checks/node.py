@@ -28,7 +28,7 @@ from gpuready.validate.node.checks.commands import (
 )
 from gpuready.validate.node.checks.driver import GPU_VIEW
 from gpuready.validate.node.checks.registry import check
-from gpuready.validate.node.node import Node, NoGpuView
+from gpuready.validate.node.node import Node, NoGpuView, decode
 
 
 @check(
@@ -98,8 +98,9 @@ def container_runtime(node: Node, v: Verdict) -> Check:
     config = node.host.file(path)
     if not config.exists:
         return v.failed(f"{path} does not exist ({runtime})")
-    if needle not in config.content_string:
-        return v.failed(f"{path} does not mention {needle}", f"$ cat {path}\n{config.content_string[:800]}")
+    text, _ = decode(config.content)  # a stray byte that is not UTF-8 must not stop the host's validation
+    if needle not in text:
+        return v.failed(f"{path} does not mention {needle}", f"$ cat {path}\n{text[:800]}")
     return v.passed(f"{runtime} configured for nvidia", f"{path} mentions {needle}")
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from gpuready.core.perf import MATES_FRACTION
 from gpuready.core.results import Check
 from gpuready.core.verdict import Verdict
 from gpuready.validate.node import nvsmi, perf, tool_output
@@ -279,7 +280,7 @@ def measure(
 measure(
     "perf.matmul_tflops",
     "dense matrix-product TFLOP/s per GPU at least the model's lower bound and "
-    f"{perf.MATES_FRACTION:.0%} of its mates' median "
+    f"{MATES_FRACTION:.0%} of its mates' median "
     "(gpuready's probe through torch in bf16, fp16 on Volta; else DCGM's targeted_stress GEMM against DCGM's floor)",
     PERF_REMEDY,
     [partial(_probe, read=partial(_per_gpu_from_probe, "matmul_tflops")), partial(_from_dcgm, "stress_gflops")],
@@ -288,7 +289,7 @@ measure(
 measure(
     "perf.memory_bandwidth",
     "device memory bandwidth per GPU at least the model's lower bound and "
-    f"{perf.MATES_FRACTION:.0%} of its mates' median "
+    f"{MATES_FRACTION:.0%} of its mates' median "
     "(gpuready's probe through torch, a device copy; else DCGM's memory_bandwidth, a STREAM Triad, against "
     "DCGM's floor)",
     PERF_REMEDY,
@@ -302,7 +303,7 @@ for _id, _direction, _test in (
     measure(
         _id,
         f"pinned {_direction} copy bandwidth per GPU (nvbandwidth, else gpuready's probe, else DCGM's pcie plugin) "
-        f"at least the model's lower bound (else the PCIe link's) and {perf.MATES_FRACTION:.0%} of its mates' median",
+        f"at least the model's lower bound (else the PCIe link's) and {MATES_FRACTION:.0%} of its mates' median",
         "A slow copy with a full-width link points at the host (NUMA placement, IOMMU); check gpu.pcie_link.",
         [
             partial(_from_nvbandwidth, _test),

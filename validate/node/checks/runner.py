@@ -24,7 +24,23 @@ def run_check(definition: CheckDef, node: Node) -> Check:
         return errored(definition.id, node.name, f"the check itself failed: {type(e).__name__}: {e}")
     if result.status == "failed" and not result.remedy:
         result.remedy = definition.remedy
+    _say_undecodable(node, result)
     return result
+
+
+#: What the evidence says when node text with bytes that are not UTF-8 landed in a check's verdict.
+UNDECODABLE = "bytes that are not UTF-8 shown as \ufffd"
+
+
+def _say_undecodable(node: Node, result: Check) -> None:
+    """A U+FFFD in a verdict from a node whose output held bytes that are not UTF-8: the evidence names the
+    command and the count, so nobody takes the replacement for what the node printed."""
+    if "\ufffd" not in result.message + result.evidence or UNDECODABLE in result.evidence:
+        return
+    odd = node.undecodable()
+    if odd:
+        said = "; ".join(f"{a.command}: {a.undecodable}" for a in odd)
+        result.evidence = f"{result.evidence}\n({UNDECODABLE}: {said})".lstrip("\n")
 
 
 def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
