@@ -24,20 +24,12 @@ import tempfile
 import time
 from pathlib import Path
 
-TINY = [
-    "--gpus",
-    "2",
-    "--model",
-    "resnet50",
-    "--steps",
-    "3",
-    "--warmup-steps",
-    "1",
-    "--image-size",
-    "32",
-    "--batch-size",
-    "4",
-]
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests import training_sizes as sizes  # noqa: E402
+
+TINY = ["--gpus", "2", *sizes.TINY]
 
 
 def gpuready(*args: str) -> subprocess.CompletedProcess[str]:

@@ -23,13 +23,14 @@ import yaml
 
 from gpuready.lab import kubernetes as lab_kubernetes
 from gpuready.workloads.launchers import Plan, kubernetes
+from tests import training_sizes as sizes
 from tests.integration.kubernetes.conftest import LabCluster, eventually
 from tests.processes import Child, leftovers, new_mark
 
 pytestmark = pytest.mark.slow
 NAMESPACE = "gpuready-training"
 PLAN = Plan(model="resnet50", batch_size=4, image_size=32, steps=3, warmup_steps=1)
-TINY = ["--model", "resnet50", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"]
+TINY = sizes.TINY
 
 
 def _job(kind: str, framework: str = "tensorflow", gpus_per_node: int = 1) -> dict[str, Any]:

@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import gpuready, require
+from tests.training_sizes import SMALL
 
 #: The smallest run that still trains: one warm-up step and two timed ones per size.
-PYTORCH_CPU = [
-    *("--framework", "pytorch", "--steps", "3", "--warmup-steps", "1", "--image-size", "32", "--batch-size", "4"),
-    "--cpu",
-]
+PYTORCH_CPU = ["--framework", "pytorch", *SMALL, "--cpu"]
 
 
 @dataclass(frozen=True)

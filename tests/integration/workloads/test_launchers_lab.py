@@ -22,25 +22,14 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import training_sizes as sizes
 from tests.conftest import gpuready, require
 from tests.lab_hints import run_hints
 from tests.processes import Child
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
-TINY = [
-    "--model",
-    "resnet50",
-    "--steps",
-    "3",
-    "--warmup-steps",
-    "1",
-    "--image-size",
-    "32",
-    "--batch-size",
-    "4",
-    "--cpu",
-]
+TINY = [*sizes.TINY, "--cpu"]
 HOSTS = ["v100-x4-00", "v100-x4-01"]
 
 

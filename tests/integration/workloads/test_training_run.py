@@ -11,25 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from tests import training_sizes as sizes
 from tests.conftest import gpuready, require
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 
-# ResNet-50 builds and traces in half DenseNet-121's time on 2 cores; CheXNet's DenseNet-121 itself is
-# trained in test_real_data_run.py. What these tests prove (processes, allreduce) does not depend on it.
-TINY = [
-    "--model",
-    "resnet50",
-    "--steps",
-    "3",
-    "--warmup-steps",
-    "1",
-    "--image-size",
-    "32",
-    "--batch-size",
-    "4",
-    "--cpu",
-]
+TINY = [*sizes.TINY, "--cpu"]
 
 
 def _run_dir(artifacts: Path) -> Path:
