@@ -2,6 +2,7 @@
 
 - ``health-check``: for slurm.conf's HealthCheckProgram. A failed check drains the node with the reason
   ``gpuready: <check id>: <message>``; a pass resumes the node only when the drain was gpuready's.
+- ``sweep``: every node of a partition from one sbatch job, the node verdicts as one run folder.
 - ``prolog`` / ``epilog``: a gate. A failed check drains the node with gpuready's reason and exits 1, which
   Slurm answers by draining the node and requeueing the job held (slurm.conf(5), "Prolog and Epilog Scripts":
   "If the Prolog fails (returns a non-zero exit code), this will result in the node being set to a DRAIN
@@ -20,11 +21,13 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from gpuready.core.command import FiniteFloatRange, artifacts_option
 from gpuready.core.prometheus_textfile import metrics_option
 from gpuready.validate.this_node import node_options
 
 if TYPE_CHECKING:
-    from gpuready.core.results import Check
+    from gpuready.core.command import Context
+    from gpuready.core.results import Check, RunResult
     from gpuready.validate.slurm import Action
 
 
@@ -182,3 +185,98 @@ def _say(name: str, action: Action) -> None:
 def fail(message: str, code: int) -> NoReturn:
     click.echo(f"gpuready: error: {message}", err=True)
     sys.exit(code)
+
+
+@slurm.command("sweep")
+@click.option("--partition", "-p", required=True, help="The partition whose nodes are checked, one task per node.")
+@node_options
+@artifacts_option
+@click.option(
+    "--timeout",
+    type=FiniteFloatRange(10, 86400),
+    default=900,
+    show_default=True,
+    help="Seconds to wait for the sweep job (queueing included); then it is cancelled and the nodes without a "
+    "verdict are errors.",
+)
+@click.option(
+    "--gpuready-command",
+    default=None,
+    metavar="COMMAND",
+    help="How the nodes run gpuready (default: this Python, at the same path on every node).",
+)
+@click.option("-v", "--verbose", count=True, help="More detail.")
+@metrics_option
+def sweep(
+    partition: str,
+    check_set: str,
+    budget: float | None,
+    settings_file: Path | None,
+    node_class: str | None,
+    node_name: str | None,
+    artifacts: Path | None,
+    timeout: float,
+    gpuready_command: str | None,
+    verbose: int,
+) -> None:
+    """Check every node of a partition from one sbatch job (one task per node running validate this-node); the
+    node verdicts become one run folder. The run folder must be on a file system the nodes share."""
+    from gpuready.core.command import Context, execute
+
+    options = {
+        "partition": partition,
+        "set": check_set,
+        "budget": budget,
+        "settings": settings_file,
+        "node_class": node_class,
+        "node_name": node_name,
+        "timeout": timeout,
+        "gpuready": gpuready_command,
+    }
+    execute(Context("slurm sweep", Path(settings_file or ""), artifacts, verbose, options), _sweep)
+
+
+def _sweep(ctx: Context) -> RunResult:
+    import math
+    import time
+
+    from gpuready.core.errors import BadInput
+    from gpuready.validate import slurm_sweep as sw
+    from gpuready.validate.node import local
+
+    opts = ctx.options
+    if opts["node_name"]:
+        raise BadInput("--node-name names one node; a sweep names each node after itself")
+    local.node_settings(opts["settings"], opts["node_class"])  # refused here, not on every node
+    nodes = sw.partition_nodes(opts["partition"])
+    usable = [n.name for n in nodes if n.usable]
+    result = ctx.new_result()
+    started = time.monotonic()
+    if usable:
+        folder = ctx.run_dir / "verdicts"
+        folder.mkdir(mode=0o755)
+        node_args = ["--set", opts["set"]]
+        if opts["budget"]:
+            node_args += ["--budget", str(opts["budget"])]
+        if opts["settings"]:
+            node_args += ["--settings", str(Path(opts["settings"]).resolve())]
+        if opts["node_class"]:
+            node_args += ["--node-class", opts["node_class"]]
+        command = sw.step_command(opts["gpuready"] or sw.default_gpuready(), folder, node_args)
+        job = sw.submit(opts["partition"], usable, command, folder, max(1, math.ceil(opts["timeout"] / 60)))
+        ctx.note(f"slurm sweep: job {job} on {len(usable)} node(s) of {opts['partition']} — artifacts in {ctx.run_dir}")
+        state = sw.wait(job, opts["timeout"], on_state=lambda s: ctx.note(f"slurm sweep: job {job} {s}"))
+        result.metrics["slurm_job"] = {"id": job, "state": state}
+    else:
+        state = "not submitted"
+    if len(usable) < len(nodes):
+        ctx.note(f"slurm sweep: {len(nodes) - len(usable)} node(s) not schedulable, left out")
+    result.add(*sw.collect(ctx.run_dir / "verdicts", nodes, usable, state))
+    result.metrics.update(
+        {
+            "hosts": len(nodes),
+            "hosts_failing": len({c.host for c in result.checks if c.status in ("failed", "error")}),
+            "wall_seconds": round(time.monotonic() - started, 3),
+        }
+    )
+    return result

@@ -69,7 +69,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         "health-check": WRAPPER.format(
             what="HealthCheckProgram", command="health-check", pause=f"[ -e {out}/paused ] && exit 0\n", **values
         ),
-        "prolog": WRAPPER.format(what="Prolog", command="prolog", pause="", **values),
+        "prolog": WRAPPER.format(
+            what="Prolog", command="prolog", pause=f"[ -e {out}/paused-prolog ] && exit 0\n", **values
+        ),
     }
     for name, text in programs.items():
         (out / name).write_text(text)
@@ -239,3 +241,85 @@ def test_bad_input_drains_nothing(lab: dict[str, Any], tmp_path: Path) -> None:
         "gpuready: error: scontrol is not on PATH: cannot ask Slurm about this node (install slurm-client)"
     )
     assert reasons(lab) == {}
+
+
+def on_node(lab: dict[str, Any], tmp_path: Path) -> Path:
+    """How the lab's nodes run gpuready: their replayed tools first on PATH (a site's would be `gpuready`)."""
+    command = tmp_path / "gpuready-on-node"
+    replayed = f'export PATH="{lab["hosts"]}/$(hostname)/bin:$PATH"'
+    command.write_text(f'#!/bin/sh\n{replayed}\nexec {sys.executable} -m gpuready.core.cli "$@"\n')
+    command.chmod(0o755)
+    return command
+
+
+def sweep(lab: dict[str, Any], command: Path, runs: Path) -> subprocess.CompletedProcess[str]:
+    return gpuready(
+        "slurm",
+        "sweep",
+        "--partition",
+        "gpu",
+        "--settings",
+        str(Path(lab["inventory"]) / "group_vars" / "all" / "gpuready.yml"),
+        "--node-class",
+        "c4140-v100",
+        "--gpuready-command",
+        str(command),
+        "--timeout",
+        "120",
+        "--artifacts",
+        str(runs),
+        env={"SLURM_CONF": lab["slurm_conf"]},
+        timeout=300,
+    )
+
+
+def test_a_sweep_of_the_partition_becomes_one_run_folder(lab: dict[str, Any], tmp_path: Path) -> None:
+    node = NODES[1]
+    command = on_node(lab, tmp_path)
+    # the health check would drain the faulty node before the sweep reached it, the prolog refuse the job there
+    (lab["out"] / "paused").touch()
+    (lab["out"] / "paused-prolog").touch()
+    time.sleep(2 * INTERVAL)
+    runs = tmp_path / "runs"
+    try:
+        profile(lab, node, FAULTY)
+        done = sweep(lab, command, runs)
+    finally:
+        profile(lab, node, HEALTHY)
+        (lab["out"] / "paused").unlink()
+        (lab["out"] / "paused-prolog").unlink()
+    assert done.returncode == 1, done.stdout + done.stderr
+    (folder,) = runs.iterdir()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["command"] == "slurm sweep"
+    failed = {(c["host"], c["id"]) for c in summary["checks"] if c["status"] in ("failed", "error")}
+    assert failed == {(node, "gpu.ecc_volatile"), (node, "gpu.xid")}, failed
+    assert {c["host"] for c in summary["checks"]} == set(NODES)
+    assert all((folder / name).exists() for name in ("junit.xml", "report.html", "report.md"))
+    assert summary["metrics"]["slurm_job"]["state"] == "COMPLETED"
+    # the node's own verdict, as it wrote it on the node
+    assert json.loads((folder / "verdicts" / f"{node}.json").read_text())["failure"]["id"] == "gpu.ecc_volatile"
+
+
+def test_a_sweep_stopped_by_the_prolog_gate_says_why_without_waiting_out_its_timeout(
+    lab: dict[str, Any], tmp_path: Path
+) -> None:
+    node = NODES[1]
+    (lab["out"] / "paused").touch()  # the prolog, not the health check, is what meets the fault here
+    time.sleep(2 * INTERVAL)
+    runs = tmp_path / "runs"
+    started = time.monotonic()
+    try:
+        profile(lab, node, FAULTY)
+        done = sweep(lab, on_node(lab, tmp_path), runs)
+    finally:
+        profile(lab, node, HEALTHY)
+        (lab["out"] / "paused").unlink()
+    assert time.monotonic() - started < 100, "the sweep waited out its 120 s timeout"
+    assert done.returncode == 3, done.stdout + done.stderr
+    (folder,) = runs.iterdir()
+    checks = {c["host"]: c for c in json.loads((folder / "summary.json").read_text())["checks"]}
+    assert checks[node]["status"] == "error"
+    assert "requeued held (a node's prolog failed) and cancelled" in checks[node]["message"]
+    assert "Slurm drained it: gpuready: gpu.ecc_volatile: " in checks[node]["message"], checks[node]["message"]
+    wait_for(f"{node} resumed by the health check", lambda: node not in reasons(lab))
