@@ -38,6 +38,13 @@ def reason(check: Check) -> str:
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3].rstrip() + "..."
 
 
+def comment(check: Check) -> str:
+    """The node's Comment beside the drain (scontrol(1): "Arbitrary descriptive string"): what to do, which the
+    short reason has no room for, so `scontrol show node` says the check id, message and remedy."""
+    text = f"{PREFIX}{check.id}: remedy: {check.remedy or 'see the check in the node verdict'}"
+    return " ".join("".join(ch if " " <= ch <= "~" else " " for ch in text).split())
+
+
 def ours(node_reason: str) -> bool:
     return node_reason.startswith(PREFIX)
 
@@ -49,6 +56,8 @@ class NodeState:
     state: str
     #: The reason without the ``[user@time]`` Slurm appends; "" when none.
     reason: str
+    #: The node's Comment; "" when none.
+    comment: str = ""
 
     @property
     def drained(self) -> bool:
@@ -61,6 +70,7 @@ class Action:
     kind: str
     why: str
     reason: str = ""
+    comment: str = ""
 
 
 def decide(status: str, failure: Check | None, node: NodeState) -> Action:
@@ -71,7 +81,7 @@ def decide(status: str, failure: Check | None, node: NodeState) -> Action:
             return Action("keep", f"drained by someone else ({node.reason or 'no reason'}); left alone")
         if node.drained and node.reason == wanted:
             return Action("none", "already drained for this")
-        return Action("drain", f"{failure.id} failed", wanted)
+        return Action("drain", f"{failure.id} failed", wanted, comment(failure))
     if status == PASSED and node.drained and ours(node.reason):
         return Action("resume", "every check passed; the drain was gpuready's")
     if status == PASSED:
@@ -111,9 +121,11 @@ def show_node(name: str) -> NodeState:
 
 def parse_node(name: str, text: str) -> NodeState:
     """``scontrol show node NAME`` (the multi-line form: its Reason has a line of its own, spaces and all)."""
-    state, node_reason, found = "", "", ""
+    state, node_reason, found, node_comment = "", "", "", ""
     for line in text.splitlines():
         stripped = line.strip()
+        if stripped.startswith("Comment="):
+            node_comment = stripped.removeprefix("Comment=")
         if stripped.startswith("NodeName="):
             found = stripped.split()[0].removeprefix("NodeName=")
         if stripped.startswith("Reason="):
@@ -125,7 +137,7 @@ def parse_node(name: str, text: str) -> NodeState:
                 state = token.removeprefix("State=")
     if found != name or not state:
         raise BadInput(f"slurm: node {name!r} is not a node Slurm knows (scontrol show node printed no such node)")
-    return NodeState(name, state, node_reason)
+    return NodeState(name, state, node_reason, "" if node_comment == "(null)" else node_comment)
 
 
 def apply(node: NodeState, action: Action) -> None:
@@ -133,8 +145,12 @@ def apply(node: NodeState, action: Action) -> None:
     args: tuple[str, ...]
     if action.kind == "drain":
         args = ("update", f"NodeName={node.name}", "State=DRAIN", f"Reason={action.reason}")
+        if not node.comment or ours(node.comment):  # someone else's comment is theirs
+            args += (f"Comment={action.comment}",)
     elif action.kind == "resume":
         args = ("update", f"NodeName={node.name}", "State=RESUME")
+        if ours(node.comment):
+            args += ("Comment=",)
     else:
         return
     done = _scontrol(*args)

@@ -158,12 +158,16 @@ def test_a_fault_drains_the_node_with_gpuready_reason_and_clearing_it_resumes_it
         assert reason == slurm.reason(Check(failure["id"], node, "failed", failure["message"]))
         assert reason.startswith("gpuready: gpu.ecc_volatile: GPU 1 (00000000:1C:00.0): 2 volatile uncorrectable")
         assert len(reason) <= slurm.REASON_LIMIT
-        assert "DRAIN" in scontrol(lab, "show", "node", node).stdout
+        shown = scontrol(lab, "show", "node", node).stdout
+        assert "DRAIN" in shown
+        # and the remedy, which the short reason has no room for, in the node's Comment
+        assert f"   Comment=gpuready: gpu.ecc_volatile: remedy: {failure['remedy']}\n" in shown
         assert NODES[0] not in reasons(lab)  # the healthy node stays in service
     finally:
         profile(lab, node, HEALTHY)
     wait_for(f"{node} resumed once its checks pass", lambda: node not in reasons(lab))
-    assert "DRAIN" not in scontrol(lab, "show", "node", node).stdout
+    shown = scontrol(lab, "show", "node", node).stdout
+    assert "DRAIN" not in shown and "gpuready" not in shown
 
 
 def test_an_admins_drain_is_left_alone_fault_or_not(lab: dict[str, Any]) -> None:
@@ -174,6 +178,7 @@ def test_an_admins_drain_is_left_alone_fault_or_not(lab: dict[str, Any]) -> None
         profile(lab, node, FAULTY)
         fresh_verdict(lab, node, "failed", time.time())
         assert reasons(lab)[node] == "admin: new DIMMs"
+        assert "gpuready" not in scontrol(lab, "show", "node", node).stdout
         assert "left alone" in (lab["out"] / f"{node}.health-check.log").read_text().splitlines()[-1]
         profile(lab, node, HEALTHY)
         fresh_verdict(lab, node, "passed", time.time())

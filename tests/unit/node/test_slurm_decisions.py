@@ -47,5 +47,13 @@ def test_scontrol_show_node_reason_keeps_its_spaces_without_slurms_user_and_time
         "NodeName=gn01 Arch=x86_64 CoresPerSocket=1\n"
         "   State=IDLE+DRAIN ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A\n"
         "   Reason=gpuready: gpu.xid: hardware Xid [root@2026-11-28T17:46:49]\n"
+        "   Comment=gpuready: gpu.xid: remedy: do z\n"
     )
-    assert slurm.parse_node("gn01", text) == NodeState("gn01", "IDLE+DRAIN", "gpuready: gpu.xid: hardware Xid")
+    assert slurm.parse_node("gn01", text) == NodeState(
+        "gn01", "IDLE+DRAIN", "gpuready: gpu.xid: hardware Xid", "gpuready: gpu.xid: remedy: do z"
+    )
+
+
+def test_the_drain_carries_the_remedy_in_the_comment() -> None:
+    action = decide("failed", XID, IDLE)
+    assert (action.reason, action.comment) == (slurm.reason(XID), "gpuready: gpu.xid: remedy: x")
