@@ -28,7 +28,7 @@ PREFIX = "gpuready: "
 REASON_LIMIT = 100
 #: Seconds one scontrol call may take (a slurmctld that does not answer must not hold slurmd's health check,
 #: which slurmd kills after 60 seconds, slurm.conf(5) HealthCheckProgram).
-SCONTROL_TIMEOUT = 15.0
+SCONTROL_TIMEOUT = 10.0
 
 
 def reason(check: Check) -> str:
