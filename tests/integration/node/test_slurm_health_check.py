@@ -72,12 +72,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         "prolog": WRAPPER.format(
             what="Prolog", command="prolog", pause=f"[ -e {out}/paused-prolog ] && exit 0\n", **values
         ),
+        "epilog": WRAPPER.format(what="Epilog", command="epilog", pause="", **values),
     }
     for name, text in programs.items():
         (out / name).write_text(text)
         (out / name).chmod(0o755)
     with conf.open("a") as f:
-        f.write(f"HealthCheckProgram={out / 'health-check'}\nHealthCheckInterval={INTERVAL}\nProlog={out / 'prolog'}\n")
+        f.write(f"HealthCheckProgram={out / 'health-check'}\nHealthCheckInterval={INTERVAL}\n")
+        f.write(f"Prolog={out / 'prolog'}\nEpilog={out / 'epilog'}\n")
     lab = {**state, "root": root, "out": out, "hosts": values["hosts"]}
     try:
         done = scontrol(lab, "reconfigure")
@@ -209,16 +211,46 @@ def test_the_prolog_gate_fails_a_job_start_on_the_faulty_node(lab: dict[str, Any
 
         def held() -> str:
             shown = scontrol(lab, "show", "job", job).stdout
-            return shown if "launch_failed_requeued_held" in shown else ""
+            # PENDING once the epilog of the failed start has run too
+            return shown if "launch_failed_requeued_held" in shown and "JobState=PENDING" in shown else ""
 
-        shown = wait_for(f"job {job} requeued held by the prolog", held)
-        assert "JobState=PENDING" in shown
+        wait_for(f"job {job} requeued held by the prolog", held)
         assert verdict(lab, node, "prolog")["failure"]["id"] == "gpu.ecc_volatile"
         # drained, with gpuready's reason, not only Slurm's "Prolog error"
         assert reasons(lab)[node].startswith("gpuready: gpu.ecc_volatile: ")
     finally:
         if job:
             subprocess.run(["scancel", job], timeout=30, check=False, env={**os.environ, **env})
+        profile(lab, node, HEALTHY)
+        (lab["out"] / "paused").unlink()
+    wait_for(f"{node} resumed by the health check", lambda: node not in reasons(lab))
+
+
+def test_the_epilog_gate_drains_a_node_that_went_bad_during_the_job(lab: dict[str, Any]) -> None:
+    node = NODES[1]
+    env = {**os.environ, "SLURM_CONF": lab["slurm_conf"]}
+    (lab["out"] / "paused").touch()  # the health check would find the fault first
+    time.sleep(2 * INTERVAL)
+    job = ""
+    try:
+        submitted = subprocess.run(
+            ["sbatch", "--parsable", "-p", "gpu", "-w", node, "-o", "/dev/null", "--wrap", "sleep 8"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+            env=env,
+        )
+        job = submitted.stdout.strip().split(";")[0]
+        wait_for(f"job {job} running", lambda: "JobState=RUNNING" in scontrol(lab, "show", "job", job).stdout)
+        profile(lab, node, FAULTY)  # the GPU goes bad while the job runs
+        reason = wait_for(f"{node} drained by the epilog", lambda: ours(reasons(lab).get(node, "")))
+        assert "JobState=RUNNING" not in scontrol(lab, "show", "job", job).stdout  # after the job, not during it
+        assert reason.startswith("gpuready: gpu.ecc_volatile: ")
+        assert verdict(lab, node, "epilog")["failure"]["id"] == "gpu.ecc_volatile"
+    finally:
+        if job:
+            subprocess.run(["scancel", job], timeout=30, check=False, env=env)
         profile(lab, node, HEALTHY)
         (lab["out"] / "paused").unlink()
     wait_for(f"{node} resumed by the health check", lambda: node not in reasons(lab))
@@ -304,6 +336,8 @@ def test_a_sweep_of_the_partition_becomes_one_run_folder(lab: dict[str, Any], tm
     assert summary["metrics"]["slurm_job"]["state"] == "COMPLETED"
     # the node's own verdict, as it wrote it on the node
     assert json.loads((folder / "verdicts" / f"{node}.json").read_text())["failure"]["id"] == "gpu.ecc_volatile"
+    # the epilog met the fault after the sweep's job and drained the node; the health check resumes it
+    wait_for(f"{node} back in service", lambda: node not in reasons(lab))
 
 
 def test_a_sweep_stopped_by_the_prolog_gate_says_why_without_waiting_out_its_timeout(
