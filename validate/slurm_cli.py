@@ -58,6 +58,14 @@ def verdict_option(func: click.decorators.FC) -> click.decorators.FC:
     help="Act on this node verdict instead of running the checks (the full set, run by a timer, takes longer than "
     "the 60 seconds slurmd gives a HealthCheckProgram).",
 )
+@click.option(
+    "--max-age",
+    type=FiniteFloatRange(1, 30 * 86400),
+    default=3600,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --from-verdict: an older verdict is no verdict (nothing is drained or resumed; exit 3).",
+)
 @metrics_option
 def health_check(
     check_set: str,
@@ -67,12 +75,13 @@ def health_check(
     node_name: str | None,
     verdict_path: Path | None,
     from_verdict: Path | None,
+    max_age: float,
 ) -> None:
     """HealthCheckProgram: drain this node when a check fails; resume it when they pass, if gpuready drained it.
 
     A node drained by an admin or another tool is left alone. A check that could not run changes nothing.
     Exit codes: 0 passed, 1 a check failed (the node is drained), 2 bad input, 3 could not run or reach Slurm."""
-    from gpuready.core.errors import BadInput, GpureadyError
+    from gpuready.core.errors import BadInput, GpureadyError, Unreachable
     from gpuready.validate import slurm as s
     from gpuready.validate.node import local, node_verdict
     from gpuready.validate.this_node import summary_line
@@ -85,6 +94,9 @@ def health_check(
             verdict = node_verdict.read(from_verdict)
             if verdict["host"] != name:
                 raise BadInput(f"{from_verdict}: the verdict of node {verdict['host']!r}, not of this node ({name})")
+            age = _age(str(verdict["time"]), str(from_verdict))
+            if age > max_age:  # stale: what it said may no longer be so, and unknown is neither failed nor passed
+                raise Unreachable(f"{from_verdict}: written {age:.0f}s ago, older than --max-age {max_age:.0f}s")
             code = {"passed": 0, "failed": 1}.get(str(verdict["status"]), 3)
             click.echo(summary_line(verdict), err=True)
     except GpureadyError as e:
@@ -160,6 +172,21 @@ def _run(
     done = run_here(check_set, budget, settings_file, node_class, name)
     verdict = finish(done, check_set, budget, verdict_path, None)
     return verdict, done.result.exit_code()
+
+
+def _age(time_text: str, where: str) -> float:
+    """Seconds since a verdict's time."""
+    import datetime as dt
+
+    from gpuready.core.errors import BadInput
+
+    try:
+        written = dt.datetime.fromisoformat(time_text)
+    except ValueError:
+        raise BadInput(f"{where}: time {time_text!r} is not an ISO 8601 time") from None
+    if written.tzinfo is None:
+        raise BadInput(f"{where}: time {time_text!r} has no time zone")
+    return (dt.datetime.now(dt.timezone.utc) - written).total_seconds()
 
 
 def _failure(verdict: dict[str, object]) -> Check | None:

@@ -271,6 +271,15 @@ def test_bad_input_drains_nothing(lab: dict[str, Any], tmp_path: Path) -> None:
     elsewhere = lab["out"] / f"{NODES[1]}.health-check.json"
     not_mine = gpuready("slurm", "health-check", "--node-name", NODES[0], "--from-verdict", str(elsewhere), env=env)
     assert not_mine.returncode == 2 and "not of this node (v100-x4-00)" in not_mine.stderr, not_mine.stderr
+    # a verdict that would drain, were it not a day old
+    stale = tmp_path / "stale.json"
+    written = verdict(lab, NODES[0])
+    assert written, "no health-check verdict of the node yet"
+    failure = {"id": "gpu.xid", "message": "m", "remedy": "r"}
+    written.update(time="2026-01-01T00:00:00+00:00", status="failed", failure=failure)
+    stale.write_text(json.dumps(written))
+    old_news = gpuready("slurm", "health-check", "--node-name", NODES[0], "--from-verdict", str(stale), env=env)
+    assert old_news.returncode == 3 and "older than --max-age 3600s" in old_news.stderr, old_news.stderr
     # scontrol missing: PATH without it (python found by its full path)
     no_scontrol = gpuready("slurm", "health-check", "--node-name", NODES[0], env={**env, "PATH": "/nonexistent"})
     assert no_scontrol.returncode == 3, no_scontrol.stderr
