@@ -10,6 +10,7 @@ first on PATH, and honours a flag file that pauses the health check while the pr
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -276,7 +277,8 @@ def test_bad_input_drains_nothing(lab: dict[str, Any], tmp_path: Path) -> None:
     written = verdict(lab, NODES[0])
     assert written, "no health-check verdict of the node yet"
     failure = {"id": "gpu.xid", "message": "m", "remedy": "r"}
-    written.update(time="2026-01-01T00:00:00+00:00", status="failed", failure=failure)
+    day_old = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)).isoformat(timespec="seconds")
+    written.update(time=day_old, status="failed", failure=failure)
     stale.write_text(json.dumps(written))
     old_news = gpuready("slurm", "health-check", "--node-name", NODES[0], "--from-verdict", str(stale), env=env)
     assert old_news.returncode == 3 and "older than --max-age 3600s" in old_news.stderr, old_news.stderr
