@@ -259,6 +259,7 @@ def test_the_epilog_gate_drains_a_node_that_went_bad_during_the_job(lab: dict[st
 
 def test_bad_input_drains_nothing(lab: dict[str, Any], tmp_path: Path) -> None:
     env = {"SLURM_CONF": lab["slurm_conf"], "PATH": f"{lab['hosts'] / NODES[0] / 'bin'}:{os.environ['PATH']}"}
+    wait_for("a health check of each node", lambda: all(verdict(lab, n) for n in NODES))
     unknown = gpuready("slurm", "health-check", "--node-name", "gpu99", env=env)
     assert unknown.returncode == 2, unknown.stderr
     assert unknown.stderr.strip() == (
@@ -275,7 +276,6 @@ def test_bad_input_drains_nothing(lab: dict[str, Any], tmp_path: Path) -> None:
     # a verdict that would drain, were it not a day old
     stale = tmp_path / "stale.json"
     written = verdict(lab, NODES[0])
-    assert written, "no health-check verdict of the node yet"
     failure = {"id": "gpu.xid", "message": "m", "remedy": "r"}
     day_old = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)).isoformat(timespec="seconds")
     written.update(time=day_old, status="failed", failure=failure)
