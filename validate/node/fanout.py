@@ -68,7 +68,7 @@ def validate_host(
     try:
         # One connection per host: the measuring commands follow the fixed ones on it (Node.prefetch).
         node.prefetch(
-            prefetch_commands(node), then=perf_commands(settings, only), then_timeout=perf_budget(settings, only)
+            prefetch_commands(node, only), then=perf_commands(settings, only), then_timeout=perf_budget(settings, only)
         )
     except ConnectionError as e:
         return [
