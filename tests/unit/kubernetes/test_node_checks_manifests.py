@@ -11,6 +11,7 @@ import yaml
 
 from gpuready.core import role_defaults
 from gpuready.core.platforms import node_condition
+from gpuready.core.settings import Kubernetes
 from tests.conftest import ROOT, require
 from tests.unit.kubernetes.test_manifests import SCC_SCHEMA, VERSIONS, _openapi_to_json_schema
 
@@ -71,6 +72,7 @@ def test_the_daemonset_lands_on_the_gpu_nodes_and_stays_on_a_node_it_tainted() -
     assert env["NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     assert env["GPUREADY_TAINT"]["value"] == "false"  # opt-in
     assert "nvidia.com/gpu" not in str(container.get("resources"))  # holds no GPU a workload could use
+    assert container["image"] == Kubernetes().node_checks_image  # the image --through kubernetes runs too
     script = container["args"][0]
     assert script.index('rm -f "$verdict"') < script.index("validate this-node") < script.index("node-condition")
 
