@@ -106,3 +106,21 @@ def pod_namespace() -> str:
 def test_the_manifests_ship_in_the_wheel() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"gpuready.core.platforms" = ["kube_rbac.yaml", "kube_node_checks*.yaml"]' in pyproject
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_acceptance_pod_is_valid_kubernetes_and_pinned_to_its_node(version: str) -> None:
+    import kubernetes_validate
+
+    from gpuready.validate.node.kube_pods import node_checks_pod
+
+    pod = node_checks_pod("stor1.r5a.local", Kubernetes().node_checks_image, "r1", "full", 120)
+    kubernetes_validate.validate(pod, version, strict=True)
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["stor1.r5a.local"]}]}
+    ]
+    assert node_condition.taint_key() in {t["key"] for t in pod["spec"]["tolerations"]}
+    [container] = pod["spec"]["containers"]
+    assert container["command"][-2:] == ["--verdict", "-"] and "$(NODE_NAME)" in container["command"]
+    assert "resources" not in container  # no nvidia.com/gpu held
