@@ -640,6 +640,35 @@ def _settings(documents: dict[Path, Any], base: Path) -> tuple[Path, Settings]:
         raise BadInput(f"{_shown(expected, base.parent)}: {describe(e, SETTINGS_VAR)}") from e
 
 
+def shipped_settings_file() -> Path:
+    """The settings gpuready ships for this machine (the embedded inventories/local): no GPU class declared."""
+    from importlib.resources import files
+
+    return Path(str(files("gpuready.inventories") / "local")) / SETTINGS_FILE
+
+
+def load_settings(path: Path) -> Settings:
+    """The ``gpuready`` variable of one settings file (an inventory's group_vars/all/gpuready.yml, copied to a
+    node that has no inventory), checked by the same schema; relative path settings are relative to its folder."""
+    from pydantic import ValidationError
+
+    from gpuready.core.settings import Settings
+
+    if not path.is_file():
+        raise BadInput(f"{path}: no such settings file")
+    document = read_yaml(path)
+    if not isinstance(document, dict) or SETTINGS_VAR not in document:
+        raise BadInput(f"{path}: a settings file holds the variable {SETTINGS_VAR!r} (as {SETTINGS_FILE} does)")
+    unknown = [k for k in document if k != SETTINGS_VAR]
+    if unknown:
+        raise BadInput(f"{path}: unknown key {unknown[0]!r} (this file holds only {SETTINGS_VAR!r})")
+    try:
+        settings = Settings.model_validate(document[SETTINGS_VAR] or {})
+    except ValidationError as e:
+        raise BadInput(f"{path}: {describe(e, SETTINGS_VAR)}") from e
+    return _resolve_paths(settings, path.parent.resolve())
+
+
 #: Settings that name files: (section, key). Resolved once, when the inventory is loaded.
 PATH_SETTINGS = (("vsphere", "ca_file"), ("kubernetes", "kubeconfig"))
 

@@ -192,6 +192,13 @@ def render(run: RunResult) -> str:
         per_host.setdefault(check.host, dict.fromkeys(CHECK_STATUSES, 0))[check.status] += 1
     for (check_id, host, status), n in tally.items():
         results.add(n, command=command, check=check_id, host=host, status=status)
+    # What a failed check says and what to do, as a Slurm drain reason and a node verdict say it: one state.
+    for check in run.checks:
+        if check.status == FAILED:
+            family(
+                "gpuready_check_failure_info",
+                "A failed check's message and remedy on one host, as labels; always 1. Only failed checks have one.",
+            ).add(1, command=command, check=check.id, host=check.host, message=check.message, remedy=check.remedy)
     hosts = family("gpuready_host_checks", "Check results of one host by status (0 included).")
     for host, host_counts in per_host.items():
         for status, n in host_counts.items():

@@ -14,6 +14,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gpuready.validate.node_condition:node_condition",
         "Put a node verdict on its Kubernetes node: a condition and the opt-in taint.",
     ),
+    "this-node": (
+        "gpuready.validate.this_node:this_node",
+        "The node checks on this node, without inventory or SSH; writes a node verdict (Slurm, Kubernetes).",
+    ),
     "training": ("gpuready.validate.training:training", "Train CheXNet on 1..N workers; images/s, scaling, report."),
     "vsphere": ("gpuready.validate.vsphere:vsphere", "Read back ATS, GPU passthrough, P2P, MMIO and NVLink pairs."),
 }

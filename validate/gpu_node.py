@@ -14,7 +14,10 @@ from gpuready.core.prometheus_textfile import metrics_option
 from gpuready.core.results import Check, RunResult
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpuready.core.inventory import Inventory
+    from gpuready.core.settings import NodeClass
     from gpuready.validate.node.fanout import HostDone
 
 
@@ -169,7 +172,7 @@ def _gpu_node(ctx: Context) -> RunResult:
     )
     # The mates rule across hosts: a GPU slow against every other GPU of its model in this run fails.
     result.add(*perf.across_run(checks))
-    record_figures(result, checks, inv)
+    record_figures(result, checks, inv.node_class)
     result.metrics.update(
         {
             "hosts": len(targets),
@@ -218,7 +221,7 @@ def _through_kubernetes(ctx: Context, hosts: list[str]) -> RunResult:
 _PAIR = re.compile(r"GPU (\d+) -> GPU (\d+)")
 
 
-def record_figures(result: RunResult, checks: list[Check], inv: Inventory) -> None:
+def record_figures(result: RunResult, checks: list[Check], node_class: Callable[[str], NodeClass]) -> None:
     """Every figure the performance checks measured (the median of its samples), with the lower bound it was
     judged against where there is one: per host and GPU (or GPU pair, or the node for all-reduce)."""
     from gpuready.core import figures
@@ -229,7 +232,7 @@ def record_figures(result: RunResult, checks: list[Check], inv: Inventory) -> No
             continue
         unit = references.METRICS[check.metric]
         name = check.metric.removesuffix("_tflops")
-        overrides = inv.node_class(check.host).references
+        overrides = node_class(check.host).references
         for figure in check.figures:
             labels: dict[str, object] = {"host": check.host, "check": check.id, "model": figure.model}
             if figure.gpu is not None:

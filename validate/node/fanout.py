@@ -65,7 +65,7 @@ def validate_host(
         on_measure=on_measure,
     )
     try:
-        node.prefetch(prefetch_commands(node))
+        node.prefetch(prefetch_commands(node, only))
     except ConnectionError as e:
         return [
             errored(

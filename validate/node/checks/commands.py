@@ -185,15 +185,19 @@ def mlxconfig_command(device: str) -> str:
     return f"mlxconfig -d {shlex.quote(device)} -e q ATS_ENABLED"
 
 
-def prefetch_commands(node: Node) -> list[str]:
-    """The commands the catalogue will run on this node, known before any check runs."""
+def prefetch_commands(node: Node, only: set[str] | None = None) -> list[str]:
+    """The commands the catalogue will run on this node, known before any check runs; the vector add (a CUDA
+    program per GPU) only when compute.vector_add is selected."""
     fabric = node.node_class.fabric
     extra = []
     if fabric is not None:
         extra += [ibstat_command(p) for p in fabric.ports]
         if fabric.ats:
             extra += [mlxconfig_command(d) for d in fabric.mst_devices or fabric.ports]
-    return PREFETCH + extra
+    fixed = PREFETCH
+    if only is not None and "compute.vector_add" not in only:
+        fixed = [c for c in PREFETCH if c != VECTOR_ADD_COMMAND]
+    return fixed + extra
 
 
 #: The fixed commands the catalogue runs, sent to a host in one round trip before the checks.

@@ -8,7 +8,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpuready.core.errors import BadInput
+from gpuready.validate.node.checks.commands import MEASURING
 from gpuready.validate.node.checks.registry import CATALOGUE
+
+#: Checks that put work on the GPUs: a CUDA program on each GPU, the measurements, DCGM's diagnostic. The quick
+#: set leaves them out, so it only reads (nvidia-smi, the kernel log, sysfs) and fits a Slurm prolog or
+#: HealthCheckProgram, which slurmd kills after 60 seconds (slurm.conf(5), HealthCheckProgram).
+ACTIVE = ("compute.vector_add", *MEASURING)
+#: The named check sets of ``validate this-node --set``.
+SETS = ("quick", "full")
 
 
 @dataclass(frozen=True)
@@ -83,3 +91,10 @@ def select(only: Iterable[str] | None, skip: Iterable[str] | None) -> Selection:
     chosen = expand(only, "only") - skipped
     needed = dependencies(chosen) - chosen - skipped
     return Selection(chosen | needed, [d.id for d in CATALOGUE if d.id in needed])
+
+
+def check_set(name: str) -> set[str] | None:
+    """The checks of a named set: ``full`` is the whole catalogue (None), ``quick`` every check that only reads."""
+    if name not in SETS:
+        raise BadInput(f"--set {name!r}: not a check set (one of {', '.join(SETS)})")
+    return None if name == "full" else {d.id for d in CATALOGUE if d.id not in ACTIVE}
