@@ -8,19 +8,14 @@ know, 3 when the API cannot be reached or refuses (one line naming the verb and 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from gpuready.core.command import fail
 from gpuready.core.errors import BadInput, GpureadyError
-
-#: The node verdict schema this command reads (docs/fleet.md, "The node verdict").
-VERDICT_SCHEMA = "gpuready.node-verdict/v1"
 
 
 @click.command("node-condition")
@@ -56,35 +51,15 @@ def node_condition(verdict_path: Path, node: str, taint: bool, kubeconfig: str, 
     from gpuready.core.platforms import kube
     from gpuready.core.platforms import node_condition as condition
     from gpuready.core.settings import Kubernetes
+    from gpuready.validate.node import node_verdict
 
     try:
         if not node:
             raise BadInput("--node is empty: name the Kubernetes node (in a pod, set NODE_NAME from spec.nodeName)")
-        checks = read_verdict(verdict_path)
+        checks = node_verdict.read(verdict_path)["checks"]
         client = kube.connect(Kubernetes(kubeconfig=kubeconfig, context=kube_context))
         outcome = condition.apply(client, node, checks, taint=taint)
     except GpureadyError as e:
         fail(str(e), e.exit_code)
     click.echo(outcome.line())
     sys.exit(0)
-
-
-def read_verdict(path: Path) -> list[dict[str, Any]]:
-    """The checks of a node verdict file; anything else is one BadInput line."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise BadInput(f"{path}: cannot read the node verdict ({e.strerror or e})") from e
-    except ValueError as e:
-        raise BadInput(f"{path}: not a node verdict (not JSON: {e})") from e
-    if not isinstance(data, dict):
-        raise BadInput(f"{path}: not a node verdict (a JSON object with schema {VERDICT_SCHEMA} is)")
-    schema = data.get("schema")
-    if schema != VERDICT_SCHEMA:
-        raise BadInput(f"{path}: node verdict schema {schema!r}; this gpuready reads {VERDICT_SCHEMA}")
-    checks = data.get("checks")
-    if not isinstance(checks, list) or not all(
-        isinstance(c, dict) and isinstance(c.get("id"), str) and isinstance(c.get("status"), str) for c in checks
-    ):
-        raise BadInput(f"{path}: node verdict without a list of checks (each with an id and a status)")
-    return checks

@@ -6,7 +6,6 @@ user: one pod per GPU node, pinned by the scheduler, run by kwok, its log (kwok'
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,10 @@ import pytest
 import yaml
 
 from gpuready.lab import kwok as kwok_config
-from gpuready.lab import replay
-from tests.conftest import gpuready
 from tests.integration.kubernetes.conftest import LabCluster
+from tests.integration.kubernetes.test_node_conditions import this_node
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 @pytest.fixture
@@ -38,15 +36,9 @@ def _gpu_nodes(lab: LabCluster) -> list[str]:
 
 def _print_verdict(tmp_path: Path, profile: str, node: str, folder: Path) -> dict[str, Any]:
     """What a node-checks pod on ``node`` prints: `validate this-node --verdict -` on a replayed ``profile``."""
-    tools = replay.build(profile, tmp_path / f"replay-{profile}")
-    done = gpuready(
-        "validate", "this-node", "--set", "quick", "--node-name", node, "--verdict", "-",
-        env={"PATH": f"{tools}:{os.environ['PATH']}"},
-    )  # fmt: skip
-    assert "Traceback" not in done.stderr, done.stderr
-    verdict = json.loads(done.stdout)
-    (folder / f"{node}.log").write_text(kwok_config.cri_log(done.stdout.splitlines()))
-    return verdict
+    printed = this_node(tmp_path, profile, node)
+    (folder / f"{node}.log").write_text(kwok_config.cri_log(printed.splitlines()))
+    return dict(json.loads(printed))
 
 
 def _by_host(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:

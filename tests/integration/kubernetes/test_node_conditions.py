@@ -8,7 +8,10 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +23,10 @@ from gpuready.core import role_defaults
 from gpuready.lab import kwok as kwok_config
 from gpuready.lab import replay
 from gpuready.lab.kubernetes import PROFILES
-from tests.conftest import ROOT, gpuready
+from tests.conftest import ROOT, gpuready, require
 from tests.integration.kubernetes.conftest import LabCluster, eventually
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.root, pytest.mark.slow]
 PLATFORMS = ROOT / "core" / "platforms"
 CONDITION = "GpureadyCheckFailed"
 TAINT = "gpuready.io/validation-failed"
@@ -74,8 +77,18 @@ def site(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         lab.kubectl.run("delete", "node", "--ignore-not-found", *NODES)
 
 
-def _verdict(folder: Path, profile: str, *, hang: bool = False) -> Path:
-    """`validate this-node --set quick` on a replayed GPU profile; ``hang``: its nvidia-smi never answers."""
+#: A node's own /dev, as the nodes lab gives its hosts: a tmpfs in a mount namespace of its own with the basic
+#: devices, then the profile's device files (replay's devices.sh), so node.devices judges the replayed GPUs.
+NODE_DEV = (
+    "mount -t tmpfs -o mode=755 tmpfs /dev && mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/zero c 1 5 "
+    '&& mknod -m 666 /dev/urandom c 1 9 && sh "$0" >/dev/null && exec "$@"'
+)
+
+
+def this_node(folder: Path, profile: str, node: str, *, hang: bool = False) -> str:
+    """The node verdict `validate this-node --set quick --verdict -` prints on a node replaying ``profile``;
+    ``hang``: its nvidia-smi never answers (the budget runs out)."""
+    require(os.geteuid() == 0 and shutil.which("unshare") is not None, "needs root and unshare (device files)")
     tools = replay.build(profile, folder / f"replay-{profile}")
     path = f"{tools}:{os.environ['PATH']}"
     if hang:
@@ -85,11 +98,24 @@ def _verdict(folder: Path, profile: str, *, hang: bool = False) -> Path:
         smi.write_text("#!/bin/sh\nexec sleep 60\n")
         smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
         path = f"{hung}:{path}"
-    verdict = folder / f"{profile}{'-hung' if hang else ''}.json"
-    done = gpuready(
-        "validate", "this-node", "--set", "quick", "--budget", "3", "--verdict", str(verdict), env={"PATH": path}
+    command = [sys.executable, "-m", "gpuready.core.cli", "validate", "this-node", "--set", "quick"]
+    command += ["--budget", "3", "--node-name", node, "--verdict", "-"]
+    in_namespace = ["unshare", "--mount", "--propagation", "private", "sh", "-c", NODE_DEV]
+    done = subprocess.run(
+        [*in_namespace, str(tools.parent / "devices.sh"), *command],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": path},
+        timeout=120,
+        check=False,
     )
-    assert "Traceback" not in done.stderr and verdict.is_file(), done.stderr
+    assert "Traceback" not in done.stderr and done.stdout.startswith("{"), done.stderr
+    return done.stdout
+
+
+def _verdict(folder: Path, profile: str, *, hang: bool = False) -> Path:
+    verdict = folder / f"{profile}{'-hung' if hang else ''}.json"
+    verdict.write_text(this_node(folder, profile, "n1", hang=hang))
     return verdict
 
 
