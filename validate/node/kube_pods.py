@@ -18,6 +18,7 @@ kube_node_checks_openshift.yaml (docs/fleet.md).
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from gpuready.core.platforms.node_condition import taint_key
@@ -112,6 +113,18 @@ def run(
     )
 
 
+def verdict_in(log: str) -> Any:
+    """The node verdict a pod printed. Its log holds the container's stdout and stderr together (the kubelet
+    keeps both), so the JSON object is read from the first line that opens one, whatever was logged around it."""
+    decoder = json.JSONDecoder()
+    for opening in re.finditer(r"^\{", log, re.MULTILINE):
+        try:
+            return decoder.raw_decode(log, opening.start())[0]
+        except ValueError:
+            continue
+    raise ValueError("no JSON object in the log")
+
+
 def checks_of(client: Kube, ended: tuple[str, Any]) -> list[Check]:
     """The checks of one node from its ended pod: the node verdict it printed, else why there is none."""
     from gpuready.core.errors import BadInput
@@ -125,7 +138,7 @@ def checks_of(client: Kube, ended: tuple[str, Any]) -> list[Check]:
         return [v.errored(f"{name} still {phase}: {_why_pending(pod)}; the checks did not run")]
     log = _log(client, pod)
     try:
-        data = node_verdict.parse(json.loads(log), f"the log of pod {name}")
+        data = node_verdict.parse(verdict_in(log), f"the log of pod {name}")
     except ValueError:
         return [v.errored(f"{name} {phase}: {_container_states(pod)}; its log is not a node verdict", log[-2000:])]
     except BadInput as e:

@@ -35,10 +35,13 @@ def _gpu_nodes(lab: LabCluster) -> list[str]:
 
 
 def _print_verdict(tmp_path: Path, profile: str, node: str, folder: Path) -> dict[str, Any]:
-    """What a node-checks pod on ``node`` prints: `validate this-node --verdict -` on a replayed ``profile``."""
+    """What a node-checks pod on ``node`` logs: `validate this-node --verdict -` on a replayed ``profile``, the
+    verdict on stdout and its summary line on stderr, both in the pod's log as the kubelet keeps them."""
     printed = this_node(tmp_path, profile, node)
-    (folder / f"{node}.log").write_text(kwok_config.cri_log(printed.splitlines()))
-    return dict(json.loads(printed))
+    (folder / f"{node}.log").write_text(
+        kwok_config.cri_log([*printed.stdout.splitlines(), *printed.stderr.splitlines()])
+    )
+    return dict(json.loads(printed.stdout))
 
 
 def _by_host(summary: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:

@@ -85,9 +85,9 @@ NODE_DEV = (
 )
 
 
-def this_node(folder: Path, profile: str, node: str, *, hang: bool = False) -> str:
-    """The node verdict `validate this-node --set quick --verdict -` prints on a node replaying ``profile``;
-    ``hang``: its nvidia-smi never answers (the budget runs out)."""
+def this_node(folder: Path, profile: str, node: str, *, hang: bool = False) -> subprocess.CompletedProcess[str]:
+    """`validate this-node --set quick --verdict -` on a node replaying ``profile``: the verdict on stdout, its
+    one-line summary on stderr; ``hang``: its nvidia-smi never answers (the budget runs out)."""
     require(os.geteuid() == 0 and shutil.which("unshare") is not None, "needs root and unshare (device files)")
     tools = replay.build(profile, folder / f"replay-{profile}")
     path = f"{tools}:{os.environ['PATH']}"
@@ -110,12 +110,12 @@ def this_node(folder: Path, profile: str, node: str, *, hang: bool = False) -> s
         check=False,
     )
     assert "Traceback" not in done.stderr and done.stdout.startswith("{"), done.stderr
-    return done.stdout
+    return done
 
 
 def _verdict(folder: Path, profile: str, *, hang: bool = False) -> Path:
     verdict = folder / f"{profile}{'-hung' if hang else ''}.json"
-    verdict.write_text(this_node(folder, profile, "n1", hang=hang))
+    verdict.write_text(this_node(folder, profile, "n1", hang=hang).stdout)
     return verdict
 
 

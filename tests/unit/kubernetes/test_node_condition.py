@@ -72,3 +72,13 @@ def test_a_long_message_is_cut_to_one_line_within_the_limit() -> None:
 
 def test_the_taint_is_the_one_mark_nodes_sets() -> None:
     assert taint_key() == "gpuready.io/validation-failed"
+
+
+def test_the_verdict_is_read_from_a_pod_log_that_holds_stderr_too() -> None:
+    from gpuready.validate.node.kube_pods import verdict_in
+
+    verdict = '{\n  "schema": "gpuready.node-verdict/v1",\n  "checks": [{"id": "gpu.xid"}]\n}'
+    log = f"WARNING gpuready: a note before\n{verdict}\ngpuready: n1: failed (1 failed; quick set, 0.1s)\n"
+    assert verdict_in(log) == {"schema": "gpuready.node-verdict/v1", "checks": [{"id": "gpu.xid"}]}
+    with pytest.raises(ValueError):
+        verdict_in("Error: failed to create containerd task\n{ not json\n")
