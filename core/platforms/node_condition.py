@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuready.core import role_defaults
 from gpuready.core.errors import BadInput
-from gpuready.core.results import ERROR, FAILED
+from gpuready.core.results import ERROR, FAILED, PASSED
 
 if TYPE_CHECKING:
     from gpuready.core.platforms.kube import Kube
@@ -97,7 +97,8 @@ def judge(checks: list[dict[str, Any]]) -> Judgement:
     if any(c.get("status") == ERROR for c in checks):
         errored = next(c for c in checks if c.get("status") == ERROR)
         return Judgement("unknown", str(errored["id"]), _cut(f"gpuready: {errored['id']}: could not run"))
-    return Judgement("passed", "", f"gpuready: {len(checks)} checks passed")
+    passed = sum(c.get("status") == PASSED for c in checks)
+    return Judgement("passed", "", f"gpuready: checks passed ({passed} passed, {len(checks) - passed} skipped)")
 
 
 def _cut(text: str) -> str:

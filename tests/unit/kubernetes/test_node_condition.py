@@ -62,7 +62,7 @@ def test_checks_that_could_not_run_are_unknown_not_failed_and_not_passed() -> No
 def test_passed_and_skipped_checks_clear_the_condition() -> None:
     j = judge(_rows(passed("gpu.count", "n1", "4 GPUs"), skipped("diag.dcgm", "n1", "not installed")))
     assert (j.state, j.condition_status, j.reason) == ("passed", "False", "ChecksPassed")
-    assert j.message == "gpuready: 2 checks passed"
+    assert j.message == "gpuready: checks passed (1 passed, 1 skipped)"
 
 
 def test_a_long_message_is_cut_to_one_line_within_the_limit() -> None:
