@@ -14,6 +14,7 @@ COMMANDS = {
     "provision": ("gpuready.provision.cli:provision", "Provision GPU nodes, clusters and vSphere with Ansible."),
     "lab": ("gpuready.lab.cli:lab", "Start and stop the lab of local simulators."),
     "report": ("gpuready.workloads.cli:report", "Show a finished run's verdict again; compare training runs."),
+    "slurm": ("gpuready.validate.slurm_cli:slurm", "Run the node checks as Slurm's health check, prolog or epilog."),
     "validate": ("gpuready.validate.cli:validate", "Validate GPU nodes, clusters, vSphere and training performance."),
 }
 

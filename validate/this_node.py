@@ -38,7 +38,7 @@ def node_options(func: click.decorators.FC) -> click.decorators.FC:
                 type=FiniteFloatRange(1, 3600),
                 default=None,
                 metavar="SECONDS",
-                help="Seconds the node's read-only commands may take (default: 30 quick, 120 full); past it the "
+                help="Seconds the node's read-only commands may take (default: 20 quick, 120 full); past it the "
                 "run is an error, never a failure. The full set's measurements run after, each under its own limit.",
             ),
             click.option(

@@ -27,9 +27,10 @@ if TYPE_CHECKING:
 #: nothing declared, so they are not judged (skipped, saying why), never passed or failed on a guess.
 DECLARED = ("gpu.count", "gpu.model", "driver.version")
 NOT_DECLARED = "no node class declared (pass --settings FILE and --node-class NAME to judge it)"
-#: Seconds the node's read-only commands may take by default: well inside the 60 seconds after which slurmd
-#: kills a HealthCheckProgram (slurm.conf(5), HealthCheckProgram).
-DEFAULT_BUDGET = {"quick": 30.0, "full": 120.0}
+#: Seconds the node's read-only commands may take by default: with the health check's scontrol calls (three, at
+#: most 10 s each) well inside the 60 seconds after which slurmd kills a HealthCheckProgram (slurm.conf(5),
+#: HealthCheckProgram).
+DEFAULT_BUDGET = {"quick": 20.0, "full": 120.0}
 
 
 @dataclass(frozen=True)

@@ -161,3 +161,19 @@ def test_a_verdict_of_another_schema_is_refused_in_one_line(tmp_path: Path) -> N
     other.write_text(json.dumps({"command": "validate gpu-node", "checks": []}))
     with pytest.raises(BadInput, match="not a gpuready node verdict"):
         node_verdict.read(other)
+
+
+def test_the_docs_sample_is_what_a_faulty_node_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.conftest import ROOT
+    from tests.doc_samples import owned_block
+
+    if list(Path("/dev").glob("nvidia[0-9]*")):
+        pytest.skip("this machine has GPU device files: node.devices passes and the sample's counts differ")
+    monkeypatch.setenv("PATH", replayed(tmp_path, "ecc-errors")["PATH"])
+    monkeypatch.delenv("SLURMD_NODENAME", raising=False)
+    settings_file(tmp_path)
+    sample = owned_block(ROOT / "docs" / "fleet.md")
+    done = sample.run(tmp_path)
+    assert [d.returncode for d in done] == [1, 1], [d.stdout for d in done]
+    assert json.loads((tmp_path / "gn07.json").read_text())["failure"]["id"] == "gpu.ecc_volatile"
+    sample.assert_printed(done)
