@@ -223,3 +223,40 @@ def test_a_node_the_api_does_not_know_is_one_line_and_exit_2(site: dict[str, Any
     assert done.stderr.strip() == (
         f"gpuready: error: node 'no-such-node' is not a node of the Kubernetes cluster at {site['lab'].state['url']}"
     )
+
+
+def _sample(site: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """docs/fleet.md's block this test owns, run in a folder holding the verdicts it names, as the DaemonSet's
+    service account ($KUBECONFIG)."""
+    from tests.doc_samples import owned_block
+
+    for profile in ("ecc-errors", "a100-x4"):
+        (tmp_path / f"{profile}.json").write_text(this_node(site["folder"], profile, NODES[0]).stdout)
+    monkeypatch.setenv("KUBECONFIG", str(site["kubeconfig"]))
+    return owned_block(ROOT / "docs" / "fleet.md")
+
+
+def test_the_docs_sample_sets_and_clears_the_condition_and_taint(
+    site: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sample = _sample(site, tmp_path, monkeypatch)
+    done = sample.run(tmp_path)
+    assert [d.returncode for d in done] == [0, 0], [d.stdout for d in done]
+    sample.assert_printed(done)
+    assert TAINT not in _condition(site, NODES[0])["taints"]
+
+
+def test_the_docs_sample_of_refusals_is_one_line_each(
+    site: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab: LabCluster = site["lab"]
+    sample = _sample(site, tmp_path, monkeypatch)
+    lab.kubectl.run("delete", "-f", str(PLATFORMS / "kube_node_checks_taint.yaml"))
+    try:
+        done = sample.run(tmp_path)
+    finally:
+        lab.kubectl.run("create", "-f", str(PLATFORMS / "kube_node_checks_taint.yaml"))
+    assert [d.returncode for d in done] == [3, 2], [d.stdout for d in done]
+    sample.assert_printed(done)
+    # Put back as the next test expects: the condition the refused run set is cleared.
+    assert _set(site, NODES[0], tmp_path / "a100-x4.json").returncode == 0
