@@ -23,7 +23,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpuready.lab.kwok import GPU, PLUGIN_CONTAINER, PLUGIN_LABEL, VECTOR_ADD_CONTAINER
+from gpuready.lab.kwok import (
+    GPU,
+    NODE_CHECKS_CONTAINER,
+    NODE_CHECKS_LABEL,
+    NODE_VERDICTS,
+    PLUGIN_CONTAINER,
+    PLUGIN_LABEL,
+    VECTOR_ADD_CONTAINER,
+)
 
 log = logging.getLogger("gpuready.lab.devices")
 LOGS_API = ("kwok.x-k8s.io", "v1alpha1", "logs")
@@ -94,9 +102,15 @@ class Devices:
     def _point_logs(self, pod: dict[str, Any], node: str) -> None:
         fault = self.nodes.get(node, {}).get("fault")
         meta = pod["metadata"]
-        if (meta["namespace"], meta["name"]) in self.pointed or not fault:
+        if (meta["namespace"], meta["name"]) in self.pointed:
             return
-        if fault == "plugin-not-ready" and _is_plugin(pod):
+        labels = meta.get("labels") or {}
+        verdict = self.logs / NODE_VERDICTS / f"{node}.log"
+        if node and all(labels.get(k) == v for k, v in NODE_CHECKS_LABEL.items()) and verdict.is_file():
+            container, file = NODE_CHECKS_CONTAINER, str(verdict.relative_to(self.logs))
+        elif not fault:
+            return
+        elif fault == "plugin-not-ready" and _is_plugin(pod):
             container, file = PLUGIN_CONTAINER, "plugin-fail.log"
         elif fault == "vector-add-fails" and _wants_gpu(pod):
             container, file = VECTOR_ADD_CONTAINER, "vector-add-fail.log"

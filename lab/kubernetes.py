@@ -514,6 +514,8 @@ def _start(
         "kubectl": str(binaries / "kubectl"),
         "flavour": plan["flavour"],
         "gpu_nodes": len(plan["nodes"]),
+        # Node verdicts put here as <node>.log are what that node's node-checks pods print (kube_devices).
+        "node_verdicts": str(logs["plugin"].parent / kwok_config.NODE_VERDICTS),
         "faults": {n["name"]: n["fault"] for n in plan["nodes"] if n["fault"]},
     }
 

@@ -38,6 +38,11 @@ MANAGED = "kwok.x-k8s.io/node=fake"
 PLUGIN_LABEL = dict(role_defaults.role_default("nvidia_device_plugin", "nvidia_device_plugin_pod_labels"))
 PLUGIN_CONTAINER = "nvidia-device-plugin-ctr"
 VECTOR_ADD_CONTAINER = "cuda-vector-add"
+#: validate gpu-node --through kubernetes: its pods' container and label, and the folder (under the logs) of the
+#: node verdicts they print, one <node>.log each, in the CRI log format.
+NODE_CHECKS_CONTAINER = "node-checks"
+NODE_CHECKS_LABEL = {"gpuready.io/test": "node-checks"}
+NODE_VERDICTS = "node-verdicts"
 # The Dell/Red Hat TFJobs paper: what the device plugin logs when it starts, and what cuda-vector-add prints.
 PLUGIN_LOG = [
     "Loading NVML",
@@ -130,11 +135,15 @@ def write_logs(folder: Path) -> dict[str, Path]:
         ("vector-add-fail", VECTOR_ADD_FAIL_LOG),
     ):
         path = folder / f"{name}.log"
-        path.write_text(
-            "".join(f"2024-05-14T09:12:{i:02d}.000000000Z stdout F {line}\n" for i, line in enumerate(lines))
-        )
+        path.write_text(cri_log(lines))
         files[name] = path
+    (folder / NODE_VERDICTS).mkdir(exist_ok=True)
     return files
+
+
+def cri_log(lines: list[str]) -> str:
+    """Lines of a container's output as the kubelet stores them (the CRI log format kwok serves)."""
+    return "".join(f"2024-05-14T09:12:{i % 60:02d}.000000000Z stdout F {line}\n" for i, line in enumerate(lines))
 
 
 def _running_and_ready() -> list[dict[str, Any]]:
@@ -202,6 +211,14 @@ def gpu_stages(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{"key": ".spec.nodeName", "operator": "In", "values": names}]
 
     stages = [
+        # validate gpu-node --through kubernetes: the node checks' pod ends; what it printed is its node's verdict
+        # file (kube_devices points kwok's Logs at it).
+        _stage(
+            "gpuready-node-checks-pod-complete",
+            [*_running_and_ready(), {"key": ".spec.restartPolicy", "operator": "In", "values": ["Never"]}],
+            _terminated("Completed", 0, "Succeeded"),
+            labels=NODE_CHECKS_LABEL,
+        ),
         _stage(
             "gpuready-gpu-pod-complete",
             [
@@ -210,7 +227,7 @@ def gpu_stages(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 {"key": ".spec.nodeName", "operator": "NotIn", "values": pod_faults or ["-"]},
             ],
             _terminated("Completed", 0, "Succeeded"),
-        )
+        ),
     ]
     if by_fault["vector-add-fails"]:
         stages.append(

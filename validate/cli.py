@@ -10,6 +10,10 @@ from gpuready.core.lazy import LazyGroup
 COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("gpuready.validate.cluster:cluster", "Device plugin, advertised GPUs, cuda-vector-add per GPU node."),
     "gpu-node": ("gpuready.validate.gpu_node:gpu_node", "Check every GPU node: driver, GPUs, topology, compute."),
+    "node-condition": (
+        "gpuready.validate.node_condition:node_condition",
+        "Put a node verdict on its Kubernetes node: a condition and the opt-in taint.",
+    ),
     "this-node": (
         "gpuready.validate.this_node:this_node",
         "The node checks on this node, without inventory or SSH; writes a node verdict (Slurm, Kubernetes).",

@@ -28,6 +28,9 @@ from gpuready.core.verdict import Verdict
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    #: Judges one ended (or timed out) pod, ``((host, pod), events=...)``, into the host's checks.
+    Judge = Callable[..., list[Check]]
+
     from gpuready.core.platforms.kube import Kube
     from gpuready.core.settings import Kubernetes
 
@@ -274,6 +277,36 @@ def _vector_add(
 ) -> list[Any]:
     """Create one cuda-vector-add pod per node at once, run ``meanwhile`` while the cluster runs them, wait for
     all, and always delete them."""
+    runtime_class = role_defaults.runtime_class_name() if settings.nvidia_runtime == "runtimeclass" else ""
+
+    def build(host: str, run: str) -> dict[str, Any]:
+        labels = nodes[host].metadata.labels or {}
+        return cuda_vector_add_pod(
+            host, settings.cuda_vector_add_image, run, hostname=labels.get(HOSTNAME_LABEL), runtime_class=runtime_class
+        )
+
+    def judge(ended: tuple[str, Any], events: dict[str, list[Any]] | None = None) -> list[Check]:
+        return [_verdict(client, settings, ended, events)]
+
+    return pods_per_node(
+        client, settings, hosts, build, judge, meanwhile, what="a cuda-vector-add pod", timeout_s=settings.pod_timeout_s
+    )
+
+
+def pods_per_node(
+    client: Kube,
+    settings: Kubernetes,
+    hosts: list[str],
+    build: Callable[[str, str], dict[str, Any]],
+    judge: Judge,
+    meanwhile: Callable[[], None],
+    *,
+    what: str,
+    timeout_s: float,
+) -> list[Check]:
+    """One pod per host (``build(host, run)``, labelled ``gpuready.io/run=<run>``) in the validation namespace,
+    created at once; ``meanwhile`` runs while the cluster runs them; each pod is judged (``judge((host, pod),
+    events)``) when it ends or ``timeout_s`` is up; the run's pods are always deleted."""
     if not hosts:
         meanwhile()
         return []
@@ -293,22 +326,16 @@ def _vector_add(
             )
     pods: dict[str, str] = {}
 
-    runtime_class = role_defaults.runtime_class_name() if settings.nvidia_runtime == "runtimeclass" else ""
-
     def create(host: str) -> None:
-        labels = nodes[host].metadata.labels or {}
-        body = cuda_vector_add_pod(
-            host, settings.cuda_vector_add_image, run, hostname=labels.get(HOSTNAME_LABEL), runtime_class=runtime_class
-        )
         created = client.read(
-            partial(client.core.create_namespaced_pod, namespace, body), f"create a cuda-vector-add pod in {namespace}"
+            partial(client.core.create_namespaced_pod, namespace, build(host, run)), f"create {what} in {namespace}"
         )
         pods[host] = created.metadata.name
 
     try:
         client.each(create, hosts)
         meanwhile()
-        return _wait_for(client, settings, namespace, run, {host: pods[host] for host in hosts})
+        return _wait_for(client, settings, namespace, run, {host: pods[host] for host in hosts}, judge, timeout_s)
     finally:
         _remove_test_pods(client, namespace, run, set(pods.values()))
 
@@ -395,10 +422,18 @@ def cuda_vector_add_pod(
     }
 
 
-def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods: dict[str, str]) -> list[Any]:
+def _wait_for(
+    client: Kube,
+    settings: Kubernetes,
+    namespace: str,
+    run: str,
+    pods: dict[str, str],
+    judge: Judge,
+    timeout_s: float,
+) -> list[Check]:
     """Poll this run's pods with one LIST per round (not one GET per pod), until each ends or time is up."""
-    results = []
-    deadline = time.monotonic() + settings.pod_timeout_s
+    results: list[Check] = []
+    deadline = time.monotonic() + timeout_s
     pending = dict(pods)
     while pending:
         round_started = time.monotonic()
@@ -423,7 +458,8 @@ def _wait_for(client: Kube, settings: Kubernetes, namespace: str, run: str, pods
         failing = [pod for _, pod in ended if pod.status.phase != "Succeeded"]
         events = _events_by_pod(client, namespace) if len(failing) > EVENTS_ONE_BY_ONE else None
         # Each verdict reads the pod's log: in parallel, as the node checks do.
-        results += client.each(partial(_verdict, client, settings, events=events), ended)
+        for checks in client.each(partial(judge, events=events), ended):
+            results += checks
         if pending:
             # A LIST of 1000 pods costs the API server and gpuready a few tenths of a second each: poll no
             # more often than that pace allows, so polling stays a small share of the machine.

@@ -60,6 +60,14 @@ if TYPE_CHECKING:
     "gpuready.io/validation-failed=<check>:NoSchedule (removed when they pass), through Ansible.",
 )
 @click.option("--check", is_flag=True, help="With --mark-nodes: report what the marks would change, change nothing.")
+@click.option(
+    "--through",
+    type=click.Choice(["ssh", "kubernetes"]),
+    default="ssh",
+    show_default=True,
+    help="kubernetes: no SSH; a pod pinned to each GPU node runs the full catalogue there (`validate this-node`, "
+    "image gpuready.kubernetes.node_checks_image) and gpuready reads its node verdict from the pod's log.",
+)
 def gpu_node(
     inventory_path: Path,
     artifacts: Path | None,
@@ -72,6 +80,7 @@ def gpu_node(
     dcgm_level: int | None,
     mark_nodes: bool,
     check: bool,
+    through: str,
 ) -> None:
     """Driver, GPUs, topology, a vector add and node settings on each GPU node (read-only unless --mark-nodes)."""
     options = {
@@ -83,6 +92,7 @@ def gpu_node(
         "only": only,
         "skip": skip,
         "dcgm_level": dcgm_level,
+        "through": through,
     }
     execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
 
@@ -114,6 +124,8 @@ def _gpu_node(ctx: Context) -> RunResult:
     hosts = inv.limit(opts["limit"], "gpu_nodes")
     if not hosts:
         raise BadInput(f"{inv.path}: no host in group gpu_nodes")
+    if opts["through"] == "kubernetes":
+        return _through_kubernetes(ctx, hosts)
     hosts, api_only = _reachable(inv, hosts)
     if not hosts:
         raise BadInput(
@@ -166,6 +178,38 @@ def _gpu_node(ctx: Context) -> RunResult:
             "hosts": len(targets),
             "hosts_failing": len({c.host for c in result.checks if c.status in ("failed", "error")}),
             "wall_seconds": round(time.monotonic() - started, 3),
+        }
+    )
+    if opts["mark_nodes"]:
+        marks.mark(result, inv, ctx.run_dir, check=opts["check"], progress=ctx.progress)
+    return result
+
+
+def _through_kubernetes(ctx: Context, hosts: list[str]) -> RunResult:
+    """The catalogue in a pod on each GPU node, through the Kubernetes API (validate/node/kube_pods.py)."""
+    from gpuready.core.errors import BadInput, GpureadyError
+    from gpuready.core.platforms import kube
+    from gpuready.validate.node import kube_pods, marks
+
+    opts = ctx.options
+    chosen = [f"--{name.replace('_', '-')}" for name in ("only", "skip", "dcgm_level") if opts[name] is not None]
+    if chosen:
+        raise BadInput(f"{', '.join(chosen)}: not with --through kubernetes (the pods run the full set as it is)")
+    inv = ctx.inventory
+    if opts["mark_nodes"]:
+        marks.control_plane(inv)
+    settings = inv.settings.kubernetes
+    result = ctx.new_result()
+    try:
+        client = kube.connect(settings)
+        result.add(*kube_pods.run(ctx, client, settings, hosts, "full", opts["host_timeout"]))
+    except GpureadyError as e:
+        e.partial = result  # type: ignore[attr-defined]  # what finished before the API went away is still written
+        raise
+    result.metrics.update(
+        {
+            "hosts": len(hosts),
+            "hosts_failing": len({c.host for c in result.checks if c.status in ("failed", "error")}),
         }
     )
     if opts["mark_nodes"]:

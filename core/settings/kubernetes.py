@@ -65,6 +65,9 @@ class Kubernetes(Section):
     #: test), the Ubuntu 22.04 build of CUDA 12.5.0 that runs on x86_64 and on arm64 GPU nodes (GH200, GB200);
     #: mirror it for private registries.
     cuda_vector_add_image: str = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
+    #: The image of gpuready's node checks (built from the Containerfile of docs/fleet.md) that
+    #: ``validate gpu-node --through kubernetes`` runs on each GPU node.
+    node_checks_image: str = "localhost/gpuready-node-checks:0.1.0"
     #: Namespace the validation pods run in (the Dell/Red Hat TFJobs paper used a new project); created when missing.
     validation_namespace: str = "gpuready-validation"
     #: How long a cuda-vector-add pod may take to finish.

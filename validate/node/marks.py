@@ -8,23 +8,16 @@ later loses the taint and nothing another manager set is touched).
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from gpuready.core.errors import BadInput
+from gpuready.core.platforms.node_condition import label_value
 from gpuready.core.results import ERROR, FAILED, Check, RunResult, errored, skipped
 
 PLAYBOOK = "node_marks.yml"
 CHECK_ID = "kubernetes.node_marks"
-#: A label (and taint) value: at most 63 characters, alphanumerics and -_. inside, alphanumeric at both ends.
-_NOT_IN_VALUE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def label_value(text: str) -> str:
-    """``text`` as a valid Kubernetes label value (the rules of k8s.io/apimachinery's IsValidLabelValue)."""
-    return _NOT_IN_VALUE.sub("-", text)[:63].strip("-_.")
 
 
 def verdicts(checks: Iterable[Check], date: dt.date) -> tuple[dict[str, dict[str, Any]], list[str]]:

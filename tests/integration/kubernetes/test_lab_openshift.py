@@ -85,3 +85,29 @@ def test_an_scc_outside_openshifts_schema_is_refused(lab: LabCluster) -> None:
     }
     r = lab.kubectl.run("apply", "-f", "-", check=False, stdin=json.dumps(bad))
     assert r.returncode != 0 and "allowPrivilegedContainer" in r.stderr, r.stderr
+
+
+def test_the_node_checks_scc_is_admitted_and_granted_to_their_service_account_only(lab: LabCluster) -> None:
+    from tests.conftest import ROOT
+
+    platforms = ROOT / "core" / "platforms"
+    manifests = [platforms / "kube_node_checks.yaml", platforms / "kube_node_checks_openshift.yaml"]
+    namespace = "gpuready-node-checks"
+    account = f"system:serviceaccount:{namespace}:gpuready-node-checks"
+
+    def may_use(user: str, where: str) -> str:
+        scc = "securitycontextconstraints.security.openshift.io/gpuready-node-checks"
+        args = ["auth", "can-i", "use", scc, "-n", where, "--as", user, "--as-group", "system:serviceaccounts"]
+        return lab.kubectl.run(*args, check=False).stdout.strip()
+
+    try:
+        for manifest in manifests:
+            lab.kubectl.run("create", "-f", str(manifest))  # the SCC against OpenShift's own schema
+        scc = lab.kubectl.json("get", "securitycontextconstraints", "gpuready-node-checks")
+        assert scc["allowHostPID"] is True and scc["users"] == [] and scc["groups"] == []
+        assert may_use(account, namespace) == "yes"
+        assert may_use(f"system:serviceaccount:{namespace}:default", namespace) == "no"
+        assert may_use(account, "default") == "no"
+    finally:
+        for manifest in reversed(manifests):
+            lab.kubectl.run("delete", "--ignore-not-found", "--wait", "--timeout", "120s", "-f", str(manifest))

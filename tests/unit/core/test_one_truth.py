@@ -45,7 +45,13 @@ FACTS = {
 }
 #: Kubernetes manifests a user applies by hand cannot read the roles' defaults: their copies are checked equal
 #: (test_the_rbac_manifest_names_the_roles_namespaces) instead.
-MANIFESTS = ("core/platforms/kube_rbac.yaml",)
+MANIFESTS = (
+    "core/platforms/kube_rbac.yaml",
+    # test_node_checks_manifests.py checks their GPU label and taint against the roles' defaults.
+    "core/platforms/kube_node_checks.yaml",
+    "core/platforms/kube_node_checks_taint.yaml",
+    "core/platforms/kube_node_checks_openshift.yaml",
+)
 
 
 def shipped_files() -> list[Path]:
