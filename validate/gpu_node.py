@@ -176,11 +176,17 @@ _PAIR = re.compile(r"GPU (\d+) -> GPU (\d+)")
 
 def record_figures(result: RunResult, checks: list[Check], inv: Inventory) -> None:
     """Every figure the performance checks measured (the median of its samples), with the lower bound it was
-    judged against where there is one: per host and GPU (or GPU pair, or the node for all-reduce)."""
+    judged against where there is one: per host and GPU (or GPU pair, or the node for all-reduce); and each GPU
+    that asks for a recovery action (gpu_recovery_action_required, labelled with the action)."""
     from gpuready.core import figures
-    from gpuready.validate.node import perf, references
+    from gpuready.validate.node import perf, recovery, references
 
     for check in checks:
+        if isinstance(check, recovery.RecoveryCheck):
+            # One series per GPU that asks for a recovery action, named by it: alert on it, act on its label.
+            for index, (bus_id, action) in check.asking.items():
+                whose = {"host": check.host, "check": check.id, "gpu": index, "bus_id": bus_id, "action": action}
+                figures.record(result, "gpu_recovery_action_required", "GPUs", 1, **whose)
         if not isinstance(check, perf.PerfCheck):
             continue
         unit = references.METRICS[check.metric]

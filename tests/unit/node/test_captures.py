@@ -847,3 +847,22 @@ def test_dcgm_and_bandwidth_when_the_tools_are_there() -> None:
         "skipped",
         "one GPU: no all-reduce within the node",
     )
+
+
+def test_a_gpu_asking_for_recovery_is_a_metric_labelled_with_its_action() -> None:
+    from gpuready.core import prometheus_textfile
+    from gpuready.core.results import RunResult
+    from gpuready.validate import gpu_node
+
+    node = node_for(edit(capture("qx-a100.xml"), "gpu_recovery_action", "Reset"))
+    run = RunResult(command="validate gpu-node")
+    results = run_catalogue(node)
+    run.add(*results)
+    gpu_node.record_figures(run, results, inv=None)  # type: ignore[arg-type]  # only performance figures read it
+    text = prometheus_textfile.render(run)
+    series = [line for line in text.splitlines() if line.startswith("gpuready_gpu_recovery_action_required_gpus{")]
+    assert len(series) == 1
+    assert 'action="Reset"' in series[0] and 'gpu="0"' in series[0] and series[0].endswith(" 1")
+    healthy = RunResult(command="validate gpu-node")
+    gpu_node.record_figures(healthy, run_catalogue(node_for(capture("qx-a100.xml"))), inv=None)  # type: ignore[arg-type]
+    assert "recovery_action" not in prometheus_textfile.render(healthy)

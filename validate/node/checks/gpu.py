@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from gpuready.core.results import Check
 from gpuready.core.verdict import Verdict
-from gpuready.validate.node import nvsmi
+from gpuready.validate.node import nvsmi, recovery
 from gpuready.validate.node import xid as xids
 from gpuready.validate.node.checks.commands import JOURNAL_COMMAND, LSPCI_COMMAND, UPTIME_COMMAND
 from gpuready.validate.node.checks.driver import GPU_VIEW
@@ -401,28 +401,6 @@ per_gpu(
 )
 
 
-#: nvidia-smi's ``gpu_recovery_action`` -> what to do, from NVIDIA's "Recovery action flag" (GPU memory error
-#: management guide, Error Recovery and Response Flags) and NVML's nvmlDeviceGpuRecoveryAction_t (None, GPU reset,
-#: node reboot, drain P2P, drain and reset, recover the IMEX domain, bus reset, system reboot). Matched by words,
-#: lower case, first match wins: the text differs between releases ("Reset", "GPU Reset Required").
-RECOVERY_REMEDY = (
-    ("drain and reset", "stop new peer-to-peer work, let the running jobs drain, then reset the GPU (nvidia-smi -r)"),
-    ("drain", "stop new peer-to-peer (NVLink) work on the GPU and let the running jobs drain"),
-    ("imex", "recover the IMEX domain: restart nvidia-imex on every node of the domain (NVIDIA's IMEX guide)"),
-    ("bus", "reset the GPU's PCIe bus (a reboot does it)"),
-    ("reboot", "drain the node and reboot it"),
-    ("reset", "drain the GPU, stop its processes and reset it (nvidia-smi -r -i <index>), or reboot"),
-)
-
-
-def recovery_remedy(action: str) -> str:
-    text = action.lower()
-    return next(
-        (remedy for words, remedy in RECOVERY_REMEDY if words in text),
-        "look the action up in NVML's nvmlDeviceGpuRecoveryAction_t and do what it says",
-    )
-
-
 @check(
     "gpu.recovery_action",
     "no GPU asks for a recovery action (nvidia-smi -q -x gpu_recovery_action None; no 'GPU requires reset')",
@@ -447,8 +425,9 @@ def recovery_action(node: Node, v: Verdict) -> Check:
     if asking:
         bus = {g.index: g.bus_id for g in gpus}
         message = "; ".join(f"GPU {i} ({bus[i]}): recovery action {a}" for i, a in asking.items())
-        remedy = "; ".join(sorted({f"{a}: {recovery_remedy(a)}" for a in asking.values()}))
-        return v.failed(message, evidence, remedy)
+        remedy = "; ".join(sorted({f"{a}: {recovery.remedy(a)}" for a in asking.values()}))
+        found = v.failed(message, evidence, remedy)
+        return recovery.RecoveryCheck(**vars(found), asking={i: (bus[i], a) for i, a in asking.items()})
     if not any(g.recovery_action for g in gpus):
         return v.skipped("no GPU reports a recovery action (drivers before 550, or older schemas)", evidence)
     return v.passed("no GPU asks for a recovery action", evidence)
