@@ -13,6 +13,9 @@ from gpuready.core.inventory import KUBE_ONLY_GROUP
 from gpuready.core.prometheus_textfile import metrics_option
 from gpuready.core.results import Check, RunResult
 
+#: The host variable that names the NVLink domain (the GB200/GB300 NVL rack) a host belongs to.
+NVLINK_DOMAIN_VAR = "gpuready_nvlink_domain"
+
 if TYPE_CHECKING:
     from gpuready.core.inventory import Inventory
     from gpuready.validate.node.fanout import HostDone
@@ -101,6 +104,7 @@ def _gpu_node(ctx: Context) -> RunResult:
 
     from gpuready.core.errors import BadInput
     from gpuready.validate.node import connect, fanout, marks, perf
+    from gpuready.validate.node.checks import topology
     from gpuready.validate.node.checks.selection import select
 
     opts = ctx.options
@@ -156,6 +160,8 @@ def _gpu_node(ctx: Context) -> RunResult:
         only=selection.ids,
     )
     # The mates rule across hosts: a GPU slow against every other GPU of its model in this run fails.
+    # The nodes of one rack (host variable gpuready_nvlink_domain) report one fabric cluster and clique.
+    topology.across_domains(checks, {h: str(d) for h in hosts if (d := inv.host_vars(h).get(NVLINK_DOMAIN_VAR))})
     result.add(*perf.across_run(checks))
     record_figures(result, checks, inv)
     result.metrics.update(

@@ -320,6 +320,42 @@ def parse_nvlink_status(text: str) -> dict[int, dict[int, bool]]:
     return links
 
 
+_LINK_SPEED = re.compile(r"\s*(\d+(?:\.\d+)?)\s*GB/s")
+
+
+def parse_nvlink_speeds(text: str) -> dict[int, dict[int, float]]:
+    """``nvidia-smi nvlink -s``: {gpu index: {link: GB/s}} of the active links (``Link 0: 53.125 GB/s``)."""
+    speeds: dict[int, dict[int, float]] = {}
+    for gpu, link, rest in _link_lines(text):
+        found = speeds.setdefault(gpu, {})
+        if link >= 0 and (speed := _LINK_SPEED.match(rest)):
+            found[link] = float(speed.group(1))
+    return speeds
+
+
+_IMEX_NODE = re.compile(r"Node #(\d+)\s+-\s+(\S+)\s+-\s+(\S+)")
+
+
+@dataclass(frozen=True)
+class ImexDomain:
+    """``nvidia-imex-ctl -N``: the IMEX domain's state and each node's (NVIDIA IMEX guide, "IMEX Command Service")."""
+
+    state: str
+    #: Node number -> (address, status: READY when its daemon is up).
+    nodes: dict[int, tuple[str, str]]
+
+
+def parse_imex_domain(text: str) -> ImexDomain:
+    state = ""
+    nodes = {}
+    for line in plain(text).splitlines():
+        if line.startswith("Domain State:"):
+            state = line.split(":", 1)[1].strip()
+        elif match := _IMEX_NODE.match(line):
+            nodes[int(match.group(1))] = (match.group(2), match.group(3))
+    return ImexDomain(state, nodes)
+
+
 def parse_lsmod(text: str) -> set[str]:
     """``lsmod`` or /proc/modules: the loaded module names."""
     names = {line.split()[0] for line in text.splitlines() if line.strip()}

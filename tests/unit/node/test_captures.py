@@ -866,3 +866,96 @@ def test_a_gpu_asking_for_recovery_is_a_metric_labelled_with_its_action() -> Non
     healthy = RunResult(command="validate gpu-node")
     gpu_node.record_figures(healthy, run_catalogue(node_for(capture("qx-a100.xml"))), inv=None)  # type: ignore[arg-type]
     assert "recovery_action" not in prometheus_textfile.render(healthy)
+
+
+# ---------------------------------------------------------------- GB200/GB300: NVLink 5, IMEX, the rack's fabric
+GB200_NVLINK = (FIXTURES / "nvlink" / "gb200-nvlink-s-k8s-test-infra-371.txt").read_text()
+IMEX_UP = "service: active\n" + (FIXTURES / "imex" / "nvidia-imex-ctl-N-p6e-gb200x72-18-nodes-570.172.txt").read_text()
+
+
+def test_gb200_has_its_18_nvlink5_links_at_53_125_gb_s() -> None:
+    node = node_for(
+        capture("gb200-x4-arm64-580.173.02-v13.xml"),
+        nvlink_links_per_gpu=18,
+        answers={"nvidia-smi nvlink -s": GB200_NVLINK},
+    )
+    assert one(node, "topology.nvlink") == ("passed", "18 links up on each GPU at 53.125 GB/s")
+
+
+def test_a_gb200_link_below_nvlink5_speed_fails() -> None:
+    # One edit of the recorded listing: link 7's speed, as an NVLink 4 link reads it (26.562 GB/s, the H100 capture).
+    slow = GB200_NVLINK.replace("Link 7: 53.125 GB/s", "Link 7: 26.562 GB/s")
+    node = node_for(
+        capture("gb200-x4-arm64-580.173.02-v13.xml"), nvlink_links_per_gpu=18, answers={"nvidia-smi nvlink -s": slow}
+    )
+    assert one(node, "topology.nvlink") == ("failed", "GPU 0: link(s) below 53.125 GB/s: 7 at 26.562 GB/s")
+
+
+def test_h100_links_are_judged_against_the_nodes_fastest() -> None:
+    h100 = (FIXTURES / "nvlink" / "h100-nvlink-s-bottlerocket-4418.txt").read_text()
+    node = node_for(
+        capture("hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml"),
+        nvlink_links_per_gpu=18,
+        answers={"nvidia-smi nvlink -s": h100},
+    )
+    assert one(node, "topology.nvlink") == ("passed", "18 links up on each GPU at 26.562 GB/s")
+
+
+@pytest.mark.parametrize("name", ["gb200-x4-arm64-580.173.02-v13.xml", "gb300-x4-580.173.02-v13.xml"])
+def test_nvlink_domain_up_with_the_recorded_imex_domain(name: str) -> None:
+    node = node_for(capture(name), nvlink_domain=True, answers={checks.IMEX_COMMAND: IMEX_UP})
+    status, message = one(node, "topology.nvlink_domain")
+    clique = nvsmi.parse_xml(capture(name)).gpus[0].fabric_clique
+    assert status == "passed" and message.startswith("IMEX domain UP (18 nodes READY), fabric cluster ")
+    assert message.endswith(f"clique {clique} on 1 GPUs")
+
+
+@pytest.mark.parametrize(
+    ("imex", "edit_path", "value", "problem"),
+    [
+        ("service: inactive\n", "", "", "nvidia-imex is inactive"),
+        ("service: \nsh: 1: nvidia-imex-ctl: not found\n", "", "", "nvidia-imex is not installed"),
+        # One edit of the recorded domain status each: the domain state, one node's status.
+        (IMEX_UP.replace("Domain State: UP", "Domain State: DOWN"), "", "", "IMEX domain DOWN"),
+        (IMEX_UP.replace("172.31.50.44    - READY", "172.31.50.44    - UNAVAILABLE"), "", "", "IMEX node 5"),
+        # One edit of the GB200 capture each: the fabric state, the health summary.
+        (IMEX_UP, "fabric/state", "In Progress", "GPU 0: fabric In Progress/Success"),
+        (IMEX_UP, "fabric/health/summary", "Unhealthy", "GPU 0: fabric health Unhealthy (bandwidth Full)"),
+    ],
+)
+def test_nvlink_domain_faults(imex: str, edit_path: str, value: str, problem: str) -> None:
+    xml = capture("gb200-x4-arm64-580.173.02-v13.xml")
+    node = node_for(
+        edit(xml, edit_path, value) if edit_path else xml, nvlink_domain=True, answers={checks.IMEX_COMMAND: imex}
+    )
+    status, message = one(node, "topology.nvlink_domain")
+    assert status == "failed" and problem in message
+
+
+def test_nvlink_domain_is_skipped_off_a_domain_class() -> None:
+    assert one(node_for(capture("gb200-x4-arm64-580.173.02-v13.xml")), "topology.nvlink_domain")[0] == "skipped"
+
+
+def test_a_node_in_another_clique_than_its_rack_fails() -> None:
+    from gpuready.validate.node.checks import topology
+
+    xml = capture("gb200-x4-arm64-580.173.02-v13.xml")
+    # Three nodes of one rack as recorded (clique 2), one with one edit: its GPU reports clique 3.
+    xmls = {"gb-1": xml, "gb-2": xml, "gb-3": xml, "gb-4": edit(xml, "fabric/cliqueId", "3")}
+    results = [
+        c
+        for host, text in xmls.items()
+        for c in run_catalogue(node_for(text, name=host, nvlink_domain=True, answers={checks.IMEX_COMMAND: IMEX_UP}))
+        if c.id == "topology.nvlink_domain"
+    ]
+    topology.across_domains(results, dict.fromkeys(xmls, "rack-a"))
+    got = {c.host: c.status for c in results}
+    assert got == {"gb-1": "passed", "gb-2": "passed", "gb-3": "passed", "gb-4": "failed"}
+    [odd] = [c for c in results if c.host == "gb-4"]
+    assert (
+        "rack rack-a: this node reports fabric cluster" in odd.message and "clique 3, 3 of the rack's 4" in odd.message
+    )
+    # Undeclared racks are not compared.
+    fresh = [c for c in results if c.host != "gb-4"]
+    topology.across_domains(fresh, {})
+    assert {c.status for c in fresh} == {"passed"}
