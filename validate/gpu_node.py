@@ -13,6 +13,9 @@ from gpuready.core.inventory import KUBE_ONLY_GROUP
 from gpuready.core.report.metrics import metrics_option
 from gpuready.core.results import Check, RunResult
 
+#: The host variable that names the NVLink domain (the GB200/GB300 NVL rack) a host belongs to.
+NVLINK_DOMAIN_VAR = "gpuready_nvlink_domain"
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -114,6 +117,7 @@ def _gpu_node(ctx: Context) -> RunResult:
 
     from gpuready.core.errors import BadInput
     from gpuready.validate.node import connect, fanout, marks, perf
+    from gpuready.validate.node.checks import topology
     from gpuready.validate.node.checks.selection import select
 
     opts = ctx.options
@@ -171,6 +175,8 @@ def _gpu_node(ctx: Context) -> RunResult:
         only=selection.ids,
     )
     # The mates rule across hosts: a GPU slow against every other GPU of its model in this run fails.
+    # The nodes of one rack (host variable gpuready_nvlink_domain) report one fabric cluster and clique.
+    topology.across_domains(checks, {h: str(d) for h in hosts if (d := inv.host_vars(h).get(NVLINK_DOMAIN_VAR))})
     result.add(*perf.across_run(checks))
     record_figures(result, checks, inv.node_class)
     result.metrics.update(
@@ -223,11 +229,17 @@ _PAIR = re.compile(r"GPU (\d+) -> GPU (\d+)")
 
 def record_figures(result: RunResult, checks: list[Check], node_class: Callable[[str], NodeClass]) -> None:
     """Every figure the performance checks measured (the median of its samples), with the lower bound it was
-    judged against where there is one: per host and GPU (or GPU pair, or the node for all-reduce)."""
+    judged against where there is one: per host and GPU (or GPU pair, or the node for all-reduce); and each GPU
+    that asks for a recovery action (gpu_recovery_action_required, labelled with the action)."""
     from gpuready.core import figures
-    from gpuready.validate.node import perf, references
+    from gpuready.validate.node import perf, recovery, references
 
     for check in checks:
+        if isinstance(check, recovery.RecoveryCheck):
+            # One series per GPU that asks for a recovery action, named by it: alert on it, act on its label.
+            for index, (bus_id, action) in check.asking.items():
+                whose = {"host": check.host, "check": check.id, "gpu": index, "bus_id": bus_id, "action": action}
+                figures.record(result, "gpu_recovery_action_required", "GPUs", 1, **whose)
         if not isinstance(check, perf.PerfCheck):
             continue
         unit = references.METRICS[check.metric]

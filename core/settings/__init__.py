@@ -26,6 +26,8 @@ from gpuready.core.settings.vsphere import GpuVm, Vsphere
 #: Host variables gpuready reads (everything else on a host belongs to Ansible or the user).
 HOST_VARS = {
     "gpuready_node_class": "the node class (a key of gpuready.node_classes) of a GPU node",
+    "gpuready_nvlink_domain": "the multi-node NVLink domain (GB200/GB300 NVL rack) of a node of an nvlink_domain "
+    "class: the nodes naming one domain must report one fabric cluster UUID and clique id",
 }
 
 

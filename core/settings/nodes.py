@@ -54,6 +54,10 @@ class NodeClass(Section):
     mig: bool | None = None
     #: HGX/DGX baseboard with NVSwitches: nvidia-fabricmanager must be running.
     nvswitch: bool = False
+    #: A compute tray of a GB200/GB300 NVL rack, whose GPUs share a multi-node NVLink domain: the IMEX service runs
+    #: and its domain is UP, every GPU reports the rack's fabric cluster UUID and clique id (NVIDIA IMEX guide).
+    #: Hosts of one rack name it in the host variable ``gpuready_nvlink_domain`` to be compared with each other.
+    nvlink_domain: bool = False
     #: Lower bounds that replace the reference table's for this class (docs/node-checks.md, "References"),
     #: by metric: matmul_tflops, memory_bandwidth, h2d_bandwidth, d2h_bandwidth, p2p_bandwidth,
     #: nccl_allreduce_busbw.

@@ -34,9 +34,23 @@ def render() -> str:
         lines.append(
             f"| {_cell(pattern)} | {metric} | {ref.target:g} | {ref.lower:g} | {ref.unit} | {_cell(ref.source)} |"
         )
-    lines += ["", "### Xid classes", "", "| Xid | class | NVIDIA's description |", "|---|---|---|"]
-    for code, (kind, description) in sorted(xid.CATALOGUE.items()):
-        lines.append(f"| {code} | {kind} | {description} |")
+    lines += [
+        "",
+        "### Xids (NVIDIA's Xid catalog)",
+        "",
+        "| Xid | mnemonic | NVIDIA's description | applies to | immediate action | investigatory action "
+        "| Xid 154 linkage | class |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for code, e in sorted(xid.CATALOG.items()):
+        if code in xid.UNUSED:
+            continue
+        lines.append(
+            f"| {code} | {_cell(e.mnemonic)} | {_cell(e.description)} | {', '.join(e.applies) or '-'} | "
+            f"{_cell(e.immediate) or '-'} | {_cell(e.investigatory) or '-'} | {_cell(e.linkage) or '-'} | {e.kind} |"
+        )
+    unused = ", ".join(str(c) for c in sorted(xid.UNUSED))
+    lines += ["", f"Unused on Ampere and newer (CONTACT_SUPPORT, class hardware): {unused}."]
     lines += ["", END]
     return "\n".join(lines) + "\n"
 

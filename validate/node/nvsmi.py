@@ -95,6 +95,20 @@ class Gpu:
     architecture: str = ""
     fabric_state: str = ""
     fabric_status: str = ""
+    #: GB200/GB300 fabric identity (schema v13 ``fabric/cliqueId``, ``fabric/clusterUuid``): every GPU of one NVLink
+    #: domain (rack) reports the same cluster UUID and clique id once Fabric Manager has registered it.
+    fabric_clique: str = ""
+    fabric_cluster: str = ""
+    #: ``fabric/health/summary`` and ``fabric/health/bandwidth`` (Healthy/Full on a whole fabric).
+    fabric_health: str = ""
+    fabric_bandwidth: str = ""
+    #: ``gpu_recovery_action`` (drivers 550 and later; NVML's nvmlDeviceGetGpuRecoveryAction): what the GPU needs
+    #: before new work, None when nothing. "" where the schema has no such field.
+    recovery_action: str = ""
+    #: ``gpu_reset_status/reset_required`` Yes: the driver says "GPU requires reset" (deprecated text in 570+).
+    reset_required: bool = False
+    #: ``utilization/gpu_util`` in percent; None where not reported.
+    utilization: int | None = None
     #: What runs on the GPU now (``<processes>``): the performance checks never judge a busy GPU.
     processes: list[Process] = field(default_factory=list)
 
@@ -123,6 +137,11 @@ def _text(node: ET.Element | None, path: str, default: str = "") -> str:
 def _int(value: str) -> int | None:
     match = _LEADING_INT.match(value)
     return int(match.group(1)) if match else None
+
+
+def _available(value: str) -> str:
+    """The value, or "" where nvidia-smi says the field is not available on this GPU or driver."""
+    return "" if value in NOT_AVAILABLE else value
 
 
 def driver_version(raw: str) -> str:
@@ -195,6 +214,13 @@ def _gpu(index: int, g: ET.Element) -> Gpu:
         architecture=_text(g, "product_architecture"),
         fabric_state=_text(g, "fabric/state"),
         fabric_status=_text(g, "fabric/status"),
+        fabric_clique=_available(_text(g, "fabric/cliqueId")),
+        fabric_cluster=_available(_text(g, "fabric/clusterUuid")),
+        fabric_health=_available(_text(g, "fabric/health/summary")),
+        fabric_bandwidth=_available(_text(g, "fabric/health/bandwidth")),
+        recovery_action=_available(_text(g, "gpu_recovery_action")),
+        reset_required=_text(g, "gpu_reset_status/reset_required") == "Yes",
+        utilization=_int(_text(g, "utilization/gpu_util")),
         processes=[
             Process(_text(p, "pid"), _text(p, "type"), _text(p, "process_name"), _text(p, "used_memory"))
             for p in g.findall("processes/process_info")
@@ -292,6 +318,42 @@ def parse_nvlink_status(text: str) -> dict[int, dict[int, bool]]:
         if link >= 0:
             state[link] = "inactive" not in rest.lower()
     return links
+
+
+_LINK_SPEED = re.compile(r"\s*(\d+(?:\.\d+)?)\s*GB/s")
+
+
+def parse_nvlink_speeds(text: str) -> dict[int, dict[int, float]]:
+    """``nvidia-smi nvlink -s``: {gpu index: {link: GB/s}} of the active links (``Link 0: 53.125 GB/s``)."""
+    speeds: dict[int, dict[int, float]] = {}
+    for gpu, link, rest in _link_lines(text):
+        found = speeds.setdefault(gpu, {})
+        if link >= 0 and (speed := _LINK_SPEED.match(rest)):
+            found[link] = float(speed.group(1))
+    return speeds
+
+
+_IMEX_NODE = re.compile(r"Node #(\d+)\s+-\s+(\S+)\s+-\s+(\S+)")
+
+
+@dataclass(frozen=True)
+class ImexDomain:
+    """``nvidia-imex-ctl -N``: the IMEX domain's state and each node's (NVIDIA IMEX guide, "IMEX Command Service")."""
+
+    state: str
+    #: Node number -> (address, status: READY when its daemon is up).
+    nodes: dict[int, tuple[str, str]]
+
+
+def parse_imex_domain(text: str) -> ImexDomain:
+    state = ""
+    nodes = {}
+    for line in plain(text).splitlines():
+        if line.startswith("Domain State:"):
+            state = line.split(":", 1)[1].strip()
+        elif match := _IMEX_NODE.match(line):
+            nodes[int(match.group(1))] = (match.group(2), match.group(3))
+    return ImexDomain(state, nodes)
 
 
 def parse_lsmod(text: str) -> set[str]:

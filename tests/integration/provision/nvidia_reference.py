@@ -40,11 +40,29 @@ Sources (read for each row):
 - [DIG580] NVIDIA Driver Installation Guide, "Kernel Modules": "All releases beyond driver version 570 will use these
   packaging conventions": RHEL/Rocky/Alma 8/9 `dnf module enable nvidia-driver:580-open` then `dnf install nvidia-open`;
   "Advanced Options", "Switching between Driver Module Flavors": `cuda-drivers` is the proprietary flavour's package.
+- [DIG620] NVIDIA Driver Installation Guide, 620 edition: the stream's `fm` profile is there "for driver branches 615
+  and earlier"; RHEL/Rocky/Alma 8/9 still enable `nvidia-driver:<branch>-open` (or `-dkms`) and install `nvidia-open`
+  (or `cuda-drivers`) [DIG580], so a later NVSwitch node also names Fabric Manager's package,
+  nvidia-fabricmanager-<branch> at the driver's version [FMY] spec.
 - [OPEN] NVIDIA, "NVIDIA Transitions Fully Towards Open-Source GPU Kernel Modules" (2024): Grace Hopper and Blackwell
   must use the open kernel modules.
 - [LIFE] NVIDIA Data Center Drivers, "Supported Drivers and CUDA Toolkit Versions" (R620 edition): R580 LTSB (June
   2028), R595 PB (March 2027), R620 LTSB (September 2029); New Feature Branches (590) have no end-of-life date; R570
   is no longer listed.
+- [IMEX] NVIDIA IMEX guide ("NVIDIA IMEX Service for NVLink Networks"), "Getting Started with IMEX": the package
+  "register[s] the service as a systemd service called nvidia-imex"; supported on NVIDIA GB200 NVL72; the service
+  aborts when the loaded driver's version is not its own. Package names: packages.ubuntu.com, noble(-updates):
+  nvidia-imex-550, -570, -575, -595 ("IMEX Manager for NVIDIA based systems", Canonical's apt-packaging-imex);
+  RHEL 8: aws/aws-parallelcluster-cookbook, nvidia_imex partial _rhel.rb:
+  "nvidia-imex-<driver major>-<driver version>" from NVIDIA's repository. IMEX is published for Ubuntu 22.04 and
+  24.04 (jammy, noble), not 20.04.
+- [DCGM] NVIDIA DCGM docs, "Install DCGM": configure NVIDIA's package repository (the CUDA network repository), then
+  `apt-get install --install-recommends datacenter-gpu-manager-4-cuda<major>`; the Ubuntu archive has no DCGM
+  package (tests/fixtures/apt/ubuntu-archive-nvidia.json holds none). [KEYRING] NVIDIA driver installation guide,
+  "Ubuntu", network repository: `wget .../repos/<distro>/<arch>/cuda-keyring_1.1-1_all.deb; dpkg -i` it; the
+  repository's Packages index (developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/Packages):
+  "Package: cuda-keyring Version: 1.1-1 ... Filename: ./cuda-keyring_1.1-1_all.deb ... Enrolls public key: 3BF863CC
+  (2024) and enables repo: ubuntu2404/x86_64". NVIDIA's Ubuntu directories are ubuntu2204 and ubuntu2404.
 - [CTK] NVIDIA Container Toolkit install guide: apt list
   `deb https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /` (apt's $(ARCH) is dpkg's
   architecture: amd64, arm64); rpm repo `https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch`
@@ -232,6 +250,7 @@ HOSTS |= {
     "ubuntu-22.04-570": ("ubuntu-22.04", None),
 }
 CURRENT |= {"ubuntu-22.04-570", "rhel-9-b200-plain-580", "ubuntu-22.04-secure-boot-580"}
+CURRENT |= {"rhel-9-hgx-620", "rocky-8-hgx-620", "rhel-9-hgx-615"}
 
 # host -> the Container Toolkit repository [CTK].
 TOOLKIT_REPO: dict[str, str] = {
@@ -251,6 +270,8 @@ NODE_CLASSES: dict[str, dict] = {
     "hgx-h100": {"gpu_count": 8, "gpu_model": "NVIDIA H100 80GB HBM3", "nvswitch": True},
     "hgx-b200": {"gpu_count": 8, "gpu_model": "NVIDIA B200", "nvswitch": True},
     "gh200": {"gpu_count": 1, "gpu_model": "NVIDIA GH200 480GB"},
+    # A GB200 NVL72 compute tray: 4 GPUs, no NVSwitch of its own (the rack's switch trays hold them), one NVLink domain.
+    "gb200-nvl72": {"gpu_count": 4, "gpu_model": "NVIDIA GB200", "nvlink_domain": True},
 }
 NODE_CLASS = {"ubuntu-24.04-gh200": "gh200"}
 # The Ubuntu 24.04 recording made into Debian 12 (os_family stays Debian): the fields that name the release.
@@ -331,7 +352,48 @@ FABRIC_MANAGER: dict[str, dict] = {
         "packages": ["@nvidia-driver:580-open/fm", "nvlink5-580"],
         "package": "nvidia-fabricmanager-580",
     },
+    # [DIG620]: no fm profile after 615: the stream's meta package and Fabric Manager's own package.
+    "rhel-9-hgx-620": {
+        "facts": ("rhel-9", None),
+        "class": "hgx-h100",
+        "pin": ("620-open", ""),
+        "packages": ["nvidia-open", "nvidia-fabricmanager-620"],
+        "package": "nvidia-fabricmanager-620",
+    },
+    "rocky-8-hgx-620": {
+        "facts": ("rhel-8", None),
+        "class": "hgx-h100",
+        "pin": ("620", ""),
+        "packages": ["cuda-drivers", "nvidia-fabricmanager-620"],
+        "package": "nvidia-fabricmanager-620",
+    },
+    # The last branch with the profile keeps it [DIG620].
+    "rhel-9-hgx-615": {
+        "facts": ("rhel-9", None),
+        "class": "hgx-h100",
+        "pin": ("615-open", ""),
+        "packages": ["@nvidia-driver:615-open/fm"],
+        "package": "nvidia-fabricmanager-615",
+    },
 }
+
+# host -> (recorded facts, (branch, version), packages) of GB200 NVL compute trays: the open modules [OPEN] and the
+# IMEX service of the driver's branch at its version [IMEX]; no Fabric Manager (no NVSwitch in the tray).
+IMEX: dict[str, dict] = {
+    "ubuntu-24.04-gb200": {
+        "facts": ("ubuntu-24.04", None),  # the arm64 recording: Grace is arm64
+        "pin": ("595", ""),
+        "packages": ["nvidia-driver-595-server-open", "nvidia-utils-595-server", "nvidia-imex-595"],
+    },
+    "rhel-9-gb200-pinned": {
+        # The RHEL 9 recording on Grace: one named edit, the architecture.
+        "facts": ("rhel-9", {"architecture": "aarch64"}),
+        # The version of the recorded GB200 (tests/fixtures/gpu: gb200-x4-arm64-580.173.02-v13.xml).
+        "pin": ("580", "580.173.02"),
+        "packages": ["nvidia-open", "nvidia-driver-580.173.02", "nvidia-imex-580-580.173.02"],
+    },
+}
+CURRENT |= set(IMEX) | {"ubuntu-20.04-gb200"}
 
 # host -> (recorded facts, node class, branch, what the refusal must say) for NVLink 5 systems no package serves.
 FABRIC_REFUSED: dict[str, tuple[tuple[str, dict | None], str, str, str]] = {
@@ -341,6 +403,8 @@ FABRIC_REFUSED: dict[str, tuple[tuple[str, dict | None], str, str, str]] = {
         "570-open",
         "NVIDIA publishes nvlink5-570 (NVLink subnet manager) in its CUDA repositories",
     ),
+    # [IMEX]: no IMEX package for Ubuntu 20.04.
+    "ubuntu-20.04-gb200": (("ubuntu-20.04", None), "gb200-nvl72", "595", "NVIDIA's IMEX service (nvidia-imex-595)"),
 }
 
 # host -> (recorded facts, (branch, version), packages, headers) with Secure Boot on.
@@ -394,3 +458,18 @@ SECURE_BOOT: dict[str, dict] = {
         "headers": ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64", "kernel-headers-5.14.0-427.13.1.el9_4.x86_64"],
     },
 }
+
+# recorded facts -> the cuda-keyring package NVIDIA's DCGM install needs there [DCGM], [KEYRING], [CUDA]; "" where the
+# driver role's own CUDA repository serves DCGM (RHEL family, Debian).
+DCGM_KEYRING: dict[str, str] = {
+    "ubuntu-22.04": f"{CUDA}/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb",
+    "ubuntu-24.04-x86_64": f"{CUDA}/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb",
+    "ubuntu-24.04": f"{CUDA}/ubuntu2404/sbsa/cuda-keyring_1.1-1_all.deb",  # the arm64 recording
+    "rhel-9": "",
+    "rocky-9": "",
+}
+
+# Enterprise Linux 10 [DIG620 "Kernel Modules", table 5: "Red Hat Enterprise Linux 10, AlmaLinux 10, Rocky Linux 10":
+# `dnf install nvidia-open`; a branch: `dnf versionlock \*nvidia\*580\*` then `dnf install nvidia-open`; no module
+# streams]: refused until that path is built, saying so. The Rocky 9 recording as Rocky 10: one named edit, the version.
+EL10 = {"rocky-10": ("rocky-9", {"distribution_version": "10.0", "distribution_major_version": "10"})}

@@ -48,11 +48,14 @@ def _install_driver(root: Path, version: str) -> None:
         os.mknod(dev / "nvidia0", 0o20644, os.makedev(195, 0))
 
 
-def _play(tmp: Path, ctk: Path, driver_root: Path, spec: Path, *, check: bool = False) -> dict[str, Any]:
+def _play(
+    tmp: Path, ctk: Path, driver_root: Path, spec: Path, *, check: bool = False, **more: object
+) -> dict[str, Any]:
     role_vars = {
         "nvidia_container_toolkit_ctk": str(ctk),
         "nvidia_container_toolkit_cdi_spec": str(spec),
         "nvidia_container_toolkit_manage_services": False,
+        **more,
     }
     # nvidia-ctk's own settings (`nvidia-ctk cdi generate --help`): where the driver is, and the mode that needs
     # no NVML (this machine has no GPU); the role passes them through untouched.
@@ -103,4 +106,16 @@ def test_nvidia_ctk_failing_is_a_failed_finding_and_writes_nothing(ctk: Path, tm
     result = _play(tmp_path, ctk, tmp_path / "no-driver", spec)
     assert result["finding"]["status"] == "failed"
     assert result["finding"]["message"].startswith("nvidia-ctk cdi generate failed: ")
+    assert not spec.exists()
+
+
+def test_with_the_drivers_reboot_withheld_the_specification_is_pending_not_failed(ctk: Path, tmp_path: Path) -> None:
+    # What the driver role leaves when it installed a driver and withheld the reboot (its default): the fact
+    # nvidia_driver_reboot_pending. nvidia-ctk, real, finds no driver to read, as before that reboot.
+    spec = tmp_path / "nvidia.yaml"
+    result = _play(tmp_path, ctk, tmp_path / "no-driver", spec, nvidia_driver_reboot_pending=True)
+    finding = result["finding"]
+    assert finding["status"] == "pending", finding
+    assert finding["message"].startswith("CDI specification waits for the reboot into the new driver (nvidia-ctk")
+    assert finding["remedy"].startswith("reboot the node into the new driver")
     assert not spec.exists()

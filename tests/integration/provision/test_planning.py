@@ -82,10 +82,21 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
     noble.write_text(json.dumps(ARCHIVE["noble"]))
     hosts["ubuntu-24.04-old-branch"] = {"nvidia_driver_branch": "418", "nvidia_driver_plan_index": str(noble)}
     records = ref.HOSTS | {"debian-11": ("debian-11", None), "ubuntu-24.04-old-branch": ("ubuntu-24.04", None)}
+    for name, record in ref.EL10.items():
+        hosts[name] = {}
+        records[name] = record
     for name, want in ref.FABRIC_MANAGER.items():
         branch, version = want["pin"]
         hosts[name] = {
             "gpuready_node_class": want["class"],
+            "nvidia_driver_branch": branch,
+            "nvidia_driver_version": version,
+        }
+        records[name] = want["facts"]
+    for name, want in ref.IMEX.items():
+        branch, version = want["pin"]
+        hosts[name] = {
+            "gpuready_node_class": "gb200-nvl72",
             "nvidia_driver_branch": branch,
             "nvidia_driver_version": version,
         }
@@ -209,6 +220,15 @@ def test_an_unsupported_distribution_fails_only_that_host(planned: Any) -> None:
     assert task == "Driver | Refuse an unsupported distribution"
     assert "nvidia_driver: Debian 11.11 is not supported" in message
     assert all(planned.hosts[h].failures == 0 for h in ref.DRIVER)  # the other hosts went on
+
+
+@pytest.mark.parametrize("host", sorted(ref.EL10))
+def test_enterprise_linux_10_is_refused_with_what_is_missing(planned: Any, host: str) -> None:
+    [(task, message)] = planned.hosts[host].failed_tasks
+    assert task == "Driver | Refuse an unsupported distribution"
+    assert "nvidia_driver: Rocky 10.0 is not supported: " in message
+    assert "dnf install nvidia-open" in message and "dnf versionlock" in message
+    assert "no record of NVIDIA's rhel10 repository" in message
 
 
 def test_a_branch_the_distribution_lacks_fails_only_that_host(planned: Any) -> None:
@@ -336,6 +356,23 @@ def test_nvswitch_systems_get_fabric_manager_of_the_drivers_branch_and_version(p
     assert plan["fabric_manager"]["package"] == want["package"]
     assert plan["fabric_manager"]["service"] == "nvidia-fabricmanager"
     assert plan["fabric_manager"]["nvlink5"] is (want["class"] == "hgx-b200")
+
+
+@pytest.mark.parametrize("host", sorted(ref.IMEX))
+def test_nvlink_domain_trays_get_imex_of_the_drivers_branch_and_version(planned: Any, host: str) -> None:
+    plan = _plan(planned, host)
+    want = ref.IMEX[host]
+    assert plan["packages"] == want["packages"]
+    assert plan["imex"]["service"] == "nvidia-imex"
+    assert plan["imex"]["package"] == f"nvidia-imex-{want['pin'][0]}"
+    assert plan["fabric_manager"] == {}
+
+
+def test_a_node_class_outside_an_nvlink_domain_gets_no_imex(planned: Any) -> None:
+    for host in [*ref.DRIVER, *ref.FABRIC_MANAGER]:
+        plan = _plan(planned, host)
+        assert plan["imex"] == {}
+        assert not [p for p in plan["packages"] if p.startswith("nvidia-imex")]
 
 
 def test_a_node_class_without_nvswitch_gets_no_fabric_manager(planned: Any) -> None:

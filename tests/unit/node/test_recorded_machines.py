@@ -43,6 +43,7 @@ PASSED = {
         "gpu.pcie_link",
         "gpu.pcie_replay",
         "gpu.xid",
+        "gpu.recovery_action",
         "compute.vector_add",
         "node.devices",
     },

@@ -102,6 +102,7 @@ def fabric_manager(**overrides: Any) -> dict[str, str]:
         "nvidia_driver_manage_services": True,
         "nvidia_driver_reboot_pending": True,
         "nvidia_driver_module_refused": False,
+        "nvidia_driver_fabric_wait_s": 120,
         "ansible_check_mode": False,
     }
     return render("nvidia_driver", "fabric-manager.yml.j2", **(variables | overrides))
@@ -112,7 +113,10 @@ def test_fabric_manager_waiting_for_the_new_driver_is_pending_then_passed() -> N
     assert waiting["status"] == PENDING
     assert waiting["message"] == "Fabric Manager 550.54.15 enabled; it starts with the new driver after the reboot"
     assert "node.fabric_manager passes once nvidia-fabricmanager is active" in waiting["remedy"]
-    assert fabric_manager(nvidia_driver_reboot_pending=False)["status"] == "passed"
+    # After the reboot, running and every GPU registered (the recorded HGX H100's nvidia-smi -q -x): passed.
+    registered = {"rc": 0, "stdout": capture("hgx-h100-80gb-hbm3-x8-580.105.08-v13.xml")}
+    booted = fabric_manager(nvidia_driver_reboot_pending=False, nvidia_driver_fabric_xml=registered)
+    assert booted["status"] == "passed"
     # Check mode decides nothing about reboots (driver.loaded says so): not pending there.
     assert fabric_manager(ansible_check_mode=True)["status"] == "skipped"
 

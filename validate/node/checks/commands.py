@@ -56,6 +56,12 @@ FABRIC_MANAGER_COMMAND = "systemctl is-active nvidia-fabricmanager 2>/dev/null |
 # (NVIDIA NMX-Controller docs: in the GB200 NVL, NMX-C provides the Subnet Manager), not on the compute node.
 # Asked only on such nodes, so not prefetched.
 NVLSM_COMMAND = "pgrep -a -x nvlsm 2>/dev/null || true"
+# The IMEX service of a multi-node NVLink domain (GB200/GB300 NVL): its unit state, then the whole domain's status
+# as the command service reports it (NVIDIA IMEX guide, "IMEX Command Service": `nvidia-imex-ctl -N` "gets the full
+# status of the entire IMEX domain"). It asks every node's daemon, so it is bounded. Asked only on such nodes.
+IMEX_COMMAND = (
+    'echo "service: $(systemctl is-active nvidia-imex 2>/dev/null || true)"; timeout 30 nvidia-imex-ctl -N 2>&1 || true'
+)
 # GPUs older than Hopper do not register with the NVSwitch fabric: their fabric state is N/A by design.
 NO_FABRIC_REGISTRATION = ("Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace")
 # How long each level of `dcgmi diag` may run. NVIDIA's dcgmi-diag reference (docs.nvidia.com/datacenter/dcgm/

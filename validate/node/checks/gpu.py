@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from gpuready.core.results import Check
 from gpuready.core.verdict import Verdict
-from gpuready.validate.node import nvsmi
+from gpuready.validate.node import nvsmi, recovery
 from gpuready.validate.node import xid as xids
 from gpuready.validate.node.checks.commands import JOURNAL_COMMAND, LSPCI_COMMAND, UPTIME_COMMAND
 from gpuready.validate.node.checks.driver import GPU_VIEW
@@ -293,6 +293,11 @@ def _link_problems(node: Node, g: nvsmi.Gpu) -> str:
     # pcie_width_missing_lanes_check.py: every H100's LnkSta must read Width x16).
     want_gen, want_width = node.node_class.pcie_gen, node.node_class.pcie_width
     problems = []
+    if _busy(g) and g.pcie_gen and g.pcie_max_gen and g.pcie_gen < g.pcie_max_gen:
+        problems.append(
+            f"link at gen {g.pcie_gen} of its gen {g.pcie_max_gen} while the GPU is {g.utilization} % busy "
+            "(trained down under load)"
+        )
     if want_gen and g.pcie_max_gen is not None and g.pcie_max_gen < want_gen:
         problems.append(f"link gen {g.pcie_max_gen} < node class gen {want_gen}")
     if want_width and g.pcie_width is not None and g.pcie_width < want_width:
@@ -303,6 +308,18 @@ def _link_problems(node: Node, g: nvsmi.Gpu) -> str:
             "declared as the node class's pcie_width)"
         )
     return ", ".join(problems)
+
+
+#: NVML's GPU utilisation (``utilization/gpu_util``) is the percent of the last sample period (1/6 s to 1 s) in
+#: which a kernel ran (NVML API reference, nvmlUtilization_t). A GPU at 10 % or more has left its idle state for
+#: that sample, so its link runs at its working speed: a lower current generation then is a link that trained
+#: down, not idle power saving (an idle GPU drops its link generation, NVIDIA's nvidia-smi documentation of
+#: "PCIe Generation Current").
+BUSY_PERCENT = 10
+
+
+def _busy(g: nvsmi.Gpu) -> bool:
+    return g.utilization is not None and g.utilization >= BUSY_PERCENT
 
 
 def _slower_link(g: nvsmi.Gpu) -> str:
@@ -323,7 +340,8 @@ def _links_reach(node: Node) -> str:
 
 per_gpu(
     "gpu.pcie_link",
-    "PCIe link as wide as the GPU's maximum (or the node class's narrower pcie_width) and at the class's generation",
+    "PCIe link as wide as the GPU's maximum (or the node class's narrower pcie_width) and at the class's generation; "
+    "a busy GPU's link at its full generation",
     "Reseat the GPU or riser (a link narrower than its maximum has missing lanes), set the slot to its maximum "
     "generation in the BIOS, check lspci -vv LnkSta; a slot narrower by design is declared as pcie_width.",
     passing=_links_reach,
@@ -331,7 +349,8 @@ per_gpu(
     note=_slower_link,
     facts=lambda g: (
         f"pcie gen cur/max/gpu/host={g.pcie_gen}/{g.pcie_max_gen}/{g.pcie_device_max_gen}/{g.pcie_host_max_gen} "
-        f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width}"
+        f"width cur/max=x{g.pcie_width}/x{g.pcie_max_width} "
+        f"utilization={'not reported' if g.utilization is None else f'{g.utilization} %'}"
     ),
 )
 # One reading gives an average: one above the per-minute limit means at least one minute was above it.
@@ -383,10 +402,43 @@ per_gpu(
 
 
 @check(
+    "gpu.recovery_action",
+    "no GPU asks for a recovery action (nvidia-smi -q -x gpu_recovery_action None; no 'GPU requires reset')",
+    "Do what the GPU's recovery action says (the failing message names it): reset the GPU, drain P2P, reboot, "
+    "recover the IMEX domain.",
+    depends=GPU_VIEW,
+)
+def recovery_action(node: Node, v: Verdict) -> Check:
+    gpus = node.smi.gpus
+    if not gpus:
+        return v.skipped("no GPU visible (see gpu.count)")
+    evidence = "nvidia-smi -q -x:\n" + "\n".join(
+        f"GPU {g.index} {g.bus_id}: gpu_recovery_action={g.recovery_action or 'not reported'} "
+        f"reset_required={g.reset_required}"
+        for g in gpus
+    )
+    asking = {
+        g.index: (g.recovery_action if g.recovery_action not in ("", "None") else "GPU requires reset")
+        for g in gpus
+        if g.recovery_action not in ("", "None") or g.reset_required
+    }
+    if asking:
+        bus = {g.index: g.bus_id for g in gpus}
+        message = "; ".join(f"GPU {i} ({bus[i]}): recovery action {a}" for i, a in asking.items())
+        remedy = "; ".join(sorted({f"{a}: {recovery.remedy(a)}" for a in asking.values()}))
+        found = v.failed(message, evidence, remedy)
+        return recovery.RecoveryCheck(**vars(found), asking={i: (bus[i], a) for i, a in asking.items()})
+    if not any(g.recovery_action for g in gpus):
+        return v.skipped("no GPU reports a recovery action (drivers before 550, or older schemas)", evidence)
+    return v.passed("no GPU asks for a recovery action", evidence)
+
+
+@check(
     "gpu.xid",
-    "no hardware or driver Xid (NVIDIA's Xid catalogue) in the kernel log within the window",
-    "Look the Xid code up in NVIDIA's Xid catalogue; hardware Xids need a drain, a GPU reset and the field "
-    "diagnostics, driver Xids a reset and, if they repeat, a driver update.",
+    "no Xid whose immediate action in NVIDIA's Xid catalog needs the node (a GPU reset, a reboot, diagnostics) in "
+    "the kernel log within the window",
+    "Do NVIDIA's immediate action for the Xid (the failing remedy names it per Xid: reset the GPU, reboot, run the "
+    "field diagnostics); if it recurs, its investigatory action.",
     depends=GPU_VIEW,
 )
 def xid(node: Node, v: Verdict) -> Check:
@@ -400,18 +452,31 @@ def xid(node: Node, v: Verdict) -> Check:
     uptime = xids.parse_uptime(node.run(UPTIME_COMMAND).stdout)
     recent = xids.recent(found, uptime, settings.xid_window_hours)
     window = f"last {settings.xid_window_hours:g} h" if settings.xid_window_hours else "since boot"
-    fatal = [e for e in recent if e.kind in settings.xid_fail_classes]
+    kinds = {id(e): xids.judged_kind(e, recent) for e in recent}
+    fatal = [e for e in recent if kinds[id(e)] in settings.xid_fail_classes]
     evidence = f"$ {answer.command}  (uptime {uptime}s, window {window})\n" + "\n".join(
-        f"[{e.kind}] Xid {e.code} ({e.description}): {e.line}" for e in found[:30]
+        f"[{kinds.get(id(e), e.kind)}] Xid {e.code} ({e.description}; NVIDIA: {e.action or 'not in the catalog'}): "
+        f"{e.line}"
+        for e in found[:30]
     )
     if fatal:
-        kinds = sorted({e.kind for e in fatal})
+        failing = sorted({kinds[id(e)] for e in fatal})
         codes = ", ".join(sorted({f"{e.code} ({e.description})" for e in fatal}))
-        remedy = "; ".join(f"{k}: {xids.REMEDY[k]}" for k in kinds)
-        return v.failed(f"{'/'.join(kinds)} Xid in the {window}: {codes}", evidence, remedy)
+        # NVIDIA's immediate action per Xid first (an Xid 154 names the recovery action), then the class's course.
+        actions = [f"Xid {e.code}: {e.action}" for e in _first_of_each(fatal) if e.action]
+        remedy = "; ".join(actions + [f"{k}: {xids.REMEDY[k]}" for k in failing])
+        return v.failed(f"{'/'.join(failing)} Xid in the {window}: {codes}", evidence, remedy)
     if found:
         other = len(found) - len(recent)
         return v.passed(
             f"no failing Xid in the {window} ({len(recent)} application Xid(s) in it, {other} older)", evidence
         )
     return v.passed("no Xid since boot")
+
+
+def _first_of_each(events: list[xids.XidEvent]) -> list[xids.XidEvent]:
+    """One event per Xid code (an Xid 154 per recovery action), in code order."""
+    seen: dict[tuple[int, str], xids.XidEvent] = {}
+    for e in events:
+        seen.setdefault((e.code, e.recovery_action), e)
+    return [seen[k] for k in sorted(seen)]
