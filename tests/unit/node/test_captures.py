@@ -858,13 +858,13 @@ def test_a_gpu_asking_for_recovery_is_a_metric_labelled_with_its_action() -> Non
     run = RunResult(command="validate gpu-node")
     results = run_catalogue(node)
     run.add(*results)
-    gpu_node.record_figures(run, results, inv=None)  # type: ignore[arg-type]  # only performance figures read it
+    gpu_node.record_figures(run, results, lambda host: node.node_class)
     text = metrics_file.render(run)
     series = [line for line in text.splitlines() if line.startswith("gpuready_gpu_recovery_action_required_gpus{")]
     assert len(series) == 1
     assert 'action="Reset"' in series[0] and 'gpu="0"' in series[0] and series[0].endswith(" 1")
     healthy = RunResult(command="validate gpu-node")
-    gpu_node.record_figures(healthy, run_catalogue(node_for(capture("qx-a100.xml"))), inv=None)  # type: ignore[arg-type]
+    gpu_node.record_figures(healthy, run_catalogue(node_for(capture("qx-a100.xml"))), lambda host: node.node_class)
     assert "recovery_action" not in metrics_file.render(healthy)
 
 
