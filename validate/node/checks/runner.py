@@ -27,12 +27,39 @@ def run_check(definition: CheckDef, node: Node) -> Check:
     return result
 
 
+#: Checks of the NVIDIA software only a GPU node gets (the provisioning roles install none of it on a node whose
+#: class expects no GPU), besides those that need the driver loaded.
+NVIDIA_SOFTWARE = (
+    "driver.nouveau_absent",
+    "node.selinux_labels",
+    "node.container_runtime",
+    "node.device_plugin_socket",
+)
+#: Message of a check skipped on a node whose class expects no GPU, as the provisioning roles say it.
+NO_GPU_EXPECTED = "the node class expects no GPU (gpu_count 0)"
+
+
+def gpu_only() -> set[str]:
+    """The checks that judge GPUs or NVIDIA software: the driver's module and whatever depends on it, in
+    catalogue order (a dependency comes first), and ``NVIDIA_SOFTWARE``."""
+    needs = {"driver.nvidia_module", *NVIDIA_SOFTWARE}
+    for definition in CATALOGUE:
+        if set(definition.depends) & needs:
+            needs.add(definition.id)
+    return needs
+
+
 def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
-    """Every check in catalogue order; one whose dependency did not pass is skipped, naming it."""
+    """Every check in catalogue order; one whose dependency did not pass is skipped, naming it. On a node whose
+    class expects no GPU, the GPU checks are skipped as such: ``provision cluster`` installs no driver there."""
     results: dict[str, Check] = {}
     measured = False
+    skipped_for_no_gpu = gpu_only() if not node.node_class.gpu_count else set()
     for definition in CATALOGUE:
         if only is not None and definition.id not in only:
+            continue
+        if definition.id in skipped_for_no_gpu:
+            results[definition.id] = skipped(definition.id, node.name, NO_GPU_EXPECTED)
             continue
         if not measured and definition.id in MEASURING and node.host is not None:
             measured = True
