@@ -261,10 +261,10 @@ def execute(ctx: Context, body: Callable[[Context], RunResult]) -> NoReturn:
             partial = getattr(e, "partial", None)
             if isinstance(partial, RunResult):
                 partial.aborted = str(e)
-                if problem := _finish(ctx, partial):
+                if problem := _finish(ctx, partial, error_follows=True):
                     click.echo(f"gpuready: error: {problem}", err=True)
             fail(str(e), e.exit_code)
-    problem = _finish(ctx, result)
+    problem = _finish(ctx, result, error_follows=bool(result.aborted))
     if problem:
         fail(str(problem), problem.exit_code)
     if result.aborted:
@@ -308,9 +308,10 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
     os._exit(cancel.exit_code())
 
 
-def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
+def _finish(ctx: Context, result: RunResult, *, error_follows: bool = False) -> ArtifactNotWritten | None:
     """Write the results and show them. An artifact that cannot be written (a full disk) does not keep the
-    verdict from the terminal: it is returned, to be named in one line and exit 3."""
+    verdict from the terminal: it is returned, to be named in one line and exit 3. ``error_follows``: the caller
+    prints why the run aborted as its last line, so the verdict does not say it too."""
     from gpuready.core.artifacts import ArtifactNotWritten, make_private
     from gpuready.core.report import metrics as metrics_file
     from gpuready.core.report import terminal, writers
@@ -330,7 +331,7 @@ def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
             metrics_file.write(result, metrics)
         except ArtifactNotWritten as e:
             problem = problem or e
-    terminal.show(result, ctx.console, verbose=bool(ctx.verbose))
+    terminal.show(result, ctx.console, verbose=bool(ctx.verbose), error_follows=error_follows)
     if ctx.output == "json":
         click.echo(writers.as_json(result))
     return problem

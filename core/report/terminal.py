@@ -118,19 +118,21 @@ _STEPS = (
 )
 
 
-def lines(run: RunResult, width: int = 80, *, max_lines: int | None = MAX_LINES) -> list[Text]:
+def lines(
+    run: RunResult, width: int = 80, *, max_lines: int | None = MAX_LINES, say_aborted: bool = True
+) -> list[Text]:
     """The verdict of ``run`` as lines of at most ``width`` cells each, and at most ``max_lines`` lines (None: all
     the detail, as ``-v`` shows it)."""
     width = max(width, 40)
     summaries = summarize(run)
     budget = _Budget()
-    out = _render(run, summaries, width, budget)
+    out = _render(run, summaries, width, budget, say_aborted)
     if max_lines is not None:
         for step in _STEPS:
             if len(out) <= max_lines:
                 break
             budget = replace(budget, **step)
-            out = _render(run, summaries, width, budget)
+            out = _render(run, summaries, width, budget, say_aborted)
         out = out[:max_lines]
     return [_shown(line, width) for line in out]
 
@@ -141,11 +143,13 @@ def _shown(line: Text, width: int) -> Text:
     return line if plain == line.plain else _fit(Text(plain, style=line.style), width)
 
 
-def show(run: RunResult, console: Console, *, verbose: bool = False) -> None:
-    """Print the verdict at the console's width; ``verbose`` first prints every host's rows, and all the detail."""
+def show(run: RunResult, console: Console, *, verbose: bool = False, error_follows: bool = False) -> None:
+    """Print the verdict at the console's width; ``verbose`` first prints every host's rows, and all the detail.
+    ``error_follows``: the caller ends with the error that aborted the run as its one ``gpuready: error:`` line, so
+    the verdict leaves its ``aborted:`` line out rather than say the same thing twice."""
     if verbose and run.checks:
         every_row(run, console)
-    for line in lines(run, console.width, max_lines=None if verbose else MAX_LINES):
+    for line in lines(run, console.width, max_lines=None if verbose else MAX_LINES, say_aborted=not error_follows):
         # Every line already fits, but for a path or a command, which stay whole to be copied.
         console.print(line, no_wrap=True, overflow="ignore", crop=False, soft_wrap=True)
 
@@ -167,7 +171,9 @@ def every_row(run: RunResult, console: Console) -> None:
     console.print(rows)
 
 
-def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _Budget) -> list[Text]:
+def _render(
+    run: RunResult, summaries: list[CheckSummary], width: int, budget: _Budget, say_aborted: bool = True
+) -> list[Text]:
     out: list[Text] = []
     hosts = _hosts(run)
     verdicts = _host_verdicts(run)
@@ -183,8 +189,8 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
             head.append(f", {len(failing_hosts)} failing")
     out.append(_fit(head, width))
     out.append(Text(f"inventory: {run.inventory or '(none)'}"))  # a path: whole, to be copied
-    if run.aborted:
-        out.append(_fit(Text(f"aborted: {redact.text(run.aborted)}", style=STYLE[ERROR]), width))
+    if run.aborted and say_aborted:  # why the run stopped, whole: it often names a path to fix
+        out += _wrapped(f"aborted: {redact.text(run.aborted)}", width, "", 4, STYLE[ERROR], cut=False)
 
     dependants = _dependants(run)
     failing = [s for s in summaries if s.counts[FAILED] or s.counts[ERROR]]
