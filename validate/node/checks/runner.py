@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 
 from gpuready.core.results import Check, errored, failed, skipped
+from gpuready.core.verdict import Verdict, blocks
 from gpuready.validate.node.checks.commands import MEASURING, perf_budget, perf_commands
 from gpuready.validate.node.checks.driver import GPU_VIEW
-from gpuready.validate.node.checks.registry import CATALOGUE, DEPENDS, CheckDef
+from gpuready.validate.node.checks.registry import CATALOGUE, CheckDef
 from gpuready.validate.node.node import Answer, Node, NoGpuView
 
 log = logging.getLogger(__name__)
@@ -64,14 +65,9 @@ def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
         if not measured and definition.id in MEASURING and node.host is not None:
             measured = True
             _measure(node, only, results)
-        cause = next((d for d in definition.depends if d in results and _blocks(results[d])), None)
+        cause = next((d for d in definition.depends if d in results and blocks(results[d])), None)
         if cause is not None:
-            root = results[cause]
-            if root.message.startswith(DEPENDS):  # skipped itself: name the same root cause
-                reason = root.message[len(DEPENDS) :]
-            else:  # the first clause of the root's message, identical across hosts so they group
-                reason = f"{cause} ({root.message.split(':', 1)[0]})"
-            results[definition.id] = skipped(definition.id, node.name, DEPENDS + reason)
+            results[definition.id] = Verdict(definition.id, node.name).depends_on(results[cause])
         else:
             results[definition.id] = run_check(definition, node)
     return list(results.values())
@@ -91,7 +87,3 @@ def _measure(node: Node, only: set[str] | None, results: dict[str, Check]) -> No
     except ConnectionError as e:  # each measuring check says its command did not finish; none is run again
         for command in perf_commands(node.settings, only):
             node.record(Answer(command, 124, "", str(e)))
-
-
-def _blocks(result: Check) -> bool:
-    return result.status in ("failed", "error") or (result.status == "skipped" and result.message.startswith(DEPENDS))
