@@ -27,7 +27,7 @@ from gpuready.core.report.hosts import (
     skips,
 )
 from gpuready.core.report.summary import showable, summarize
-from gpuready.core.report.terminal import group_remedy, todo_remedy
+from gpuready.core.report.terminal import group_remedy, remedy_commands, todo_remedy
 from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, Check, RunResult
 
 #: Up to this many hosts, every host's measured figures and its own row are shown; beyond, a summary per check.
@@ -189,9 +189,18 @@ def _failures(run: RunResult, grid: Matrix) -> list[str]:
                 f"<pre>{esc(first.evidence)}</pre></details>"
             )
         if g.remedy:
-            out.append(f'<p>remedy:</p><pre class="remedy"><code>{esc(group_remedy(run, g))}</code></pre>')
+            out += _remedy("remedy", group_remedy(run, g))
         out.append("</article>")
     out.append("</section>")
+    return out
+
+
+def _remedy(label: str, text: str) -> list[str]:
+    """A remedy as prose, then the gpuready commands it names as code, each running as pasted."""
+    commands = remedy_commands(text)
+    out = [f'<p class="remedy">{label}: {esc(text)}</p>']
+    if commands:
+        out.append(f'<pre class="remedy"><code>{esc(chr(10).join(commands))}</code></pre>')
     return out
 
 
@@ -208,9 +217,8 @@ def _pending(run: RunResult) -> list[str]:
             f'<p class="message">{esc(g.reason)} ({g.count} check(s))</p>',
             f"<p>hosts: {_names(g.hosts)}</p>",
         ]
-        if g.remedies:
-            todo = "\n".join(todo_remedy(run, r) for r in g.remedies)
-            out.append(f'<p>left to do:</p><pre class="remedy"><code>{esc(todo)}</code></pre>')
+        for r in g.remedies:
+            out += _remedy("left to do", todo_remedy(run, r))
         out.append("</article>")
     out.append("</section>")
     return out

@@ -15,6 +15,15 @@ def code(text: str) -> list[str]:
     return [fence + "sh", text, fence]
 
 
+def remedy(text: str, label: str = "remedy") -> list[str]:
+    """A remedy as prose, then the gpuready commands it names in a code block, each a command that runs as
+    pasted (prose in a code block would be pasted into a shell too)."""
+    from gpuready.core.report.terminal import remedy_commands
+
+    commands = remedy_commands(text)
+    return [f"- {label}: {' '.join(text.split())}", *(["", *code("\n".join(commands))] if commands else [])]
+
+
 def _cell(value: str) -> str:
     return " ".join(str(value).split()).replace("|", "\\|")
 
@@ -58,7 +67,6 @@ def _pending(run: RunResult) -> list[str]:
     for g in pendings(run):
         lines += ["", f"## Pending: {_cell(g.reason)}", "", f"- checks: {', '.join(g.check_ids)} ({g.count})"]
         lines.append(f"- hosts: {', '.join(g.hosts)}")
-        if g.remedies:
-            todo = "\n".join(todo_remedy(run, r) for r in g.remedies)
-            lines += ["- left to do:", "", *code(todo)]
+        for r in g.remedies:
+            lines += remedy(todo_remedy(run, r), "left to do")
     return lines

@@ -68,6 +68,33 @@ def remedy_for(remedy: str, hosts: list[str], inventory: str, *, limit: bool = T
     return _COMMAND.sub(concrete, text)
 
 
+#: Where a gpuready command named in a remedy starts; it runs on over its options and their values.
+_NAMED_COMMAND = re.compile(r"\bgpuready (?:provision|validate|inventory|report|lab) [a-z][a-z-]*")
+#: A word of a command: a quoted value (an inventory path with a space, as ``shlex.quote`` writes it) or a word.
+_WORD = re.compile(r"'[^']*'|[^\s]+")
+#: Words that go on in prose after a flag, never an option's value.
+_PROSE = {"then", "and", "or", "on", "to", "if", "for", "when", "does", "do", "again", "it", "so", "with", "after"}
+
+
+def remedy_commands(remedy: str) -> list[str]:
+    """The gpuready commands a remedy names, each ending where the prose goes on (a backtick, a bracket, a
+    comma or semicolon, a full stop, a word of prose), so each runs as pasted: what report.md and report.html put
+    in a code block, the prose staying outside it."""
+    commands = []
+    for match in _NAMED_COMMAND.finditer(remedy):
+        words = [match.group(0)]
+        for word in _WORD.findall(remedy[match.end() :]):
+            if word[0] in "`(" or word in _PROSE or (not word.startswith("-") and not words[-1].startswith("-")):
+                break
+            bare = word.rstrip(",;.)`:")
+            if bare:
+                words.append(bare)
+            if bare != word:
+                break
+        commands.append(" ".join(words))
+    return list(dict.fromkeys(commands))
+
+
 def group_remedy(run: RunResult, group: Group) -> str:
     """A failure group's remedy as the terminal, report.md and report.html all show it: secrets masked, every host
     of the group named, each gpuready command carrying ``-i`` as the user typed it (and ``--limit`` where it

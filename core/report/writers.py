@@ -158,11 +158,7 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
                 f"- hosts: {', '.join(g.hosts)}",
             ]
             if g.remedy:
-                lines += [
-                    "- remedy:",
-                    "",
-                    *markdown.code(group_remedy(run, g)),
-                ]
+                lines += markdown.remedy(group_remedy(run, g))
             lines.append("")
     lines += markdown.hosts_and_skips(run)
     if every_row:
