@@ -148,6 +148,8 @@ class Context:
     _live: Any = field(default=None, repr=False)
     #: The result the body is building (from :meth:`new_result`): what a cancel still writers.
     _result: RunResult | None = field(default=None, repr=False)
+    #: Lines this run has printed on stderr so far (notes, progress): the verdict takes what is left of its lines.
+    err_lines: int = field(default=0, repr=False)
 
     @cached_property
     def inventory(self) -> Inventory:
@@ -202,6 +204,7 @@ class Context:
         if event.status not in ("ok", "skipped") or self.verbose:
             detail = f" — {event.message}" if event.message else ""
             # One line per event, cut at the terminal's width: a wrapped task name would read as a column of words.
+            self.err_lines += 1
             self.err.print(
                 f"[{style}]{event.status:<11}[/] {escape(event.host):<20} {escape(event.task)}{escape(detail)}",
                 markup=True,
@@ -224,7 +227,10 @@ class Context:
             self._live = None
 
     def note(self, message: str) -> None:
-        # Whole, never broken at the width: a note often ends in a path to copy.
+        from rich.cells import cell_len
+
+        # Whole, never broken at the width: a note often ends in a path to copy (the terminal wraps it).
+        self.err_lines += max(1, -(-cell_len(message) // max(self.err.width, 1)))
         self.err.print(message, markup=False, soft_wrap=True)
 
 
@@ -331,7 +337,9 @@ def _finish(ctx: Context, result: RunResult, *, error_follows: bool = False) -> 
             metrics_file.write(result, metrics)
         except ArtifactNotWritten as e:
             problem = problem or e
-    terminal.show(result, ctx.console, verbose=bool(ctx.verbose), error_follows=error_follows)
+    # The verdict and the lines the run printed on stderr share one screen: the verdict takes what is left.
+    lines = max(terminal.MAX_LINES - ctx.err_lines, terminal.MIN_LINES)
+    terminal.show(result, ctx.console, verbose=bool(ctx.verbose), error_follows=error_follows, max_lines=lines)
     if ctx.output == "json":
         click.echo(writers.as_json(result))
     return problem

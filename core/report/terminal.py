@@ -25,8 +25,10 @@ from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, RunRe
 if TYPE_CHECKING:
     from rich.console import Console
 
-#: The most lines the verdict takes, at 10 hosts or 1000 (``-v`` lifts it).
+#: The most lines a run prints, at 10 hosts or 1000: its verdict and its lines on stderr (``-v`` lifts it).
 MAX_LINES = 40
+#: The fewest lines the verdict gets, however many the run printed on stderr before it.
+MIN_LINES = 24
 #: Up to this many hosts, every host is named with its verdict.
 HOSTS_NAMED = 20
 #: Distinct failure messages shown per check before the rest are counted.
@@ -119,7 +121,8 @@ def limits_hosts(run: RunResult) -> bool:
 class _Budget:
     """How much detail goes in: each step down gives up some, in the order :data:`_STEPS` lists."""
 
-    remedies: bool = True
+    #: Lines a remedy may take (None: all of it; 0: none).
+    remedy_lines: int | None = None
     message_lines: int = 2
     messages: int = MESSAGES_PER_CHECK
     reasons: int | None = None
@@ -129,18 +132,20 @@ class _Budget:
 
 
 _STEPS = (
-    {"remedies": False},
     {"message_lines": 1},
+    {"remedy_lines": 2},
     {"reasons": 8},
     {"todo": 6},
     {"reasons": 5},
+    {"remedy_lines": 1},
     {"todo": 3},
-    {"messages": 2},
-    {"name_hosts": False},
-    {"messages": 1},
     {"reasons": 3},
+    {"name_hosts": False},
+    {"reasons": 0},
+    {"messages": 2},
+    {"messages": 1},
     {"messages": 0},
-    {"reasons": 1},
+    {"remedy_lines": 0},
     {"failing_checks": 12},
 )
 
@@ -170,13 +175,20 @@ def _shown(line: Text, width: int) -> Text:
     return line if plain == line.plain else _fit(Text(plain, style=line.style), width)
 
 
-def show(run: RunResult, console: Console, *, verbose: bool = False, error_follows: bool = False) -> None:
+def show(
+    run: RunResult,
+    console: Console,
+    *,
+    verbose: bool = False,
+    error_follows: bool = False,
+    max_lines: int = MAX_LINES,
+) -> None:
     """Print the verdict at the console's width; ``verbose`` first prints every host's rows, and all the detail.
     ``error_follows``: the caller ends with the error that aborted the run as its one ``gpuready: error:`` line, so
     the verdict leaves its ``aborted:`` line out rather than say the same thing twice."""
     if verbose and run.checks:
         every_row(run, console)
-    for line in lines(run, console.width, max_lines=None if verbose else MAX_LINES, say_aborted=not error_follows):
+    for line in lines(run, console.width, max_lines=None if verbose else max_lines, say_aborted=not error_follows):
         # Every line already fits, but for a path or a command, which stay whole to be copied.
         console.print(line, no_wrap=True, overflow="ignore", crop=False, soft_wrap=True)
 
@@ -251,8 +263,8 @@ def _render(
     if run.artifacts:
         out.append(Text(f"artifacts: {run.artifacts}"))
     hidden = []
-    if not budget.remedies and any(g.remedy for s in failing for g in s.groups):
-        hidden.append("remedies")
+    if budget.remedy_lines is not None and any(g.remedy for s in failing for g in s.groups):
+        hidden.append("remedies" if budget.remedy_lines == 0 else "whole remedies")
     if any(len(s.groups) > budget.messages for s in failing) or budget.message_lines < 2:
         hidden.append("every message")
     if hidden and run.checks:
@@ -329,13 +341,21 @@ def _check_line(s: CheckSummary, id_width: int, dependants: int, width: int) -> 
 
 def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget) -> list[Text]:
     out: list[Text] = []
+    if budget.messages == 0:  # what to do outlasts what was found: the remedy of the most hosts' failure stays
+        first = s.groups[0]
+        if budget.remedy_lines != 0 and first.remedy:
+            out += _wrapped(f"→ {group_remedy(run, first)}", width, INDENT, budget.remedy_lines, style="cyan")
+        return out
     for g in s.groups[: budget.messages]:
         message = redact.text(g.message.replace("<host>", g.hosts[0]) if len(g.hosts) == 1 else g.message)
         if len(s.groups) > 1:  # one message: its hosts are on the check's line
             message = f"{_names(g.hosts, width // 2)}: {message}"
         out += _wrapped(message, width, INDENT, budget.message_lines)
-        if budget.remedies and g.remedy:
-            out += _wrapped(f"→ {group_remedy(run, g)}", width, INDENT, None, style="cyan", cut=False)
+        if budget.remedy_lines != 0 and g.remedy:
+            remedy = f"→ {group_remedy(run, g)}"
+            # Whole, a path in it too, to be pasted; cut short (report.md has it whole), a line's words are cut.
+            whole = budget.remedy_lines is None
+            out += _wrapped(remedy, width, INDENT, budget.remedy_lines, style="cyan", cut=not whole)
     more = len(s.groups) - budget.messages
     if more > 0 and budget.messages:
         out.append(_fit(Text(f"{INDENT}… {plural(more, 'more message')}", style="dim"), width))
@@ -362,7 +382,7 @@ def _pending_lines(run: RunResult, width: int, budget: _Budget) -> list[Text]:
     groups = pendings(run)
     if not groups:
         return []
-    shown = groups if budget.reasons is None else groups[: budget.reasons]
+    shown = groups if budget.reasons is None else groups[: max(budget.reasons, 1)]  # what is left to do stays
     out = [_fit(Text("pending (a reboot or an action outside gpuready finishes it):", style=STYLE[PENDING]), width)]
     for g in shown:
         hosts = plural(len(g.hosts), "host")
@@ -455,13 +475,17 @@ def _skip_lines(run: RunResult, folded: set[str], width: int, budget: _Budget) -
     if not groups:
         return []
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1][0]), -kv[1][2], kv[0]))
+    if budget.reasons == 0:
+        count = sum(n for _, _, n in groups.values())
+        line = f"not tested (skipped): {plural(count, 'check')}, {plural(len(ordered), 'reason')} in report.md"
+        return [_fit(Text(line, style=STYLE[SKIPPED]), width)]
     shown = ordered if budget.reasons is None else ordered[: budget.reasons]
     out = [_fit(Text("not tested (skipped):", style=STYLE[SKIPPED]), width)]
     for reason, (hosts, ids, _) in shown:
         which = ids[0] if len(ids) == 1 else f"{ids[0]} +{len(ids) - 1}"
         count, checks = f": {plural(len(hosts), 'host')}", f" ({which})"
-        # The reason gives way to its count, the check ids (but their first cells) to both.
-        reason = _clip(reason, max(width - 2 - cell_len(count) - min(cell_len(checks), 12), 24))
+        # The reason gives way to its count and its check ids, which stay whole: an id cut cannot be looked up.
+        reason = _clip(reason, max(width - 2 - cell_len(count) - cell_len(checks), 12))
         out.append(_fit(Text(f"  {reason}{count}{checks}"), width))
     if len(shown) < len(ordered):
         out.append(_fit(Text(f"  … {plural(len(ordered) - len(shown), 'more reason')}", style="dim"), width))
