@@ -93,3 +93,21 @@ def test_a_plot_in_the_run_folder_is_inline(tmp_path: Path) -> None:
     plt.close()
     page = html.render(RunResult(command="validate training"), folder)
     assert '<img src="data:image/png;base64,' in page and "scaling.png" in page
+
+
+def test_summary_json_says_which_gpuready_wrote_it(artifacts: Path) -> None:
+    done = gpuready("inventory", "check", "-i", "inventories/local", "--artifacts", str(artifacts))
+    assert done.returncode == 0, done.stderr
+    version = gpuready("--version").stdout.split()[-1]
+    (folder,) = artifacts.iterdir()
+    assert json.loads((folder / "summary.json").read_text())["gpuready_version"] == version
+
+
+def test_every_option_of_validate_training_says_what_it_does() -> None:
+    import click
+
+    from gpuready.validate.training import training
+
+    undocumented = [p.name for p in training.params if isinstance(p, click.Option) and not p.help]
+    assert undocumented == [], undocumented
+    assert "densenet121 (CheXNet) or resnet50" in " ".join(gpuready("validate", "training", "--help").stdout.split())
