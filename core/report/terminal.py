@@ -216,6 +216,8 @@ def _render(
     out: list[Text] = []
     hosts = _hosts(run)
     verdicts = _host_verdicts(run)
+    if run.command == "inventory check" and verdicts.get(run.inventory) in (PASSED, SKIPPED):
+        del verdicts[run.inventory]  # the checks of the inventory folder itself: it is no host to list
     failing_hosts = [h for h, v in verdicts.items() if v in (FAILED, ERROR)]
     status = run.status.upper()
     head = Text()

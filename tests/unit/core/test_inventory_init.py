@@ -23,6 +23,8 @@ def test_init_writes_every_example_inventory_as_shipped_and_they_check(tmp_path:
     assert checked.returncode == 0, checked.stdout + checked.stderr
     # The local inventory has one host; the checks on the inventory folder itself count as none.
     assert checked.stdout.splitlines()[0] == "inventory check: PASSED · 1 host", checked.stdout
+    # The inventory folder's own checks are no host: only the machine is listed.
+    assert "passed: localhost" in checked.stdout.splitlines(), checked.stdout
 
 
 def test_init_defaults_to_inventories_and_only_writes_what_is_asked(tmp_path: Path) -> None:
