@@ -478,8 +478,8 @@ def _skip_lines(run: RunResult, folded: set[str], width: int, budget: _Budget) -
         return []
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1][0]), -kv[1][2], kv[0]))
     if budget.reasons == 0:
-        count = sum(n for _, _, n in groups.values())
-        line = f"not tested (skipped): {plural(count, 'check')}, {plural(len(ordered), 'reason')} in report.md"
+        skips = sum(n for _, _, n in groups.values())
+        line = f"not tested (skipped): {plural(skips, 'check')}, {plural(len(ordered), 'reason')} in report.md"
         return [_fit(Text(line, style=STYLE[SKIPPED]), width)]
     shown = ordered if budget.reasons is None else ordered[: budget.reasons]
     out = [_fit(Text("not tested (skipped):", style=STYLE[SKIPPED]), width)]
