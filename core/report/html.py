@@ -150,7 +150,13 @@ def _matrix(grid: Matrix) -> list[str]:
         '<div class="scroll"><table id="matrix" class="sortable"><thead><tr>',
         "<th>hosts</th><th data-type=num>count</th><th data-type=num>verdict</th>",
     ]
-    out += [f'<th class="check" data-type=num title="{esc(i)}">{esc(i)}</th>' for i in grid.check_ids]
+    # Failing columns first, then pending ones, each group in run order: at 36 checks the grid is wider than a
+    # screen, and a failing host must show its failure without scrolling sideways past its passes.
+    columns = sorted(range(len(grid.check_ids)), key=lambda k: (_column_rank(grid, k), k))
+    out += [
+        f'<th class="check" data-type=num title="{esc(grid.check_ids[k])}">{esc(grid.check_ids[k])}</th>'
+        for k in columns
+    ]
     out.append("</tr></thead><tbody>")
     for row in grid.rows:
         first = sorted(row.hosts, key=natural)
@@ -160,7 +166,7 @@ def _matrix(grid: Matrix) -> list[str]:
             f'<td class="num" data-key="{len(row.hosts)}">{len(row.hosts)}</td>',
             f'<td class="{row.verdict}" data-key="{SEVERITY[row.verdict]}">{row.verdict}</td>',
         ]
-        for check_id, status in zip(grid.check_ids, row.statuses, strict=True):
+        for check_id, status in ((grid.check_ids[k], row.statuses[k]) for k in columns):
             tip = ""
             if len(row.hosts) == 1 and status in (FAILED, ERROR, SKIPPED):
                 tip = f' title="{esc(grid.cells[(check_id, row.hosts[0])].message)}"'
@@ -168,6 +174,12 @@ def _matrix(grid: Matrix) -> list[str]:
         out.append("".join(cells) + "</tr>")
     out.append("</tbody></table></div></section>")
     return out
+
+
+def _column_rank(grid: Matrix, k: int) -> int:
+    """0: a column where some host failed or could not run the check; 1: pending somewhere; 2: the rest."""
+    statuses = {row.statuses[k] for row in grid.rows}
+    return 0 if statuses & {FAILED, ERROR} else 1 if PENDING in statuses else 2
 
 
 def _failures(run: RunResult, grid: Matrix) -> list[str]:
