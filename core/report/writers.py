@@ -169,7 +169,12 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
     if run.metrics:
         lines += ["", "## Metrics", ""]
         metrics = redact.structure(run.metrics)
-        lines += [f"- {k}: {v}" for k, v in metrics.items() if not isinstance(v, dict | list)]
+        # As summary.json writes them (true, null), not as Python prints them (True, None).
+        lines += [
+            f"- {k}: {v if isinstance(v, str) else json.dumps(v)}"
+            for k, v in metrics.items()
+            if not isinstance(v, dict | list)
+        ]
     return showable("\n".join(lines) + "\n")
 
 

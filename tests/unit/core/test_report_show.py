@@ -111,3 +111,17 @@ def test_every_option_of_validate_training_says_what_it_does() -> None:
     undocumented = [p.name for p in training.params if isinstance(p, click.Option) and not p.help]
     assert undocumented == [], undocumented
     assert "densenet121 (CheXNet) or resnet50" in " ".join(gpuready("validate", "training", "--help").stdout.split())
+
+
+def test_report_md_writes_metrics_as_summary_json_does_not_as_python_prints_them(tmp_path: Path) -> None:
+    run = RunResult(command="provision cluster", inventory="inventories/local")
+    run.add(passed("preflight.os", "localhost", "Debian 12 is supported"))
+    run.metrics = {"check_mode": True, "changed": 0, "driver": None, "flavour": "kubernetes"}
+    folder = tmp_path / "run"
+    folder.mkdir()
+    writers.write_all(run, folder)
+    md = (folder / "report.md").read_text()
+    metrics = md.split("\n## Metrics\n")[1]
+    assert "- check_mode: true\n- changed: 0\n- driver: null\n- flavour: kubernetes" in metrics
+    shown = gpuready("report", "show", str(folder))
+    assert shown.returncode == 0 and "check mode" in shown.stdout
