@@ -185,11 +185,11 @@ def root_causes(chain: list[Check]) -> list[Check]:
 
 def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any, plugin: dict[str, Check]) -> Check:
     v = Verdict("cluster.device_plugin.registered", host)
-    if host in plugin and blocks(plugin[host]):  # no pod, or one that is not Ready: its log tells the same cause
-        return v.depends_on(plugin[host])
     if pod is None:
-        return v.skipped("no device-plugin pod to read")
+        return v.depends_on(plugin[host]) if host in plugin else v.skipped("no device-plugin pod to read")
     log = _log(client, pod)
+    if host in plugin and blocks(plugin[host]):  # a pod that is not Ready: the same cause, its log says why
+        return v.depends_on(plugin[host], log[-2000:] or "(empty log)")
     if REGISTERED in log and "with Kubelet" in log:
         line = next(line for line in log.splitlines() if REGISTERED in line)
         return v.passed("the plugin registered with the kubelet", line.strip())
