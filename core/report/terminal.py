@@ -237,9 +237,10 @@ def _render(
     failing = [s for s in summaries if s.counts[FAILED] or s.counts[ERROR]]
     shown = failing if budget.failing_checks is None else failing[: budget.failing_checks]
     id_width = min(max((len(s.id) for s in failing), default=0), width // 2)
+    last_remedy: list[str] = []  # the remedy shown last: the same one again is "as above"
     for s in shown:
         out.append(_check_line(s, id_width, dependants.get(s.id, 0), width))
-        out += _messages(run, s, width, budget)
+        out += _messages(run, s, width, budget, last_remedy)
     if len(shown) < len(failing):
         out.append(_fit(Text(f"  … {len(failing) - len(shown)} more failing check(s): report.md"), width))
 
@@ -341,12 +342,23 @@ def _check_line(s: CheckSummary, id_width: int, dependants: int, width: int) -> 
     return _fit(line, width)
 
 
-def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget) -> list[Text]:
+def _remedy_lines(run: RunResult, g: Group, width: int, budget: _Budget, last: list[str]) -> list[Text]:
+    """``g``'s remedy, or "as above" when it is the one shown just before (nine vSphere checks, one command)."""
+    remedy = group_remedy(run, g)
+    if last == [remedy]:
+        return [Text(f"{INDENT}→ as above", style="cyan")]
+    last[:] = [remedy]
+    # Whole, a path in it too, to be pasted; cut short (report.md has it whole), a line's words are cut.
+    whole = budget.remedy_lines is None
+    return _wrapped(f"→ {remedy}", width, INDENT, budget.remedy_lines, style="cyan", cut=not whole)
+
+
+def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget, last_remedy: list[str]) -> list[Text]:
     out: list[Text] = []
     if budget.messages == 0:  # what to do outlasts what was found: the remedy of the most hosts' failure stays
         first = s.groups[0]
         if budget.remedy_lines != 0 and first.remedy:
-            out += _wrapped(f"→ {group_remedy(run, first)}", width, INDENT, budget.remedy_lines, style="cyan")
+            out += _remedy_lines(run, first, width, budget, last_remedy)
         return out
     for g in s.groups[: budget.messages]:
         message = redact.text(g.message.replace("<host>", g.hosts[0]) if len(g.hosts) == 1 else g.message)
@@ -354,10 +366,7 @@ def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget) -> l
             message = f"{_names(g.hosts, width // 2)}: {message}"
         out += _wrapped(message, width, INDENT, budget.message_lines)
         if budget.remedy_lines != 0 and g.remedy:
-            remedy = f"→ {group_remedy(run, g)}"
-            # Whole, a path in it too, to be pasted; cut short (report.md has it whole), a line's words are cut.
-            whole = budget.remedy_lines is None
-            out += _wrapped(remedy, width, INDENT, budget.remedy_lines, style="cyan", cut=not whole)
+            out += _remedy_lines(run, g, width, budget, last_remedy)
     more = len(s.groups) - budget.messages
     if more > 0 and budget.messages:
         out.append(_fit(Text(f"{INDENT}… {plural(more, 'more message')}", style="dim"), width))
