@@ -165,6 +165,14 @@ def lines(
                 break
             budget = replace(budget, **step)
             out = _render(run, summaries, width, budget, say_aborted)
+        # The steps give up detail in a fixed order; what they left room for goes back to the remedies first.
+        for lines_back in (None, 3, 2):
+            if budget.remedy_lines is None or (lines_back is not None and lines_back <= budget.remedy_lines):
+                continue
+            relaxed = _render(run, summaries, width, replace(budget, remedy_lines=lines_back), say_aborted)
+            if len(relaxed) <= max_lines:
+                out = relaxed
+                break
         out = out[:max_lines]
     return [_shown(line, width) for line in out]
 
