@@ -247,8 +247,9 @@ def _render(
     id_width = min(max((len(s.id) for s in failing), default=0), width // 2)
     last_remedy: list[str] = []  # the remedy shown last: the same one again is "as above"
     for s in shown:
-        out.append(_check_line(s, id_width, dependants.get(s.id, 0), width))
-        out += _messages(run, s, width, budget, last_remedy)
+        line, named = _check_line(s, id_width, dependants.get(s.id, 0), width)
+        out.append(line)
+        out += _messages(run, s, width, budget, last_remedy, named)
     if len(shown) < len(failing):
         out.append(_fit(Text(f"  … {len(failing) - len(shown)} more failing check(s): report.md"), width))
 
@@ -328,8 +329,9 @@ def _dependants(run: RunResult) -> dict[str, int]:
     return counts
 
 
-def _check_line(s: CheckSummary, id_width: int, dependants: int, width: int) -> Text:
-    """``✗ id  failed on N hosts``; a check with one message names its hosts here, leaving its message a line."""
+def _check_line(s: CheckSummary, id_width: int, dependants: int, width: int) -> tuple[Text, bool]:
+    """``✗ id  failed on N hosts``; a check with one message names its hosts here, leaving its message a line,
+    when a whole host name fits (else its message names them). Says whether the hosts are named."""
     line = Text()
     status = FAILED if s.counts[FAILED] else ERROR
     line.append(f"{MARK[status]} ", style=STYLE[status])
@@ -343,11 +345,15 @@ def _check_line(s: CheckSummary, id_width: int, dependants: int, width: int) -> 
         line.append(", " if i else "  ")
         line.append(text, style=STYLE[st])
     after = f"; {dependants} skipped after it" if dependants else ""
+    named = False
     if len(s.groups) == 1:
         room = width - cell_len(line.plain) - cell_len(after) - 2
-        line.append(": " + _names(s.groups[0].hosts, max(room, 12)))
+        names = _names(s.groups[0].hosts, max(room, 12))
+        named = cell_len(names) <= room
+        if named:
+            line.append(": " + names)
     line.append(after)
-    return _fit(line, width)
+    return _fit(line, width), named
 
 
 def _remedy_lines(run: RunResult, g: Group, width: int, budget: _Budget, last: list[str]) -> list[Text]:
@@ -361,7 +367,9 @@ def _remedy_lines(run: RunResult, g: Group, width: int, budget: _Budget, last: l
     return _wrapped(f"→ {remedy}", width, INDENT, budget.remedy_lines, style="cyan", cut=not whole)
 
 
-def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget, last_remedy: list[str]) -> list[Text]:
+def _messages(
+    run: RunResult, s: CheckSummary, width: int, budget: _Budget, last_remedy: list[str], named: bool = True
+) -> list[Text]:
     out: list[Text] = []
     if budget.messages == 0:  # what to do outlasts what was found: the remedy of the most hosts' failure stays
         first = s.groups[0]
@@ -370,7 +378,7 @@ def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget, last
         return out
     for g in s.groups[: budget.messages]:
         message = redact.text(g.message.replace("<host>", g.hosts[0]) if len(g.hosts) == 1 else g.message)
-        if len(s.groups) > 1:  # one message: its hosts are on the check's line
+        if len(s.groups) > 1 or not named:  # one message: its hosts are on the check's line, where they fit
             message = f"{_names(g.hosts, width // 2)}: {message}"
         out += _wrapped(message, width, INDENT, budget.message_lines)
         if budget.remedy_lines != 0 and g.remedy:
