@@ -6,24 +6,28 @@ STAMP  := $(VENV)/.stamp
 
 .PHONY: demo test lint setup system-deps clean
 
+# Each long step says what it does and how long it took (scripts/timed), instead of echoing its command line.
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	@scripts/timed "creating the virtual environment $(VENV)" $(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q --upgrade pip
 
 # Python dependencies, reinstalled when pyproject.toml changes.
 $(STAMP)-base: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev]'
-	touch $@
+	@scripts/timed "installing gpuready and its Python dependencies into $(VENV) (first run: a minute or two)" \
+		$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
 
 # The train extra: TensorFlow first, then Horovod built from source against it (Gloo only, no
 # MPI/PyTorch/MXNet); pip keeps the built wheel in its cache, so later runs take seconds.
 HOROVOD_BUILD := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 \
 	HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=GLOO
 $(STAMP)-train: $(STAMP)-base
-	$(BIN)/pip install -q 'tensorflow==2.15.1' 'kubernetes-validate>=1.31'
-	$(HOROVOD_BUILD) $(BIN)/pip install -q --no-build-isolation 'horovod==0.28.1'
-	$(BIN)/pip check
-	touch $@
+	@scripts/timed "installing TensorFlow 2.15.1 for the training run (first run: a few minutes)" \
+		$(BIN)/pip install -q 'tensorflow==2.15.1' 'kubernetes-validate>=1.31'
+	@scripts/timed "building Horovod 0.28.1 from source against it (first run: about 9 minutes on 2 cores; later runs take seconds)" \
+		env $(HOROVOD_BUILD) $(BIN)/pip install -q --no-build-isolation 'horovod==0.28.1'
+	@$(BIN)/pip check
+	@touch $@
 
 # The torch extra for the PyTorch path's tests. PyPI's Linux builds bring CUDA's libraries (about
 # 2.9 GB of wheels; docs/pytorch.md has the measured cost), installed one at a time without pip's
@@ -36,12 +40,17 @@ $(STAMP)-torch: $(STAMP)-base
 	touch $@
 
 system-deps:
-	scripts/install-system-deps
+	@scripts/timed "installing the system packages (scripts/install-system-deps; first run: several minutes)" \
+		scripts/install-system-deps
 
 setup: system-deps $(STAMP)-base
 
-demo: setup $(STAMP)-train
-	scripts/demo
+# The environments first (node, vSphere, Kubernetes: what most users come for), then the training
+# dependencies, built only now, then the training run.
+demo: setup
+	@scripts/demo environments
+	@$(MAKE) --no-print-directory $(STAMP)-train
+	@scripts/demo training
 
 test: setup $(STAMP)-train $(STAMP)-torch
 	scripts/test

@@ -148,6 +148,8 @@ class Context:
     _live: Any = field(default=None, repr=False)
     #: The result the body is building (from :meth:`new_result`): what a cancel still writers.
     _result: RunResult | None = field(default=None, repr=False)
+    #: Lines this run has printed on stderr so far (notes, progress): the verdict takes what is left of its lines.
+    err_lines: int = field(default=0, repr=False)
 
     @cached_property
     def inventory(self) -> Inventory:
@@ -199,6 +201,7 @@ class Context:
         if event.status not in ("ok", "skipped") or self.verbose:
             detail = f" — {event.message}" if event.message else ""
             # One line per event, cut at the terminal's width: a wrapped task name would read as a column of words.
+            self.err_lines += 1
             self.err.print(
                 f"[{style}]{event.status:<11}[/] {escape(showable(event.host)):<20} "
                 f"{escape(showable(event.task))}{escape(showable(detail))}",
@@ -222,11 +225,15 @@ class Context:
             self._live = None
 
     def note(self, message: str) -> None:
+        from rich.cells import cell_len
+
         from gpuready.core.report.summary import showable
 
-        # Whole, never broken at the width: a note often ends in a path to copy. A host's name or what it printed
-        # is written out, never obeyed by the terminal.
-        self.err.print(showable(message), markup=False, soft_wrap=True)
+        # Whole, never broken at the width: a note often ends in a path to copy (the terminal wraps it). A host's
+        # name or what it printed is written out, never obeyed by the terminal.
+        shown = showable(message)
+        self.err_lines += max(1, -(-cell_len(shown) // max(self.err.width, 1)))
+        self.err.print(shown, markup=False, soft_wrap=True)
 
 
 def console(*, stderr: bool = False, **options: Any) -> Console:
@@ -280,10 +287,10 @@ def execute(ctx: Context, body: Callable[[Context], RunResult]) -> NoReturn:
             partial = getattr(e, "partial", None)
             if isinstance(partial, RunResult):
                 partial.aborted = str(e)
-                if problem := _finish(ctx, partial):
+                if problem := _finish(ctx, partial, error_follows=True):
                     click.echo(f"gpuready: error: {problem}", err=True)
             fail(str(e), e.exit_code)
-    problem = _finish(ctx, result)
+    problem = _finish(ctx, result, error_follows=bool(result.aborted))
     if problem:
         fail(str(problem), problem.exit_code)
     if result.aborted:
@@ -327,9 +334,10 @@ def _cancelled(ctx: Context, partial: object) -> NoReturn:
     os._exit(cancel.exit_code())
 
 
-def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
+def _finish(ctx: Context, result: RunResult, *, error_follows: bool = False) -> ArtifactNotWritten | None:
     """Write the results and show them. An artifact that cannot be written (a full disk) does not keep the
-    verdict from the terminal: it is returned, to be named in one line and exit 3."""
+    verdict from the terminal: it is returned, to be named in one line and exit 3. ``error_follows``: the caller
+    prints why the run aborted as its last line, so the verdict does not say it too."""
     from gpuready.core.artifacts import ArtifactNotWritten, make_private
     from gpuready.core.report import metrics as metrics_file
     from gpuready.core.report import terminal, writers
@@ -349,7 +357,9 @@ def _finish(ctx: Context, result: RunResult) -> ArtifactNotWritten | None:
             metrics_file.write(result, metrics)
         except ArtifactNotWritten as e:
             problem = problem or e
-    terminal.show(result, ctx.console, verbose=bool(ctx.verbose))
+    # The verdict and the lines the run printed on stderr share one screen: the verdict takes what is left.
+    lines = max(terminal.MAX_LINES - ctx.err_lines, terminal.MIN_LINES)
+    terminal.show(result, ctx.console, verbose=bool(ctx.verbose), error_follows=error_follows, max_lines=lines)
     if ctx.output == "json":
         click.echo(writers.as_json(result))
     return problem

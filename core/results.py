@@ -10,6 +10,7 @@ import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuready.core import __version__
 from gpuready.core.errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK, EXIT_UNREACHABLE
 
 PASSED = "passed"
@@ -106,6 +107,8 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = {
+            # Which gpuready wrote it: a result is read against the checks and references of that version.
+            "gpuready_version": __version__,
             "command": self.command,
             "started": self.started,
             "finished": self.finished,

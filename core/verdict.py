@@ -7,6 +7,15 @@ from dataclasses import dataclass
 
 from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, Check
 
+#: Message prefix of a check skipped because a check it depends on did not pass: one failure per root cause.
+DEPENDS = "depends on "
+
+
+def blocks(check: Check) -> bool:
+    """Whether ``check`` keeps the checks that depend on it from running: it failed, could not run, or was itself
+    skipped for a root cause."""
+    return check.status in (FAILED, ERROR) or (check.status == SKIPPED and check.message.startswith(DEPENDS))
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -23,6 +32,14 @@ class Verdict:
 
     def skipped(self, reason: str, evidence: str = "") -> Check:
         return Check(self.id, self.host, SKIPPED, reason, evidence)
+
+    def depends_on(self, root: Check, evidence: str = "") -> Check:
+        """Skipped, not failed again for the same cause: ``root`` (a check this one depends on) did not pass. Names
+        the root cause (``root``'s own when it was skipped for one) with the first clause of its message, identical
+        across hosts so they group."""
+        if root.message.startswith(DEPENDS):
+            return self.skipped(root.message, evidence)
+        return self.skipped(f"{DEPENDS}{root.id} ({root.message.split(':', 1)[0]})", evidence)
 
     def pending(self, message: str, evidence: str = "", remedy: str = "") -> Check:
         """Done as far as gpuready goes; a reboot or an admin's action finishes it (``remedy`` says which)."""

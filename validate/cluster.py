@@ -22,8 +22,8 @@ from gpuready.core import role_defaults
 from gpuready.core.command import Context, common_options, execute, limit_option
 from gpuready.core.errors import GpureadyError
 from gpuready.core.report.metrics import metrics_option
-from gpuready.core.results import Check, RunResult
-from gpuready.core.verdict import Verdict
+from gpuready.core.results import ERROR, FAILED, Check, RunResult
+from gpuready.core.verdict import Verdict, blocks
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -107,6 +107,8 @@ def _run_checks(
     advertised = {host: _advertised(host, nodes[host], expected[host]) for host in gpu_nodes if host in nodes}
     record_gpus(result, nodes, expected)
     runnable = [host for host, checks in advertised.items() if all(c.status == "passed" for c in checks)]
+    #: Each GPU node's plugin pod verdict, the root cause the plugin log's check defers to.
+    plugin: dict[str, Check] = {}
 
     def node_checks(host: str) -> list[Any]:
         """What the node list and the plugin pod's status show (requests only for a plugin pod that failed)."""
@@ -116,11 +118,11 @@ def _run_checks(
                 "cluster.node", host, "the inventory host name of a GPU node must be its Kubernetes node name"
             )
             return [named.failed("no Kubernetes node of this name", f"nodes: {', '.join(sorted(nodes))}")]
-        checks = [_plugin_pod(client, settings, host, by_node.get(host)), *advertised[host]]
+        plugin[host] = _plugin_pod(client, settings, host, by_node.get(host))
+        checks = root_causes([plugin[host], *advertised[host]])
         if host in runnable:
             return checks
-        not_run = f"not run: the node advertises no allocatable {GPU}"
-        return [*checks, Verdict("cluster.cuda_vector_add", host).skipped(not_run)]
+        return [*checks, Verdict("cluster.cuda_vector_add", host).depends_on(next(c for c in checks if blocks(c)))]
 
     # Written before the test pods exist, so a Ctrl-C while they run still reports them.
     for checks in client.each(node_checks, gpu_nodes):
@@ -133,7 +135,7 @@ def _run_checks(
     def while_pods_run() -> None:
         # One log read per node: in parallel, so 1000 nodes are not 1000 round trips one after another.
         logged = [host for host in gpu_nodes if host in nodes]
-        result.add(*client.each(lambda host: _plugin_log(client, settings, host, by_node.get(host)), logged))
+        result.add(*client.each(lambda host: _plugin_log(client, settings, host, by_node.get(host), plugin), logged))
         if settings.flavour == "openshift":
             result.add(_scc(client, settings))
 
@@ -171,11 +173,26 @@ def _plugin_pod(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Chec
     )
 
 
-def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any) -> Check:
+def root_causes(chain: list[Check]) -> list[Check]:
+    """``chain``'s checks, each depending on the ones before: a failure after one that did not pass is the same
+    root cause, so it is skipped naming it (as the node checks do), never failed again with a remedy for what
+    cannot be there yet. A pass stays a pass: what a node shows is not hidden."""
+    out: list[Check] = []
+    for check in chain:
+        root = next((c for c in out if blocks(c)), None)
+        if root is not None and check.status in (FAILED, ERROR):
+            check = Verdict(check.id, check.host).depends_on(root)
+        out.append(check)
+    return out
+
+
+def _plugin_log(client: Kube, settings: Kubernetes, host: str, pod: Any, plugin: dict[str, Check]) -> Check:
     v = Verdict("cluster.device_plugin.registered", host)
     if pod is None:
-        return v.skipped("no device-plugin pod to read")
+        return v.depends_on(plugin[host]) if host in plugin else v.skipped("no device-plugin pod to read")
     log = _log(client, pod)
+    if host in plugin and blocks(plugin[host]):  # a pod that is not Ready: the same cause, its log says why
+        return v.depends_on(plugin[host], log[-2000:] or "(empty log)")
     if REGISTERED in log and "with Kubelet" in log:
         line = next(line for line in log.splitlines() if REGISTERED in line)
         return v.passed("the plugin registered with the kubelet", line.strip())

@@ -100,16 +100,17 @@ def gpu_node(
     execute(Context("validate gpu-node", inventory_path, artifacts, verbose, options), _gpu_node)
 
 
-#: Failing hosts named in a progress line of their own; later ones are counted in the tenth-of-run lines, so a
-#: fleet failing everywhere (a bad driver pushed to all) gives a screenful, not a line per host.
-FAILING_LINES = 20
+#: Failing hosts named in a progress line of their own; later ones are counted in the quarter-of-run lines, so a
+#: fleet failing everywhere (a bad driver pushed to all) gives a few lines, not a line per host: the run's lines
+#: on stderr and its verdict share one screen (core/report/terminal.py's MAX_LINES).
+FAILING_LINES = 3
 
 
 def worth_a_line(event: HostDone, failing_so_far: int = 0) -> bool:
-    """At 1000 hosts a progress line per host is noise: the first failing hosts, every tenth of the run and the
-    last host get one (``-v``: every host). ``failing_so_far`` counts ``event``'s host when it fails."""
+    """A progress line per host is noise beside the verdict: the first failing hosts and each quarter of the run
+    (its last host too) get one (``-v``: every host). ``failing_so_far`` counts ``event``'s host when it fails."""
     named = bool(event.failing) and failing_so_far <= FAILING_LINES
-    return named or event.done == event.total or event.done % max(1, event.total // 10) == 0
+    return named or event.done * 4 // event.total > (event.done - 1) * 4 // event.total
 
 
 def _gpu_node(ctx: Context) -> RunResult:
@@ -147,7 +148,8 @@ def _gpu_node(ctx: Context) -> RunResult:
         settings = settings.model_copy(update={"node_checks": checks_settings})
     targets = [fanout.Target(h, connect.connection_spec(h, inv.host_vars(h)), inv.node_class(h)) for h in hosts]
     count = f"{len(targets)} host{'s' if len(targets) != 1 else ''}"
-    ctx.note(f"validate gpu-node: {count} of {inv.path}, {opts['workers']} at once — artifacts in {ctx.run_dir}")
+    # Short, to share the screen with the verdict, which names the run folder last.
+    ctx.note(f"validate gpu-node: {count} of {inv.path}, {opts['workers']} at once")
     if selection.added:
         ctx.note(f"validate gpu-node: --only adds {', '.join(selection.added)}: the selected checks depend on them")
 

@@ -66,7 +66,12 @@ def _sizes(value: str) -> list[int]:
     help="Train on the CPU on purpose (processes, not GPUs); the run is labelled CPU and judged as one. "
     "Without it, --gpus N needs N GPUs.",
 )
-@click.option("--model", type=click.Choice(["densenet121", "resnet50"]), default=None)
+@click.option(
+    "--model",
+    type=click.Choice(["densenet121", "resnet50"]),
+    default=None,
+    help="The network: densenet121 (CheXNet) or resnet50 (default: gpuready.training.model, densenet121).",
+)
 @click.option("--steps", type=click.IntRange(1), default=None, help="Timed steps per run.")
 @click.option(
     "--warmup-steps", type=click.IntRange(0), default=None, help="Untimed steps first (at least 1 runs: it compiles)."

@@ -6,6 +6,7 @@ the key, before anything runs.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import logging
 import os
@@ -262,8 +263,23 @@ class Inventory:
         chosen = [h for h in hosts if h in matched]
         if not chosen:
             where = "" if group == "all" else f" of group {group!r}"
-            raise BadInput(f"--limit {pattern!r} matches no host{where} in {self.path}")
+            raise BadInput(f"--limit {pattern!r} matches no host{where} in {self.path}{_hosts_hint(pattern, hosts)}")
         return chosen
+
+
+#: Host names a refused --limit lists, so the line stays one line at 1000 hosts.
+HOSTS_LISTED = 5
+
+
+def _hosts_hint(pattern: str, hosts: list[str]) -> str:
+    """The next step after a --limit that matched nothing: the closest host name, and the hosts there are."""
+    if not hosts:
+        return " (it has no hosts)"
+    close = difflib.get_close_matches(pattern, hosts, n=1)
+    named = ", ".join(hosts[:HOSTS_LISTED]) + (
+        f" and {len(hosts) - HOSTS_LISTED} more" if len(hosts) > HOSTS_LISTED else ""
+    )
+    return f" (its hosts: {named}" + (f"; did you mean {close[0]}?)" if close else ")")
 
 
 _LIMIT_PART = re.compile(r"[!&]?(~.+|[^\[\]~!&@,\s]+(\[-?\d+(:-?\d*)?\])?)")
@@ -323,13 +339,32 @@ def _matches_group_all(part: str) -> bool:
 
 def hosts_file(path: Path) -> Path:
     if not path.exists():
-        raise BadInput(f"{path}: inventory not found")
+        raise BadInput(f"{path}: inventory not found{_inventory_hint(path)}")
     if path.is_file():
         return path
     for name in ("hosts.yml", "hosts.yaml"):
         if (path / name).is_file():
             return path / name
     raise BadInput(f"{path}: no hosts.yml in this inventory folder")
+
+
+def _inventory_hint(path: Path) -> str:
+    """The next step after an inventory path that does not exist: the closest inventory beside it (a folder with a
+    hosts file, or a YAML file), else how to get the examples."""
+    parent = path.parent
+    try:
+        beside = [
+            p.name
+            for p in parent.iterdir()
+            if (p.is_dir() and any((p / n).is_file() for n in ("hosts.yml", "hosts.yaml")))
+            or (p.is_file() and p.suffix in (".yml", ".yaml"))
+        ]
+    except OSError:
+        beside = []
+    close = difflib.get_close_matches(path.name, sorted(beside), n=1)
+    if close:
+        return f" (did you mean {parent / close[0] if str(parent) != '.' else close[0]}?)"
+    return " (gpuready inventory init writes the example inventories into ./inventories)"
 
 
 def checked_files(path: Path) -> tuple[Path, list[Path]]:

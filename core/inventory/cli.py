@@ -37,17 +37,25 @@ def check(inventory_path: Path, artifacts: Path | None, verbose: int) -> None:
 @click.option("--only", metavar="NAME[,NAME]", help="Only these examples (local, baremetal-c4140, ...).")
 def init(folder: Path, only: str | None) -> None:
     """Write gpuready's example inventories into FOLDER/<name> (default ./inventories): local (this machine),
-    baremetal-c4140, openshift-311 and vsphere-r750xa. Prints each inventory's path; never overwrites one."""
+    baremetal-c4140, openshift-311 and vsphere-r750xa. Prints each inventory's path; one already there is kept as
+    it is, never overwritten."""
     from gpuready.core.inventory import examples
 
     chosen = [n.strip() for n in (only or "").split(",") if n.strip()] or None
     try:
-        written = examples.write(folder, chosen)
+        written, kept = examples.write(folder, chosen)
     except GpureadyError as e:
         fail(str(e), e.exit_code)
-    for path in written:
+    every = sorted(written + kept)
+    for path in every:
         click.echo(path)
-    first = next((p for p in written if p.name == "local"), written[0])
+    if kept:
+        verb = "is" if len(kept) == 1 else "are"
+        click.echo(
+            f"{', '.join(map(str, kept))} {verb} already there: kept as {'it is' if len(kept) == 1 else 'they are'}",
+            err=True,
+        )
+    first = next((p for p in every if p.name == "local"), every[0])
     click.echo(f"next: gpuready inventory check -i {first}", err=True)
 
 

@@ -34,9 +34,9 @@ def _copy(source: Traversable, target: Path) -> list[Path]:
     return written
 
 
-def write(folder: Path, only: list[str] | None = None) -> list[Path]:
-    """Copy the example inventories (or ``only`` those) into ``folder/<name>``; returns the inventories written.
-    An inventory already there is never overwritten: the user may have edited it."""
+def write(folder: Path, only: list[str] | None = None) -> tuple[list[Path], list[Path]]:
+    """Copy the example inventories (or ``only`` those) into ``folder/<name>``; returns the inventories written and
+    those kept. An inventory already there is kept as it is, never overwritten: the user may have edited it."""
     examples = _examples()
     chosen = only or list(examples)
     unknown = [n for n in chosen if n not in examples]
@@ -44,13 +44,11 @@ def write(folder: Path, only: list[str] | None = None) -> list[Path]:
         raise BadInput(f"unknown example inventory {', '.join(unknown)} (known: {', '.join(examples)})")
     if folder.exists() and not folder.is_dir():
         raise BadInput(f"{folder} is not a folder")
-    present = [folder / n for n in chosen if (folder / n).exists()]
-    if present:
-        verb = "exists" if len(present) == 1 else "exist"
-        raise BadInput(f"{', '.join(map(str, present))} already {verb}: not overwritten (choose another folder)")
+    kept = [folder / n for n in chosen if (folder / n).exists()]
+    written = [folder / n for n in chosen if folder / n not in kept]
     try:
-        for name in chosen:
-            _copy(examples[name], folder / name)
+        for path in written:
+            _copy(examples[path.name], path)
     except OSError as e:
         raise Unreachable(f"cannot write the example inventories into {folder}: {e.strerror or e}") from e
-    return [folder / n for n in chosen]
+    return written, kept

@@ -27,7 +27,7 @@ from gpuready.core.report.hosts import (
     skips,
 )
 from gpuready.core.report.summary import showable, summarize
-from gpuready.core.report.terminal import group_remedy, todo_remedy
+from gpuready.core.report.terminal import group_remedy, remedy_commands, todo_remedy
 from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, Check, RunResult
 
 #: Up to this many hosts, every host's measured figures and its own row are shown; beyond, a summary per check.
@@ -150,7 +150,13 @@ def _matrix(grid: Matrix) -> list[str]:
         '<div class="scroll"><table id="matrix" class="sortable"><thead><tr>',
         "<th>hosts</th><th data-type=num>count</th><th data-type=num>verdict</th>",
     ]
-    out += [f'<th class="check" data-type=num title="{esc(i)}">{esc(i)}</th>' for i in grid.check_ids]
+    # Failing columns first, then pending ones, each group in run order: at 36 checks the grid is wider than a
+    # screen, and a failing host must show its failure without scrolling sideways past its passes.
+    columns = sorted(range(len(grid.check_ids)), key=lambda k: (_column_rank(grid, k), k))
+    out += [
+        f'<th class="check" data-type=num title="{esc(grid.check_ids[k])}">{esc(grid.check_ids[k])}</th>'
+        for k in columns
+    ]
     out.append("</tr></thead><tbody>")
     for row in grid.rows:
         first = sorted(row.hosts, key=natural)
@@ -160,7 +166,7 @@ def _matrix(grid: Matrix) -> list[str]:
             f'<td class="num" data-key="{len(row.hosts)}">{len(row.hosts)}</td>',
             f'<td class="{row.verdict}" data-key="{SEVERITY[row.verdict]}">{row.verdict}</td>',
         ]
-        for check_id, status in zip(grid.check_ids, row.statuses, strict=True):
+        for check_id, status in ((grid.check_ids[k], row.statuses[k]) for k in columns):
             tip = ""
             if len(row.hosts) == 1 and status in (FAILED, ERROR, SKIPPED):
                 tip = f' title="{esc(grid.cells[(check_id, row.hosts[0])].message)}"'
@@ -168,6 +174,12 @@ def _matrix(grid: Matrix) -> list[str]:
         out.append("".join(cells) + "</tr>")
     out.append("</tbody></table></div></section>")
     return out
+
+
+def _column_rank(grid: Matrix, k: int) -> int:
+    """0: a column where some host failed or could not run the check; 1: pending somewhere; 2: the rest."""
+    statuses = {row.statuses[k] for row in grid.rows}
+    return 0 if statuses & {FAILED, ERROR} else 1 if PENDING in statuses else 2
 
 
 def _failures(run: RunResult, grid: Matrix) -> list[str]:
@@ -189,9 +201,18 @@ def _failures(run: RunResult, grid: Matrix) -> list[str]:
                 f"<pre>{esc(first.evidence)}</pre></details>"
             )
         if g.remedy:
-            out.append(f'<p>remedy:</p><pre class="remedy"><code>{esc(group_remedy(run, g))}</code></pre>')
+            out += _remedy("remedy", group_remedy(run, g))
         out.append("</article>")
     out.append("</section>")
+    return out
+
+
+def _remedy(label: str, text: str) -> list[str]:
+    """A remedy as prose, then the gpuready commands it names as code, each running as pasted."""
+    commands = remedy_commands(text)
+    out = [f'<p class="remedy">{label}: {esc(text)}</p>']
+    if commands:
+        out.append(f'<pre class="remedy"><code>{esc(chr(10).join(commands))}</code></pre>')
     return out
 
 
@@ -208,9 +229,8 @@ def _pending(run: RunResult) -> list[str]:
             f'<p class="message">{esc(g.reason)} ({g.count} check(s))</p>',
             f"<p>hosts: {_names(g.hosts)}</p>",
         ]
-        if g.remedies:
-            todo = "\n".join(todo_remedy(run, r) for r in g.remedies)
-            out.append(f'<p>left to do:</p><pre class="remedy"><code>{esc(todo)}</code></pre>')
+        for r in g.remedies:
+            out += _remedy("left to do", todo_remedy(run, r))
         out.append("</article>")
     out.append("</section>")
     return out

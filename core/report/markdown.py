@@ -34,6 +34,15 @@ def cell(value: object) -> str:
     return inline(value).replace("|", "\\|")
 
 
+def remedy(text: str, label: str = "remedy") -> list[str]:
+    """A remedy as prose (escaped, as every text here), then the gpuready commands it names in a code block, each
+    a command that runs as pasted (prose in a code block would be pasted into a shell too)."""
+    from gpuready.core.report.terminal import remedy_commands
+
+    commands = remedy_commands(text)
+    return [f"- {label}: {inline(text)}", *(["", *code("\n".join(commands))] if commands else [])]
+
+
 def hosts_and_skips(run: RunResult) -> list[str]:
     grid = matrix(run)
     if not grid.hosts:
@@ -73,7 +82,6 @@ def _pending(run: RunResult) -> list[str]:
     for g in pendings(run):
         lines += ["", f"## Pending: {cell(g.reason)}", "", f"- checks: {inline(', '.join(g.check_ids))} ({g.count})"]
         lines.append(f"- hosts: {inline(', '.join(g.hosts))}")
-        if g.remedies:
-            todo = "\n".join(todo_remedy(run, r) for r in g.remedies)
-            lines += ["- left to do:", "", *code(todo)]
+        for r in g.remedies:
+            lines += remedy(todo_remedy(run, r), "left to do")
     return lines

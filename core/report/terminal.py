@@ -25,8 +25,10 @@ from gpuready.core.results import ERROR, FAILED, PASSED, PENDING, SKIPPED, RunRe
 if TYPE_CHECKING:
     from rich.console import Console
 
-#: The most lines the verdict takes, at 10 hosts or 1000 (``-v`` lifts it).
+#: The most lines a run prints, at 10 hosts or 1000: its verdict and its lines on stderr (``-v`` lifts it).
 MAX_LINES = 40
+#: The fewest lines the verdict gets, however many the run printed on stderr before it.
+MIN_LINES = 24
 #: Up to this many hosts, every host is named with its verdict.
 HOSTS_NAMED = 20
 #: Distinct failure messages shown per check before the rest are counted.
@@ -68,6 +70,33 @@ def remedy_for(remedy: str, hosts: list[str], inventory: str, *, limit: bool = T
     return _COMMAND.sub(concrete, text)
 
 
+#: Where a gpuready command named in a remedy starts; it runs on over its options and their values.
+_NAMED_COMMAND = re.compile(r"\bgpuready (?:provision|validate|inventory|report|lab) [a-z][a-z-]*")
+#: A word of a command: a quoted value (an inventory path with a space, as ``shlex.quote`` writes it) or a word.
+_WORD = re.compile(r"'[^']*'|[^\s]+")
+#: Words that go on in prose after a flag, never an option's value.
+_PROSE = {"then", "and", "or", "on", "to", "if", "for", "when", "does", "do", "again", "it", "so", "with", "after"}
+
+
+def remedy_commands(remedy: str) -> list[str]:
+    """The gpuready commands a remedy names, each ending where the prose goes on (a backtick, a bracket, a
+    comma or semicolon, a full stop, a word of prose), so each runs as pasted: what report.md and report.html put
+    in a code block, the prose staying outside it."""
+    commands = []
+    for match in _NAMED_COMMAND.finditer(remedy):
+        words = [match.group(0)]
+        for word in _WORD.findall(remedy[match.end() :]):
+            if word[0] in "`(" or word in _PROSE or (not word.startswith("-") and not words[-1].startswith("-")):
+                break
+            bare = word.rstrip(",;.)`:")
+            if bare:
+                words.append(bare)
+            if bare != word:
+                break
+        commands.append(" ".join(words))
+    return list(dict.fromkeys(commands))
+
+
 def group_remedy(run: RunResult, group: Group) -> str:
     """A failure group's remedy as the terminal, report.md and report.html all show it: secrets masked, every host
     of the group named, each gpuready command carrying ``-i`` as the user typed it (and ``--limit`` where it
@@ -92,7 +121,8 @@ def limits_hosts(run: RunResult) -> bool:
 class _Budget:
     """How much detail goes in: each step down gives up some, in the order :data:`_STEPS` lists."""
 
-    remedies: bool = True
+    #: Lines a remedy may take (None: all of it; 0: none).
+    remedy_lines: int | None = None
     message_lines: int = 2
     messages: int = MESSAGES_PER_CHECK
     reasons: int | None = None
@@ -102,35 +132,47 @@ class _Budget:
 
 
 _STEPS = (
-    {"remedies": False},
     {"message_lines": 1},
+    {"remedy_lines": 2},
     {"reasons": 8},
     {"todo": 6},
     {"reasons": 5},
+    {"remedy_lines": 1},
     {"todo": 3},
-    {"messages": 2},
-    {"name_hosts": False},
-    {"messages": 1},
     {"reasons": 3},
+    {"name_hosts": False},
+    {"reasons": 0},
+    {"messages": 2},
+    {"messages": 1},
     {"messages": 0},
-    {"reasons": 1},
+    {"remedy_lines": 0},
     {"failing_checks": 12},
 )
 
 
-def lines(run: RunResult, width: int = 80, *, max_lines: int | None = MAX_LINES) -> list[Text]:
+def lines(
+    run: RunResult, width: int = 80, *, max_lines: int | None = MAX_LINES, say_aborted: bool = True
+) -> list[Text]:
     """The verdict of ``run`` as lines of at most ``width`` cells each, and at most ``max_lines`` lines (None: all
     the detail, as ``-v`` shows it)."""
     width = max(width, 40)
     summaries = summarize(run)
     budget = _Budget()
-    out = _render(run, summaries, width, budget)
+    out = _render(run, summaries, width, budget, say_aborted)
     if max_lines is not None:
         for step in _STEPS:
             if len(out) <= max_lines:
                 break
             budget = replace(budget, **step)
-            out = _render(run, summaries, width, budget)
+            out = _render(run, summaries, width, budget, say_aborted)
+        # The steps give up detail in a fixed order; what they left room for goes back to the remedies first.
+        for lines_back in (None, 3, 2):
+            if budget.remedy_lines is None or (lines_back is not None and lines_back <= budget.remedy_lines):
+                continue
+            relaxed = _render(run, summaries, width, replace(budget, remedy_lines=lines_back), say_aborted)
+            if len(relaxed) <= max_lines:
+                out = relaxed
+                break
         out = out[:max_lines]
     return [_shown(line, width) for line in out]
 
@@ -141,11 +183,20 @@ def _shown(line: Text, width: int) -> Text:
     return line if plain == line.plain else _fit(Text(plain, style=line.style), width)
 
 
-def show(run: RunResult, console: Console, *, verbose: bool = False) -> None:
-    """Print the verdict at the console's width; ``verbose`` first prints every host's rows, and all the detail."""
+def show(
+    run: RunResult,
+    console: Console,
+    *,
+    verbose: bool = False,
+    error_follows: bool = False,
+    max_lines: int = MAX_LINES,
+) -> None:
+    """Print the verdict at the console's width; ``verbose`` first prints every host's rows, and all the detail.
+    ``error_follows``: the caller ends with the error that aborted the run as its one ``gpuready: error:`` line, so
+    the verdict leaves its ``aborted:`` line out rather than say the same thing twice."""
     if verbose and run.checks:
         every_row(run, console)
-    for line in lines(run, console.width, max_lines=None if verbose else MAX_LINES):
+    for line in lines(run, console.width, max_lines=None if verbose else max_lines, say_aborted=not error_follows):
         # Every line already fits, but for a path or a command, which stay whole to be copied.
         console.print(line, no_wrap=True, overflow="ignore", crop=False, soft_wrap=True)
 
@@ -168,10 +219,14 @@ def every_row(run: RunResult, console: Console) -> None:
     console.print(rows)
 
 
-def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _Budget) -> list[Text]:
+def _render(
+    run: RunResult, summaries: list[CheckSummary], width: int, budget: _Budget, say_aborted: bool = True
+) -> list[Text]:
     out: list[Text] = []
     hosts = _hosts(run)
     verdicts = _host_verdicts(run)
+    if run.command == "inventory check" and verdicts.get(run.inventory) in (PASSED, SKIPPED):
+        del verdicts[run.inventory]  # the checks of the inventory folder itself: it is no host to list
     failing_hosts = [h for h, v in verdicts.items() if v in (FAILED, ERROR)]
     status = run.status.upper()
     head = Text()
@@ -184,16 +239,18 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
             head.append(f", {len(failing_hosts)} failing")
     out.append(_fit(head, width))
     out.append(Text(f"inventory: {run.inventory or '(none)'}"))  # a path: whole, to be copied
-    if run.aborted:
-        out.append(_fit(Text(f"aborted: {redact.text(run.aborted)}", style=STYLE[ERROR]), width))
+    if run.aborted and say_aborted:  # why the run stopped, whole: it often names a path to fix
+        out += _wrapped(f"aborted: {redact.text(run.aborted)}", width, "", 4, STYLE[ERROR], cut=False)
 
     dependants = _dependants(run)
     failing = [s for s in summaries if s.counts[FAILED] or s.counts[ERROR]]
     shown = failing if budget.failing_checks is None else failing[: budget.failing_checks]
     id_width = min(max((len(s.id) for s in failing), default=0), width // 2)
+    last_remedy: list[str] = []  # the remedy shown last: the same one again is "as above"
     for s in shown:
-        out.append(_check_line(s, id_width, dependants.get(s.id, 0), width))
-        out += _messages(run, s, width, budget)
+        line, named = _check_line(s, id_width, dependants.get(s.id, 0), width)
+        out.append(line)
+        out += _messages(run, s, width, budget, last_remedy, named)
     if len(shown) < len(failing):
         out.append(_fit(Text(f"  … {len(failing) - len(shown)} more failing check(s): report.md"), width))
 
@@ -219,8 +276,8 @@ def _render(run: RunResult, summaries: list[CheckSummary], width: int, budget: _
     if run.artifacts:
         out.append(Text(f"artifacts: {run.artifacts}"))
     hidden = []
-    if not budget.remedies and any(g.remedy for s in failing for g in s.groups):
-        hidden.append("remedies")
+    if budget.remedy_lines is not None and any(g.remedy for s in failing for g in s.groups):
+        hidden.append("remedies" if budget.remedy_lines == 0 else "whole remedies")
     if any(len(s.groups) > budget.messages for s in failing) or budget.message_lines < 2:
         hidden.append("every message")
     if hidden and run.checks:
@@ -273,8 +330,9 @@ def _dependants(run: RunResult) -> dict[str, int]:
     return counts
 
 
-def _check_line(s: CheckSummary, id_width: int, dependants: int, width: int) -> Text:
-    """``✗ id  failed on N hosts``; a check with one message names its hosts here, leaving its message a line."""
+def _check_line(s: CheckSummary, id_width: int, dependants: int, width: int) -> tuple[Text, bool]:
+    """``✗ id  failed on N hosts``; a check with one message names its hosts here, leaving its message a line,
+    when a whole host name fits (else its message names them). Says whether the hosts are named."""
     line = Text()
     status = FAILED if s.counts[FAILED] else ERROR
     line.append(f"{MARK[status]} ", style=STYLE[status])
@@ -288,22 +346,44 @@ def _check_line(s: CheckSummary, id_width: int, dependants: int, width: int) -> 
         line.append(", " if i else "  ")
         line.append(text, style=STYLE[st])
     after = f"; {dependants} skipped after it" if dependants else ""
+    named = False
     if len(s.groups) == 1:
         room = width - cell_len(line.plain) - cell_len(after) - 2
-        line.append(": " + _names(s.groups[0].hosts, max(room, 12)))
+        names = _names(s.groups[0].hosts, max(room, 12))
+        named = cell_len(names) <= room
+        if named:
+            line.append(": " + names)
     line.append(after)
-    return _fit(line, width)
+    return _fit(line, width), named
 
 
-def _messages(run: RunResult, s: CheckSummary, width: int, budget: _Budget) -> list[Text]:
+def _remedy_lines(run: RunResult, g: Group, width: int, budget: _Budget, last: list[str]) -> list[Text]:
+    """``g``'s remedy, or "as above" when it is the one shown just before (nine vSphere checks, one command)."""
+    remedy = group_remedy(run, g)
+    if last == [remedy]:
+        return [Text(f"{INDENT}→ as above", style="cyan")]
+    last[:] = [remedy]
+    # Whole, a path in it too, to be pasted; cut short (report.md has it whole), a line's words are cut.
+    whole = budget.remedy_lines is None
+    return _wrapped(f"→ {remedy}", width, INDENT, budget.remedy_lines, style="cyan", cut=not whole)
+
+
+def _messages(
+    run: RunResult, s: CheckSummary, width: int, budget: _Budget, last_remedy: list[str], named: bool = True
+) -> list[Text]:
     out: list[Text] = []
+    if budget.messages == 0:  # what to do outlasts what was found: the remedy of the most hosts' failure stays
+        first = s.groups[0]
+        if budget.remedy_lines != 0 and first.remedy:
+            out += _remedy_lines(run, first, width, budget, last_remedy)
+        return out
     for g in s.groups[: budget.messages]:
         message = redact.text(g.message.replace("<host>", g.hosts[0]) if len(g.hosts) == 1 else g.message)
-        if len(s.groups) > 1:  # one message: its hosts are on the check's line
+        if len(s.groups) > 1 or not named:  # one message: its hosts are on the check's line, where they fit
             message = f"{_names(g.hosts, width // 2)}: {message}"
         out += _wrapped(message, width, INDENT, budget.message_lines)
-        if budget.remedies and g.remedy:
-            out += _wrapped(f"→ {group_remedy(run, g)}", width, INDENT, None, style="cyan", cut=False)
+        if budget.remedy_lines != 0 and g.remedy:
+            out += _remedy_lines(run, g, width, budget, last_remedy)
     more = len(s.groups) - budget.messages
     if more > 0 and budget.messages:
         out.append(_fit(Text(f"{INDENT}… {plural(more, 'more message')}", style="dim"), width))
@@ -330,7 +410,7 @@ def _pending_lines(run: RunResult, width: int, budget: _Budget) -> list[Text]:
     groups = pendings(run)
     if not groups:
         return []
-    shown = groups if budget.reasons is None else groups[: budget.reasons]
+    shown = groups if budget.reasons is None else groups[: max(budget.reasons, 1)]  # what is left to do stays
     out = [_fit(Text("pending (a reboot or an action outside gpuready finishes it):", style=STYLE[PENDING]), width)]
     for g in shown:
         hosts = plural(len(g.hosts), "host")
@@ -423,13 +503,17 @@ def _skip_lines(run: RunResult, folded: set[str], width: int, budget: _Budget) -
     if not groups:
         return []
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1][0]), -kv[1][2], kv[0]))
+    if budget.reasons == 0:
+        skips = sum(n for _, _, n in groups.values())
+        line = f"not tested (skipped): {plural(skips, 'check')}, {plural(len(ordered), 'reason')} in report.md"
+        return [_fit(Text(line, style=STYLE[SKIPPED]), width)]
     shown = ordered if budget.reasons is None else ordered[: budget.reasons]
     out = [_fit(Text("not tested (skipped):", style=STYLE[SKIPPED]), width)]
     for reason, (hosts, ids, _) in shown:
         which = ids[0] if len(ids) == 1 else f"{ids[0]} +{len(ids) - 1}"
         count, checks = f": {plural(len(hosts), 'host')}", f" ({which})"
-        # The reason gives way to its count, the check ids (but their first cells) to both.
-        reason = _clip(reason, max(width - 2 - cell_len(count) - min(cell_len(checks), 12), 24))
+        # The reason gives way to its count and its check ids, which stay whole: an id cut cannot be looked up.
+        reason = _clip(reason, max(width - 2 - cell_len(count) - cell_len(checks), 12))
         out.append(_fit(Text(f"  {reason}{count}{checks}"), width))
     if len(shown) < len(ordered):
         out.append(_fit(Text(f"  … {plural(len(ordered) - len(shown), 'more reason')}", style="dim"), width))

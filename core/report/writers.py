@@ -160,11 +160,7 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
                 f"- hosts: {inline(', '.join(g.hosts))}",
             ]
             if g.remedy:
-                lines += [
-                    "- remedy:",
-                    "",
-                    *markdown.code(group_remedy(run, g)),
-                ]
+                lines += markdown.remedy(group_remedy(run, g))
             lines.append("")
     lines += markdown.hosts_and_skips(run)
     if every_row:
@@ -175,5 +171,10 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
     if run.metrics:
         lines += ["", "## Metrics", ""]
         metrics = redact.structure(run.metrics)
-        lines += [f"- {inline(k)}: {inline(v)}" for k, v in metrics.items() if not isinstance(v, dict | list)]
+        # As summary.json writes them (true, null), not as Python prints them (True, None); escaped for Markdown.
+        lines += [
+            f"- {inline(k)}: {inline(v if isinstance(v, str) else json.dumps(v))}"
+            for k, v in metrics.items()
+            if not isinstance(v, dict | list)
+        ]
     return showable("\n".join(lines) + "\n")

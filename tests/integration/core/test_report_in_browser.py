@@ -128,7 +128,7 @@ def test_the_verdict_as_json_and_again_from_the_artifacts(lab_run: dict[str, obj
     md = (folder / "report.md").read_text()
     hosts = md.split("\n## Hosts\n")[1]
     assert "| passed | " in hosts and "v100-x4-" in hosts and "\n## Skipped\n" in hosts
-    assert "```sh\nCheck cooling, airflow and power supply" in md
+    assert "- remedy: Check cooling, airflow and power supply" in md
 
 
 def thousand_hosts(folder: Path, into: Path) -> Path:

@@ -76,6 +76,30 @@ def test_gpus_are_advertised_only_while_the_plugin_runs(lab: LabCluster) -> None
         )
 
 
+def test_validate_before_provisioning_fails_once_per_node_for_the_missing_plugin(
+    lab: LabCluster, tmp_path: Path
+) -> None:
+    """No device plugin yet: one failure per GPU node, with the remedy that provisions it; the GPUs the plugin
+    would advertise, its log and the test pod are not failed again for the same cause, they name it."""
+    rc, out, err, summary = lab.run("validate", "cluster", artifacts=tmp_path)
+    assert rc == 1, out + err
+    checks = _checks(summary)
+    root = "depends on cluster.device_plugin.pod (no device-plugin pod on this node)"
+    for node in GPU_NODES:
+        assert checks[("cluster.device_plugin.pod", node)]["status"] == "failed"
+        assert "gpuready provision cluster --tags kubernetes" in checks[("cluster.device_plugin.pod", node)]["remedy"]
+        for dependant in (
+            "cluster.gpu.capacity",
+            "cluster.gpu.allocatable",
+            "cluster.device_plugin.registered",
+            "cluster.cuda_vector_add",
+        ):
+            assert (checks[(dependant, node)]["status"], checks[(dependant, node)]["message"]) == ("skipped", root)
+    failing = {c["id"] for c in summary["checks"] if c["status"] == "failed"}
+    assert failing == {"cluster.device_plugin.pod"}, failing
+    assert "nvidia-smi" not in out and "plugin log" not in out, out
+
+
 def test_provision_labels_only_gpu_nodes(lab: LabCluster, provisioned: dict) -> None:
     nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in lab.kubectl.json("get", "nodes")["items"]}
     for name in GPU_NODES:

@@ -25,10 +25,44 @@ def summary(artifacts: Path) -> dict:
     return json.loads(next(artifacts.glob("*/summary.json")).read_text())
 
 
-def test_localhost_without_gpu_fails_driver_and_gpu_checks_clearly(artifacts: Path) -> None:
+def _expecting_gpus(folder: Path) -> Path:
+    """This machine in an inventory whose node class expects a GPU (the shipped local one expects none)."""
+    (folder / "group_vars" / "all").mkdir(parents=True)
+    (folder / "hosts.yml").write_text(
+        yaml.safe_dump(
+            {"gpu_nodes": {"hosts": {"localhost": {"ansible_connection": "local", "gpuready_node_class": "one"}}}}
+        )
+    )
+    settings = {"node_classes": {"one": {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 1}}}
+    (folder / "group_vars" / "all" / "gpuready.yml").write_text(
+        yaml.safe_dump({"gpuready": {**settings, "driver": {"branch": "580"}, "container_runtime": "none"}})
+    )
+    return folder
+
+
+def test_the_local_inventory_expects_no_gpu_so_the_gpu_checks_are_skipped_as_provisioning_skips_them(
+    artifacts: Path,
+) -> None:
+    """The built-in inventory's node class has gpu_count 0: `provision cluster --check` installs no driver there,
+    so `validate gpu-node` must not fail asking for one; it says why it judged nothing, on any machine."""
+    done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--artifacts", str(artifacts))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Install the driver" not in done.stdout + done.stderr
+    checks = {c["id"]: c for c in summary(artifacts)["checks"]}
+    assert list(checks) == CHECK_IDS
+    assert not [i for i, c in checks.items() if c["status"] != "skipped"]
+    no_gpu = {i for i, c in checks.items() if c["message"] == "the node class expects no GPU (gpu_count 0)"}
+    assert {"driver.nouveau_absent", "driver.nvidia_module", "gpu.count", "node.container_runtime"} <= no_gpu
+    # Only the fabric checks, which judge the node class's ports, are skipped for a reason of their own.
+    assert set(CHECK_IDS) - no_gpu == {"node.ib_ports", "node.ib_flapping", "node.ats"}
+    assert "the node class expects no GPU (gpu_count 0): 1 host" in done.stdout
+
+
+def test_localhost_without_gpu_fails_driver_and_gpu_checks_clearly(tmp_path: Path, artifacts: Path) -> None:
     if has_gpu():
         pytest.skip("this machine has a GPU; test_real_gpu_host covers it")
-    done = gpuready("validate", "gpu-node", "-i", "inventories/local", "--artifacts", str(artifacts))
+    inventory = _expecting_gpus(tmp_path / "inventory")
+    done = gpuready("validate", "gpu-node", "-i", str(inventory), "--artifacts", str(artifacts))
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     checks = {c["id"]: c for c in summary(artifacts)["checks"]}

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,26 @@ def test_outside_a_checkout_the_default_inventory_is_the_shipped_copy_of_invento
     used = Path(json.loads(summary.read_text())["inventory"])
     assert used.parts[-2:] == ("inventories", "local") and used.is_absolute()
     assert (used / "hosts.yml").read_text() == (ROOT / "inventories" / "local" / "hosts.yml").read_text()
+
+
+def test_building_the_package_prints_no_setuptools_warning_per_data_folder(tmp_path: Path) -> None:
+    """`make demo` installs gpuready with pip: its build must not bury the first gpuready line under a
+    "Package would be ignored" warning per roles/*/tasks folder, and the wheel still carries that data."""
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    log = built.stdout + built.stderr
+    assert "Package would be ignored" not in log and "absent from the `packages` configuration" not in log
+    (wheel,) = tmp_path.glob("gpuready-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for shipped in (
+        "gpuready/playbooks/roles/nvidia_driver/tasks/main.yml",
+        "gpuready/inventories/local/hosts.yml",
+        "gpuready/lab/gomod/govmomi/vcsim/main.go",
+        "gpuready/core/platforms/kube_rbac.yaml",
+    ):
+        assert shipped in names, shipped

@@ -103,7 +103,11 @@ def test_pending_is_carried_through_summary_junit_and_reports(tmp_path: Path) ->
 
     report = (tmp_path / "report.md").read_text()
     assert "## Pending: ATS was set;" in report
-    assert "put DC0_H0 in maintenance mode and reboot it\nput DC0_H1 in maintenance mode and reboot it" in report
+    # Prose, one item each: not a command to paste into a shell, so in no code block.
+    assert (
+        "- left to do: put DC0_H0 in maintenance mode and reboot it\n- left to do: put DC0_H1 in maintenance mode"
+        in report
+    )
     assert "| pending | vcsim | 1 |  |  | driver.fabric_manager | vsphere.ats_reboot |" in report
 
     page = Dom()
@@ -111,8 +115,9 @@ def test_pending_is_carried_through_summary_junit_and_reports(tmp_path: Path) ->
     section = page.root.by_id("pending")
     [article] = section.find_all("article", **{"class": "pending"})
     assert "vsphere.ats_reboot: pending on 1 host(s)" in article.all_text
-    [todo] = article.find_all("pre", **{"class": "remedy"})
-    assert todo.all_text.splitlines() == [f"put DC0_H{i} in maintenance mode and reboot it" for i in (0, 1)]
+    assert not article.find_all("pre", **{"class": "remedy"})
+    todo = article.find_all("p", **{"class": "remedy"})
+    assert [p.all_text for p in todo] == [f"left to do: put DC0_H{i} in maintenance mode and reboot it" for i in (0, 1)]
     verdict_cells = [td for td in page.root.by_id("matrix").find_all("td") if td.attrs.get("class") == PENDING]
     assert [td.all_text for td in verdict_cells] == [PENDING]
 

@@ -77,7 +77,8 @@ def test_html_escapes_what_hosts_print_and_masks_secrets(tmp_path: Path) -> None
     assert "\x1b" not in text and "\\x1b[31m" in text
     md = (folder / "report.md").read_text()
     assert secret not in md
-    assert "```sh\necho '********' && rm -rf /\n```" in md
+    # Not a gpuready command: prose, never a code block a user would paste into a shell.
+    assert "- remedy: echo '********' && rm -rf /" in md and "```sh" not in md
     assert re.search(r"\| DCGM not installed \| diag\.dcgm \| 1 \| gn02 \|", md)
 
 
@@ -128,3 +129,35 @@ def test_a_quoted_tilde_in_gpuready_artifacts_is_the_home_folder(tmp_path: Path)
     assert run.name.endswith("-inventory-check")
     shown = gpuready("report", "show", cwd=cwd, env={"HOME": str(home), "GPUREADY_ARTIFACTS": "~/runs"})
     assert shown.returncode == 0, shown.stderr
+
+
+def test_summary_json_says_which_gpuready_wrote_it(artifacts: Path) -> None:
+    done = gpuready("inventory", "check", "-i", "inventories/local", "--artifacts", str(artifacts))
+    assert done.returncode == 0, done.stderr
+    version = gpuready("--version").stdout.split()[-1]
+    (folder,) = artifacts.iterdir()
+    assert json.loads((folder / "summary.json").read_text())["gpuready_version"] == version
+
+
+def test_every_option_of_validate_training_says_what_it_does() -> None:
+    import click
+
+    from gpuready.validate.training import training
+
+    undocumented = [p.name for p in training.params if isinstance(p, click.Option) and not p.help]
+    assert undocumented == [], undocumented
+    assert "densenet121 (CheXNet) or resnet50" in " ".join(gpuready("validate", "training", "--help").stdout.split())
+
+
+def test_report_md_writes_metrics_as_summary_json_does_not_as_python_prints_them(tmp_path: Path) -> None:
+    run = RunResult(command="provision cluster", inventory="inventories/local")
+    run.add(passed("preflight.os", "localhost", "Debian 12 is supported"))
+    run.metrics = {"check_mode": True, "changed": 0, "driver": None, "flavour": "kubernetes"}
+    folder = tmp_path / "run"
+    folder.mkdir()
+    writers.write_all(run, folder)
+    md = (folder / "report.md").read_text()
+    metrics = md.split("\n## Metrics\n")[1]
+    assert "- check_mode: true\n- changed: 0\n- driver: null\n- flavour: kubernetes" in metrics
+    shown = gpuready("report", "show", str(folder))
+    assert shown.returncode == 0 and "check mode" in shown.stdout

@@ -66,11 +66,13 @@ def test_progress_lines_at_1000_hosts() -> None:
     from gpuready.validate.node.fanout import HostDone
 
     lines = [d for d in range(1, 1001) if worth_a_line(HostDone(f"gn{d}", d, 1000, int(d in (7, 512)), 1.0))]
-    assert lines == [7, 100, 200, 300, 400, 500, 512, 600, 700, 800, 900, 1000]
-    assert all(worth_a_line(HostDone("h", d, 8, 0, 1.0)) for d in range(1, 9))  # small runs: every host
-    # Every host failing: the first 20 are named, then only the tenths of the run (with the count so far).
+    assert lines == [7, 250, 500, 512, 750, 1000]
+    # A small run too: its lines share the screen with its verdict.
+    assert [d for d in range(1, 13) if worth_a_line(HostDone("h", d, 12, 0, 1.0))] == [3, 6, 9, 12]
+    assert [d for d in range(1, 3) if worth_a_line(HostDone("h", d, 2, 0, 1.0))] == [1, 2]
+    # Every host failing: the first 3 are named, then only the quarters of the run (with the count so far).
     lines = [d for d in range(1, 1001) if worth_a_line(HostDone(f"gn{d}", d, 1000, 1, 1.0), failing_so_far=d)]
-    assert lines == [*range(1, 21), 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]
+    assert lines == [1, 2, 3, 250, 500, 750, 1000]
 
 
 def test_the_sessions_ssh_command_line_is_the_inventorys_without_a_shell() -> None:

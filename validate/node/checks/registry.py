@@ -24,9 +24,6 @@ class CheckDef:
 
 CATALOGUE: list[CheckDef] = []
 
-#: Message prefix of a check skipped because a check it depends on did not pass.
-DEPENDS = "depends on "
-
 
 def check(
     id: str, what: str, remedy: str, depends: tuple[str, ...] = ()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 
 from gpuready.core.results import Check, errored, failed, skipped
+from gpuready.core.verdict import Verdict, blocks
 from gpuready.validate.node.checks.commands import MEASURING, perf_budget, perf_commands
 from gpuready.validate.node.checks.driver import GPU_VIEW
-from gpuready.validate.node.checks.registry import CATALOGUE, DEPENDS, CheckDef
+from gpuready.validate.node.checks.registry import CATALOGUE, CheckDef
 from gpuready.validate.node.node import Answer, Node, NoGpuView
 
 log = logging.getLogger(__name__)
@@ -43,24 +44,46 @@ def _say_undecodable(node: Node, result: Check) -> None:
         result.evidence = f"{result.evidence}\n({UNDECODABLE}: {said})".lstrip("\n")
 
 
+#: Checks of the NVIDIA software only a GPU node gets (the provisioning roles install none of it on a node whose
+#: class expects no GPU), besides those that need the driver loaded.
+NVIDIA_SOFTWARE = (
+    "driver.nouveau_absent",
+    "node.selinux_labels",
+    "node.container_runtime",
+    "node.device_plugin_socket",
+)
+#: Message of a check skipped on a node whose class expects no GPU, as the provisioning roles say it.
+NO_GPU_EXPECTED = "the node class expects no GPU (gpu_count 0)"
+
+
+def gpu_only() -> set[str]:
+    """The checks that judge GPUs or NVIDIA software: the driver's module and whatever depends on it, in
+    catalogue order (a dependency comes first), and ``NVIDIA_SOFTWARE``."""
+    needs = {"driver.nvidia_module", *NVIDIA_SOFTWARE}
+    for definition in CATALOGUE:
+        if set(definition.depends) & needs:
+            needs.add(definition.id)
+    return needs
+
+
 def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
-    """Every check in catalogue order; one whose dependency did not pass is skipped, naming it."""
+    """Every check in catalogue order; one whose dependency did not pass is skipped, naming it. On a node whose
+    class expects no GPU, the GPU checks are skipped as such: ``provision cluster`` installs no driver there."""
     results: dict[str, Check] = {}
     measured = False
+    skipped_for_no_gpu = gpu_only() if not node.node_class.gpu_count else set()
     for definition in CATALOGUE:
         if only is not None and definition.id not in only:
+            continue
+        if definition.id in skipped_for_no_gpu:
+            results[definition.id] = skipped(definition.id, node.name, NO_GPU_EXPECTED)
             continue
         if not measured and definition.id in MEASURING and node.host is not None:
             measured = True
             _measure(node, only, results)
-        cause = next((d for d in definition.depends if d in results and _blocks(results[d])), None)
+        cause = next((d for d in definition.depends if d in results and blocks(results[d])), None)
         if cause is not None:
-            root = results[cause]
-            if root.message.startswith(DEPENDS):  # skipped itself: name the same root cause
-                reason = root.message[len(DEPENDS) :]
-            else:  # the first clause of the root's message, identical across hosts so they group
-                reason = f"{cause} ({root.message.split(':', 1)[0]})"
-            results[definition.id] = skipped(definition.id, node.name, DEPENDS + reason)
+            results[definition.id] = Verdict(definition.id, node.name).depends_on(results[cause])
         else:
             results[definition.id] = run_check(definition, node)
     return list(results.values())
@@ -81,7 +104,3 @@ def _measure(node: Node, only: set[str] | None, results: dict[str, Check]) -> No
     except ConnectionError as e:  # each measuring check says its command did not finish; none is run again
         for command in perf_commands(node.settings, only):
             node.record(Answer(command, 124, "", str(e)))
-
-
-def _blocks(result: Check) -> bool:
-    return result.status in ("failed", "error") or (result.status == "skipped" and result.message.startswith(DEPENDS))
