@@ -279,6 +279,28 @@ def _check_client_certificate(configuration: Any, path: Path | None) -> None:
         ) from None
 
 
+def _bound_refresh(configuration: Any, path: Path | None) -> None:
+    """The client runs the exec credential plugin again before a request once its token is within 5 minutes of its
+    expirationTimestamp (kube_config's refresh_api_key_hook), and waits for it as long as at the first load: that
+    call gets the same bound, and one past it is one line, exit 3."""
+    from gpuready.core import cancel
+
+    hook = configuration.refresh_api_key_hook
+    if hook is None:
+        return
+    what = f"the kubeconfig's credential plugin, run again to refresh its token (kubeconfig {path})"
+
+    def refresh(c: Any) -> None:
+        try:
+            cancel.bounded(lambda: hook(c), cancel.credential_timeout_s(), what)
+        except TimeoutError as e:
+            raise Unreachable(f"{e} ($GPUREADY_CREDENTIAL_TIMEOUT_S sets the bound)") from None
+        for secret in (c.api_key or {}).values():  # the new token is as secret as the first
+            redact.register(str(secret).removeprefix("Bearer ").strip())
+
+    configuration.refresh_api_key_hook = refresh
+
+
 def connect(settings: Kubernetes) -> Kube:
     """A configured client; a missing or broken kubeconfig is one Unreachable line (exit 3)."""
     import yaml
@@ -316,6 +338,7 @@ def connect(settings: Kubernetes) -> Kube:
         raise Unreachable(f"kubeconfig {path or '(in-cluster)'}: {shorten(redact.text(str(e)), 200)}") from e
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as e:
         raise Unreachable(f"kubeconfig {path}: unreadable ({shorten(type(e).__name__ + ': ' + str(e), 160)})") from e
+    _bound_refresh(configuration, path)
     _check_client_certificate(configuration, path)
     for secret in (configuration.api_key or {}).values():
         redact.register(str(secret).removeprefix("Bearer ").strip())

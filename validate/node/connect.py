@@ -9,10 +9,13 @@ Read as Ansible's ssh connection plugin reads them: ``ansible_host``, ``ansible_
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -133,12 +136,21 @@ class Session:
     """A script running on a host over one connection, its output read as it comes: the node's fixed commands
     answer first, and the measuring commands that follow on the same connection are read when asked for.
 
-    Its errors go to a file (nothing waits on a pipe nobody reads). :meth:`close` ends it; a cancelled run ends
-    it with the rest of gpuready's children (``core/cancel.py``)."""
+    Its errors go to a file (nothing waits on a pipe nobody reads). Its standard input is a pipe held open until
+    :meth:`close` or :meth:`abort`: the script's watchdog (``Node.batch``, watched) stops what it runs on the node
+    when that input ends, also when gpuready is killed or its connection drops. It runs in a session of its own
+    (the watchdog signals its own process group: on the local connection that must not be gpuready's); a cancelled
+    run ends it with the rest of gpuready's children (``core/cancel.py``)."""
 
     def __init__(self, argv: list[str]) -> None:
         self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - held until close(), past this method
-        self._process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._errors)
+        self._process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._errors,
+            start_new_session=True,
+        )
 
     def until_end(self, end: str) -> tuple[bytes, int | None]:
         """What the script printed up to its next line that starts with ``end``, and the exit status written after
@@ -164,8 +176,28 @@ class Session:
         self._errors.seek(0)
         return rc, self._errors.read().decode("utf-8", "replace")
 
+    def abort(self, kill_after: float | None = None) -> None:
+        """Ask the node to stop the script now (its input ends; its watchdog stops what it runs). Safe from another
+        thread than the one reading: the reader then sees the output end. ``kill_after``: seconds after which the
+        local end (ssh, or the local script's process group) is killed if it has not ended by then (a node whose
+        sudo hangs before the watchdog starts; the dropped connection still ends the watchdog's input)."""
+        if self._process.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._process.stdin.close()
+        if kill_after is not None:
+            timer = threading.Timer(kill_after, self._kill_group)
+            timer.daemon = True
+            timer.start()
+
+    def _kill_group(self) -> None:
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+
     def close(self) -> None:
-        """End the script: a moment to finish what it was doing (removing its scratch folder), then killed."""
+        """End the script: its input ends (the node stops what it still runs), a moment to finish (removing its
+        scratch folder), then killed."""
+        self.abort()
         try:
             self._process.wait(timeout=2)
         except subprocess.TimeoutExpired:

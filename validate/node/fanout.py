@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REACH_ID = "host.reachable"
+#: Seconds a host given up at its deadline has to stop its commands (its session's input ended) before its
+#: connection is killed.
+GIVE_UP_GRACE_S = 3.0
 
 
 @dataclass
@@ -53,8 +57,16 @@ def validate_host(
     only: set[str] | None = None,
     command_timeout: int = 60,
     on_measure: Callable[[int], None] | None = None,
+    on_open: Callable[[connect.Session], None] | None = None,
 ) -> list[Check]:
     host = connect.testinfra_host(target.spec, timeout)
+
+    def open_session(script: str) -> connect.Session:
+        session = connect.start(target.spec, timeout, script)
+        if on_open is not None:
+            on_open(session)
+        return session
+
     node = Node(
         target.name,
         host,
@@ -63,7 +75,7 @@ def validate_host(
         command_timeout=command_timeout,
         wrap=functools.partial(connect.become, target.spec),
         on_measure=on_measure,
-        open=functools.partial(connect.start, target.spec, timeout),
+        open=open_session,
     )
     try:
         # One connection per host: the measuring commands follow the fixed ones on it (Node.prefetch).
@@ -104,6 +116,8 @@ def run(
     pool = ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets) or 1)), thread_name_prefix="gpu-node")
     futures: dict[Future[list[Check]], Target] = {}
     begun: dict[str, float] = {}
+    # A host given up at its deadline has its session aborted: the node stops its commands (Node.batch, watched).
+    sessions = _Sessions()
     for t in targets:
         futures[
             pool.submit(
@@ -115,6 +129,7 @@ def run(
                 only,
                 max(1, int(host_timeout) - 5),
                 functools.partial(extra.__setitem__, t.name),
+                functools.partial(sessions.opened, t.name),
             )
         ] = t
     pending = set(futures)
@@ -133,6 +148,7 @@ def run(
                 if target.name in begun and now - begun[target.name] > deadline:
                     pending.discard(future)
                     future.cancel()
+                    sessions.give_up(target.name)
                     results[target.name] = [
                         errored(
                             REACH_ID,
@@ -157,6 +173,29 @@ def run(
         pool.shutdown(wait=False, cancel_futures=True)
     log.debug("validated %d hosts in %.2fs", len(targets), time.monotonic() - started)
     return [c for t in targets for c in results.get(t.name, [])]
+
+
+class _Sessions:
+    """The hosts' open sessions, so that the main thread can end the one of a host it gave up on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[str, list[connect.Session]] = {}
+        self._given_up: set[str] = set()
+
+    def opened(self, host: str, session: connect.Session) -> None:
+        with self._lock:
+            self._open.setdefault(host, []).append(session)
+            late = host in self._given_up
+        if late:  # given up before its session started
+            session.abort(kill_after=GIVE_UP_GRACE_S)
+
+    def give_up(self, host: str) -> None:
+        with self._lock:
+            self._given_up.add(host)
+            sessions = list(self._open.get(host, []))
+        for session in sessions:
+            session.abort(kill_after=GIVE_UP_GRACE_S)
 
 
 def _timed(begun: dict[str, float], target: Target, *args: Any) -> list[Check]:

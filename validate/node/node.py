@@ -145,7 +145,7 @@ class Node:
             todo, later, limit = later, [], then_timeout or limit
         if not todo:
             return
-        script = self.wrap(self.batch(todo, limit, later, then_timeout))
+        script = self.wrap(self.batch(todo, limit, later, then_timeout, watched=self.open is not None))
         if self.open is None:
             self._prefetch_at_once(script, todo, later, limit, then_timeout)
             return
@@ -237,17 +237,31 @@ class Node:
             session.close()
 
     def batch(
-        self, commands: list[str], timeout: int | None = None, then: list[str] | None = None, then_timeout: int = 0
+        self,
+        commands: list[str],
+        timeout: int | None = None,
+        then: list[str] | None = None,
+        then_timeout: int = 0,
+        watched: bool = False,
     ) -> str:
         """The one command that runs ``commands`` on the node, each answer behind its mark, then an end mark with
         their exit status; then, where ``nvidia-smi -q -x`` answered, ``then`` the same way (what prefetch sends).
 
         Each part runs under timeout(1) where the host has it: a hung tool (an nvidia-smi waiting on a GPU that fell
-        off the bus) must not hold the host forever, and a measurement gets its own, longer limit."""
+        off the bus) must not hold the host forever, and a measurement gets its own, longer limit.
+
+        ``watched``: the batch's standard input is a pipe gpuready holds open for as long as it wants the answers
+        (:class:`connect.Session`). A watchdog on the node reads it, and when it ends (gpuready closed it, was
+        cancelled or killed, or its ssh connection dropped) stops what the batch still runs: without a terminal
+        sshd sends no SIGHUP, and a hung command would otherwise run on until its timeout. It works through sudo
+        (the pipe passes through) and needs no pty."""
         fixed = _sections_script(commands, 0, gate=GATE if then else None)
-        parts = [
-            "T=$(mktemp -d)",
-            't() { if command -v timeout >/dev/null 2>&1; then timeout -k 5 "$@"; else shift; "$@"; fi; }',
+        parts = ["T=$(mktemp -d)"]
+        if watched:
+            parts += [WATCHDOG, _TIMED_WATCHED]
+        else:
+            parts.append(_TIMED)
+        parts += [
             f't {timeout or self.command_timeout} sh -c {shlex.quote(fixed)} sh "$T"; r=$?',
             f"printf '\\n{END}%s\\n' $r",
         ]
@@ -258,6 +272,8 @@ class Node:
                 f't {then_timeout or self.command_timeout} sh -c {shlex.quote(measuring)} sh "$T"; '
                 f"printf '\\n{END}%s\\n' $?; fi"
             )
+        if watched:
+            parts.append('kill -s KILL "$W" 2>/dev/null')
         parts.append('rm -rf "$T"; exit $r')
         return "\n".join(parts)
 
@@ -297,6 +313,32 @@ class Node:
     @cached_property
     def modules(self) -> Answer:
         return self.run(MODULES_COMMAND)
+
+
+#: Runs a part of the batch under timeout(1) where the host has it.
+_TIMED = 't() { if command -v timeout >/dev/null 2>&1; then timeout -k 5 "$@"; else shift; "$@"; fi; }'
+#: The same, watched: timeout(1) moves itself and the part into a process group of their own, which a signal to
+#: the batch's group misses, so its pid is written down for the watchdog.
+_TIMED_WATCHED = (
+    "t() { if command -v timeout >/dev/null 2>&1; then "
+    'timeout -k 5 "$@" & echo $! >>"$T/p"; wait $!; else shift; "$@"; fi; }'
+)
+#: The watchdog of a watched batch, started first: it reads the batch's standard input (saved as fd 3, as an
+#: asynchronous list's own standard input is /dev/null) until it ends, then stops the batch: SIGTERM to the
+#: timeout(1) groups (timeout passes it on, and kills after 5 s) and to the batch's own process group (sshd makes
+#: each session its own; the watchdog ignores SIGTERM itself), then SIGKILL to what is left, its scratch folder
+#: removed. The batch kills the watchdog when it ends on its own.
+WATCHDOG = "\n".join(
+    [
+        "exec 3<&0",
+        "( trap '' TERM; while read -r _; do :; done",
+        '  P=$(cat "$T/p" 2>/dev/null); G=$(for p in $P; do printf -- " -%s" "$p"; done)',
+        "  kill -s TERM $P 0 2>/dev/null; kill -s TERM -- $G 2>/dev/null; sleep 2",
+        '  kill -s KILL -- $G 2>/dev/null; rm -rf "$T"; kill -s KILL 0',
+        ") <&3 >/dev/null 2>&1 &",
+        "W=$!; exec 3<&- 0</dev/null",
+    ]
+)
 
 
 def _sections_script(commands: list[str], first: int, gate: str | None = None) -> str:

@@ -241,3 +241,31 @@ def _force_clean(env: dict[str, str], prefix: str) -> None:
     for name in (line.split()[0] for line in listed if line.startswith(f"{prefix}-")):
         subprocess.run(["ip", "netns", "delete", name], capture_output=True)
     subprocess.run(["ip", "link", "delete", f"{prefix}br"], capture_output=True)
+
+
+def test_validate_gpu_node_host_given_up_at_its_deadline_leaves_nothing_running(tmp_path: Path) -> None:
+    # A node without timeout(1) (a minimal image) whose nvidia-smi hangs: nothing on the node bounds the batch,
+    # and gpuready gives the host up at --host-timeout. Its session's input then ends, and the batch's watchdog
+    # stops the hung command (here the node is this machine, reached by the local connection).
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("sh", "mktemp", "rm", "cat", "sleep"):
+        found = shutil.which(tool)
+        require(found is not None, f"no {tool}")
+        (tools / tool).symlink_to(found)
+    (tools / "nvidia-smi").write_text("#!/bin/sh\nsleep 600\n")
+    (tools / "nvidia-smi").chmod(0o755)
+    hosts = {"gpu_nodes": {"hosts": {"stalls": {"ansible_connection": "local"}}}}
+    inv = make_inventory(tmp_path, hosts=hosts, settings=with_settings(node_classes__v100__gpu_count=0))
+    env = {**new_mark(), "PATH": str(tools)}
+    started = time.monotonic()
+    child = Child(
+        ["validate", "gpu-node", "-i", str(inv), "--artifacts", str(tmp_path / "runs"), "--host-timeout", "4"], env
+    )
+    child.proc.wait(timeout=60)
+    child.reader.join(5)
+    assert time.monotonic() - started < 30
+    assert child.proc.returncode == 3, child.stderr
+    [given_up] = _summary(tmp_path / "runs")["checks"]
+    assert given_up["status"] == "error" and "gave up on this host" in given_up["message"], given_up
+    assert leftovers(env, settle=10) == [], "the hung command was left running"

@@ -147,3 +147,35 @@ def test_an_exec_credential_plugin_that_never_answers_is_given_up(tmp_path: Path
     assert "credential plugin" in done.stderr and "did not answer within 2 s" in done.stderr
     left = subprocess.run(["pgrep", "-f", f"sleep {seconds}"], capture_output=True, text=True)
     assert left.stdout == "", "the plugin was left running"
+
+
+def test_an_exec_credential_plugin_that_never_answers_its_refresh_is_given_up(
+    tmp_path: Path, web: tuple[str, Path]
+) -> None:
+    """The client runs the plugin again before a request once its token is within 5 minutes of expiring, and
+    waits for that call forever as well: gpuready bounds it like the first. The plugin answers once, with a token
+    that expires in a minute, then never again."""
+    import datetime
+
+    server, _ = web
+    seconds = str(3600 + os.getpid() % 1000)
+    expires = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(minutes=1)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    credential = (
+        '{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", '
+        f'"status": {{"token": "first-token", "expirationTimestamp": "{expires}"}}}}'
+    )
+    script = tmp_path / "plugin"
+    script.write_text(f'#!/bin/sh\n[ -e "$0.ran" ] && exec sleep {seconds}\ntouch "$0.ran"\necho \'{credential}\'\n')
+    script.chmod(0o755)
+    plugin = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(script)}}
+    inv = cluster_inventory(tmp_path, server, user=plugin)
+    env = {"GPUREADY_CREDENTIAL_TIMEOUT_S": "2"}
+    done = gpuready("validate", "cluster", "-i", str(inv), "--artifacts", str(tmp_path / "runs"), env=env, timeout=120)
+    assert (tmp_path / "plugin.ran").exists(), "the plugin's first answer was not asked for"
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "run again to refresh its token" in done.stderr and "did not answer within 2 s" in done.stderr
+    assert "Traceback" not in done.stderr
+    left = subprocess.run(["pgrep", "-f", f"sleep {seconds}"], capture_output=True, text=True)
+    assert left.stdout == "", "the plugin was left running"

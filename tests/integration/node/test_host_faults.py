@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.integration.node.conftest import start
 from tests.processes import Child, leftovers, new_mark
@@ -47,6 +49,23 @@ def stalled(lab: dict[str, Any], index: int) -> Iterator[dict[str, Any]]:
         path.write_text(original)
 
 
+@contextmanager
+def as_root_too(lab: dict[str, Any], index: int, on: bool = True) -> Iterator[None]:
+    """The host's nvidia-smi also found by sudo, whose secure_path (Debian's /etc/sudoers) drops the lab's PATH:
+    a tmpfs on /usr/local/sbin, the first folder of that path, in the host's own mount namespace only, holding it."""
+    if not on:
+        yield
+        return
+    sbin, smi = "/usr/local/sbin", _smi(lab, index)
+    enter = ["nsenter", "-t", str(lab["hosts"][index]["pid"]), "-m", "--"]
+    subprocess.run([*enter, "mount", "-t", "tmpfs", "tmpfs", sbin], check=True)
+    try:
+        subprocess.run([*enter, "ln", "-s", str(smi), f"{sbin}/nvidia-smi"], check=True)
+        yield
+    finally:
+        subprocess.run([*enter, "umount", "-l", sbin], check=True)
+
+
 def _wait_for_hung_command(env: dict[str, str], child: Child, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not any("ssh" in p for p in leftovers(env, settle=0)):
@@ -62,6 +81,28 @@ def _others_done(lab: dict[str, Any], artifacts: Path) -> tuple[dict[str, str], 
         child.wait_for(f"{other['name']}: ")
     _wait_for_hung_command(env, child)
     return env, child
+
+
+def on_node(host: dict[str, Any], settle: float = 10.0) -> list[str]:
+    """What still runs on the host besides its sshd listener after ``settle`` seconds: the processes in its network
+    namespace (pid and command line). The hung command's processes do not carry the run's mark (sshd starts them)."""
+    deadline = time.monotonic() + settle
+    while True:
+        listed = subprocess.run(["ip", "netns", "pids", host["namespace"]], capture_output=True, text=True, check=True)
+        found = []
+        for pid in listed.stdout.split():
+            if int(pid) == host["pid"]:
+                continue
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_bytes()
+                if stat[stat.rfind(b")") + 2 :][:1] == b"Z":
+                    continue
+                found.append(f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+            except OSError:
+                continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def _summary(artifacts: Path) -> dict[str, list[dict[str, Any]]]:
@@ -83,6 +124,31 @@ def test_ctrl_c_with_a_hung_host_returns_at_once_and_writes_the_others(lab: dict
     assert hung["status"] == "error" and "cancelled" in hung["message"]
     for other in lab["hosts"][1:]:
         assert len(by_host[other["name"]]) > 10
+
+
+@pytest.mark.parametrize(("sig", "become"), [(signal.SIGINT, False), (signal.SIGTERM, True)])
+def test_a_cancel_ends_the_hung_command_on_the_node(
+    lab: dict[str, Any], tmp_path: Path, sig: int, become: bool
+) -> None:
+    # Without a terminal sshd sends the command no SIGHUP when the connection drops: the node's watchdog, reading
+    # the batch's standard input, stops it (also through sudo, with ansible_become).
+    inventory = lab["inventory"]
+    if become:
+        inventory = tmp_path / "inventory"
+        shutil.copytree(lab["inventory"], inventory)
+        hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
+        hosts["gpu_nodes"]["hosts"][lab["hosts"][0]["name"]].update(ansible_become=True, ansible_become_user="root")
+        (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))
+    with stalled(lab, 0) as host, as_root_too(lab, 0, become):
+        env, child = _others_done({**lab, "inventory": inventory}, tmp_path / "runs")
+        hung = on_node(host, settle=0)
+        assert any("sleep 600" in p for p in hung), hung
+        if become:
+            assert any(p.split(": ", 1)[1].startswith("sudo ") for p in hung), hung
+        child.signal_and_wait(sig, limit=3)
+        assert on_node(host) == []
+    assert leftovers(env) == [], "processes of the run left behind"
+    assert child.proc.returncode == 128 + sig, child.stderr
 
 
 def test_a_hung_host_is_given_up_at_its_deadline_and_the_others_measure(lab: dict[str, Any], tmp_path: Path) -> None:
