@@ -33,6 +33,11 @@ def _flag(value: Any, default: bool) -> bool:
     return str(value).strip().lower() not in FALSE
 
 
+def address(name: str, variables: Mapping[str, Any]) -> str:
+    """The address a host is reached at: ``ansible_host``, else its inventory name (as Ansible reaches it)."""
+    return str(variables.get("ansible_host") or name)
+
+
 def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str] | None = None) -> dict[str, Any]:
     """The parts of a host's Ansible variables that say how to reach it (plain values, JSON-able)."""
     env: Mapping[str, str] = os.environ if environ is None else environ
@@ -53,7 +58,7 @@ def connection_spec(name: str, variables: dict[str, Any], environ: dict[str, str
     spec: dict[str, Any] = {
         "name": name,
         "connection": "local" if connection == "local" else "ssh",
-        "address": str(variables.get("ansible_host", name)),
+        "address": address(name, variables),
         "port": _port(name, variables.get("ansible_port", 22)),
         "user": str(variables.get("ansible_user", "") or ""),
         "key": str(variables.get("ansible_ssh_private_key_file", "") or ""),
