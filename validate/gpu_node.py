@@ -117,7 +117,8 @@ def _gpu_node(ctx: Context) -> RunResult:
     import time
 
     from gpuready.core.errors import BadInput
-    from gpuready.validate.node import connect, fanout, marks, perf
+    from gpuready.core.inventory.connection import connection_spec
+    from gpuready.validate.node import fanout, marks, perf
     from gpuready.validate.node.checks import topology
     from gpuready.validate.node.checks.selection import select
 
@@ -146,7 +147,7 @@ def _gpu_node(ctx: Context) -> RunResult:
     if opts["dcgm_level"] is not None:
         checks_settings = settings.node_checks.model_copy(update={"dcgm_level": opts["dcgm_level"]})
         settings = settings.model_copy(update={"node_checks": checks_settings})
-    targets = [fanout.Target(h, connect.connection_spec(h, inv.host_vars(h)), inv.node_class(h)) for h in hosts]
+    targets = [fanout.Target(h, connection_spec(h, inv.host_vars(h)), inv.node_class(h)) for h in hosts]
     count = f"{len(targets)} host{'s' if len(targets) != 1 else ''}"
     # Short, to share the screen with the verdict, which names the run folder last.
     ctx.note(f"validate gpu-node: {count} of {inv.path}, {opts['workers']} at once")

@@ -222,6 +222,7 @@ def _planned_gpu(settings: Vsphere, vm: str, host: str, devices: dict[str, PciDe
 
 def target(inventory: Inventory, *, insecure: bool = False) -> Target:
     """The vCenter to talk to: the one host of the ``vcenter`` group, the password from the environment."""
+    from gpuready.core.inventory import connection
     from gpuready.core.platforms.vsphere import Target, password_from_env
 
     hosts = inventory.hosts("vcenter")
@@ -230,7 +231,7 @@ def target(inventory: Inventory, *, insecure: bool = False) -> Target:
     settings = inventory.settings.vsphere
     if not settings.user:
         raise BadInput("gpuready.vsphere.user is empty: name the vCenter user")
-    address = str(inventory.host_vars(hosts[0]).get("ansible_host") or hosts[0])
+    address = connection.address(hosts[0], inventory.host_vars(hosts[0]))
     return Target(
         host=address,
         port=settings.port,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuready.core.errors import Cancelled
+from gpuready.core.inventory import connection
 from gpuready.core.results import Check, errored
 from gpuready.validate.node import connect
 from gpuready.validate.node.checks import perf_budget, perf_commands, prefetch_commands, run_catalogue
@@ -73,7 +74,7 @@ def validate_host(
         target.node_class,
         settings,
         command_timeout=command_timeout,
-        wrap=functools.partial(connect.become, target.spec),
+        wrap=functools.partial(connection.become, target.spec),
         on_measure=on_measure,
         open=open_session,
     )
@@ -87,7 +88,7 @@ def validate_host(
             errored(
                 REACH_ID,
                 target.name,
-                f"cannot reach {target.name} ({connect.describe(target.spec)}): {str(e)[:300]}",
+                f"cannot reach {target.name} ({connection.describe(target.spec)}): {str(e)[:300]}",
                 remedy="Check ansible_host/ansible_port/ansible_user and the SSH key; ssh to the host by hand.",
             )
         ]

@@ -85,12 +85,13 @@ def run(
 ) -> LocalRun:
     """The selected checks (None: all) on this node; the read-only commands bounded by ``budget`` seconds (the
     measuring checks of the full set run after them, each under its own limit)."""
+    from gpuready.core.inventory.connection import connection_spec
     from gpuready.validate.gpu_node import record_figures
-    from gpuready.validate.node import connect, fanout, perf
+    from gpuready.validate.node import fanout, perf
     from gpuready.validate.node.checks import CHECK_IDS
 
     chosen = ids if node.declared else (set(CHECK_IDS) if ids is None else ids) - set(DECLARED)
-    target = fanout.Target(name, connect.connection_spec(name, {"ansible_connection": "local"}), node.node_class)
+    target = fanout.Target(name, connection_spec(name, {"ansible_connection": "local"}), node.node_class)
     started = time.monotonic()
     result = RunResult(command=command, inventory=str(node.source or ""))
     seconds = max(1, int(budget))

@@ -3,7 +3,9 @@ inventory's GPU hosts; for PyTorch, one torchrun per host over SSH, meeting at t
 
 Every host must have this Python (same path) with gpuready[train] installed, as horovodrun and
 mpirun expect, and accept the inventory's SSH key (ansible_ssh_private_key_file; on the nodes
-themselves the mpi_ssh role's key in ~/.ssh/config). Every chosen host is tried over SSH before
+themselves the mpi_ssh role's key in ~/.ssh/config). A host is reached from here as ``validate gpu-node``
+reaches it: the same connection spec (gpuready.core.inventory.connection), jump hosts (ProxyJump,
+ProxyCommand in ansible_ssh_common_args/extra_args) included. Every chosen host is tried over SSH before
 anything starts: one that does not answer stops the run, named (exit 3).
 
 With mpirun, OpenMPI starts the processes and Horovod's collectives run over Gloo, whose
@@ -26,8 +28,10 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpuready.core.errors import BadInput, Unreachable
+from gpuready.core.inventory import connection
 from gpuready.workloads.launchers import (
     RENDEZVOUS_PORT,
     TRAIN_MODULE,
@@ -48,6 +52,40 @@ class Host:
     user: str = ""
     key: str = ""
     port: int = 22
+    #: the inventory's own ssh arguments (ansible_ssh_common_args, ansible_ssh_extra_args): a jump host
+    extra: tuple[str, ...] = ()
+    host_key_checking: bool = True
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any], slots: int) -> Host:
+        """The host as :func:`gpuready.core.inventory.connection.connection_spec` read it from the inventory (the
+        workers run as the login user, as horovodrun and mpirun start them: ansible_become is not theirs)."""
+        if spec["connection"] != "ssh":
+            raise BadInput(f"host {spec['name']}: --launcher ssh reaches hosts over ssh, not {spec['connection']}")
+        return cls(
+            spec["name"],
+            spec["address"],
+            slots,
+            spec["user"],
+            spec["key"],
+            spec["port"],
+            tuple(spec["extra"]),
+            spec["host_key_checking"],
+        )
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "connection": "ssh",
+            "address": self.address,
+            "port": self.port,
+            "user": self.user,
+            "key": self.key,
+            "extra": list(self.extra),
+            "host_key_checking": self.host_key_checking,
+            "become_user": "",
+        }
 
 
 def host_slots(hosts: list[Host], workers: int) -> list[tuple[Host, int]]:
@@ -66,21 +104,33 @@ def host_slots(hosts: list[Host], workers: int) -> list[tuple[Host, int]]:
     return chosen
 
 
+#: seconds an ssh connection may take to come up
+CONNECT_TIMEOUT_S = 10
+
+
 def ssh_options(host: Host, known_hosts: Path) -> list[str]:
     # First contact is trusted and recorded in the run's own known_hosts: the launcher never edits ~/.ssh.
-    options = [
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ConnectTimeout=10",
-        "-o",
-        "StrictHostKeyChecking=accept-new",
-        "-o",
-        f"UserKnownHostsFile={known_hosts}",
-        "-p",
-        str(host.port),
-    ]
-    return options + (["-i", host.key] if host.key else [])
+    return connection.ssh_options(host.spec, CONNECT_TIMEOUT_S, known_hosts)
+
+
+def mpirun_rsh_args(chosen: list[tuple[Host, int]], known_hosts: Path) -> str:
+    """The ssh options mpirun's ssh gets for every host (``-mca plm_rsh_args``): one string for all of them,
+    which OpenMPI splits at blanks into ssh's arguments, so the hosts must share them and none may hold a blank."""
+    options = {name: ssh_options(host, known_hosts) for name, host in ((h.name, h) for h, _ in chosen)}
+    first, *others = options
+    for name in others:
+        if options[name] != options[first]:
+            raise BadInput(
+                f"hosts {first} and {name} are reached with different ssh settings (user, port, key, ssh args): "
+                "mpirun gives every host the same ones; use --ssh-runner horovodrun or one setting for all"
+            )
+    spaced = next((arg for arg in options[first] if any(c.isspace() for c in arg)), None)
+    if spaced is not None:
+        raise BadInput(
+            f"host {first}: ssh argument {spaced!r} has a blank, which mpirun's plm_rsh_args cannot carry "
+            "(it splits at blanks): write the jump host as -o ProxyJump=host, or use --ssh-runner horovodrun"
+        )
+    return " ".join(options[first])
 
 
 #: Marks every process of one launch, on every host (see the module's docstring).
@@ -127,9 +177,8 @@ def check_reachable(chosen: list[tuple[Host, int]], known_hosts: Path) -> None:
 
 
 def _ssh(host: Host, known_hosts: Path, *remote: str) -> subprocess.CompletedProcess[str]:
-    target = f"{host.user}@{host.address}" if host.user else host.address
     return subprocess.run(
-        ["ssh", *ssh_options(host, known_hosts), target, *remote],
+        ["ssh", *ssh_options(host, known_hosts), host.address, *remote],
         capture_output=True,
         text=True,
         timeout=30,
@@ -159,7 +208,7 @@ def command(
     train = [python or sys.executable, *TRAIN_MODULE, *plan.train_args()]
     first = chosen[0][0]
     if runner == "mpirun":
-        rsh = shlex.join(ssh_options(first, known_hosts))
+        rsh = mpirun_rsh_args(chosen, known_hosts)
         cmd = [
             "mpirun",
             "--map-by",
@@ -188,17 +237,17 @@ def command(
             cmd.insert(1, "--allow-run-as-root")
         return [*cmd, python or sys.executable, "-m", rendezvous.MODULE, "worker", "--", *train]
     # horovodrun runs on the first host, as on a site: its driver must share a network interface name
-    # with the workers (Gloo's HOROVOD_GLOO_IFACE), which this machine need not
+    # with the workers (Gloo's HOROVOD_GLOO_IFACE), which this machine need not. The jump host, if any, is
+    # this machine's way in to the first host; horovodrun's own ssh to its mates starts there, on their network.
     cmd = [horovodrun(), "-np", str(workers), "-H", slots, "--gloo", "-p", str(first.port)]
     if first.key:
         cmd += ["--ssh-identity-file", first.key]
     if interface:  # else Horovod may pick loopback, which every host has in common
         cmd += ["--network-interfaces", interface]
-    target = f"{first.user}@{first.address}" if first.user else first.address
     return [
         "ssh",
         *ssh_options(first, known_hosts),
-        target,
+        first.address,
         "env",
         "TF_CPP_MIN_LOG_LEVEL=1",
         "PYTHONUNBUFFERED=1",
@@ -230,7 +279,7 @@ def torchrun_commands(
         [
             "ssh",
             *ssh_options(host, known_hosts),
-            f"{host.user}@{host.address}" if host.user else host.address,
+            host.address,
             "env",
             "PYTHONUNBUFFERED=1",
             *([mark] if mark else []),

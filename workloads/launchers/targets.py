@@ -91,27 +91,16 @@ def launcher_for(
 
         return local.launch
     if settings.launcher == "ssh":
+        from gpuready.core.inventory.connection import connection_spec
         from gpuready.workloads.launchers import ssh
 
-        hosts = []
-        for name in _gpu_hosts(inventory, limit):
-            hv = inventory.host_vars(name)
-            slots = settings.workers_per_host or inventory.node_class(name).gpu_count or 1
-            key = (
-                str(Path(hv["ansible_ssh_private_key_file"]).expanduser())
-                if hv.get("ansible_ssh_private_key_file")
-                else ""
+        hosts = [
+            ssh.Host.from_spec(
+                connection_spec(name, inventory.host_vars(name)),
+                settings.workers_per_host or inventory.node_class(name).gpu_count or 1,
             )
-            hosts.append(
-                ssh.Host(
-                    name,
-                    str(hv.get("ansible_host") or name),
-                    slots,
-                    str(hv.get("ansible_user") or ""),
-                    key,
-                    int(hv.get("ansible_port") or 22),
-                )
-            )
+            for name in _gpu_hosts(inventory, limit)
+        ]
         return partial(ssh.launch, hosts=hosts, runner=settings.ssh_runner)
     if settings.launcher == "slurm":
         from gpuready.workloads.launchers import slurm

@@ -222,13 +222,13 @@ def test_become_runs_the_batch_as_the_become_user() -> None:
 
     import testinfra
 
+    from gpuready.core.inventory import connection
     from gpuready.core.settings import NodeClass
-    from gpuready.validate.node import connect
     from gpuready.validate.node.node import Node
 
     if os.geteuid() != 0 or not shutil.which("sudo"):
         pytest.skip("needs root and sudo (scripts/install-system-deps installs sudo)")
-    spec = connect.connection_spec(
+    spec = connection.connection_spec(
         "localhost",
         {"ansible_connection": "local", "ansible_become": True, "ansible_become_user": "nobody"},
         environ={},
@@ -238,7 +238,7 @@ def test_become_runs_the_batch_as_the_become_user() -> None:
         testinfra.get_host("local://"),
         NodeClass(gpu_count=0),
         None,  # type: ignore[arg-type]
-        wrap=functools.partial(connect.become, spec),
+        wrap=functools.partial(connection.become, spec),
     )
     node.prefetch(["id -un", "echo err >&2; exit 4"])
     assert node.run("id -un").stdout.strip() == "nobody"

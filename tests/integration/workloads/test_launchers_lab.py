@@ -309,10 +309,13 @@ def test_pytorch_slurm_job_runs_srun_torchrun_across_two_nodes(
     _assert_torch_ran_ddp_on_both_hosts(run, proc)
 
 
-def _pytorch_over_ssh(lab: dict[str, Any], training: list[str], artifacts: Path) -> list[str]:
+def _pytorch_over_ssh(
+    lab: dict[str, Any], training: list[str], artifacts: Path, inventory: Path | None = None
+) -> list[str]:
     """`validate training` with torchrun over ssh on the lab's two hosts, one CPU worker each."""
     return [
-        *("validate", "training", "-i", str(lab["inventory"]), "--launcher", "ssh", "--framework", "pytorch"),
+        *("validate", "training", "-i", str(inventory or lab["inventory"]), "--launcher", "ssh"),
+        *("--framework", "pytorch"),
         *("--gpus", "2", "--cpu-threads", "1", *training, "--artifacts", str(artifacts)),
     ]
 
@@ -325,6 +328,44 @@ def test_pytorch_ssh_launcher_runs_torchrun_on_each_host(lab: dict[str, Any], tm
     commands = (run / "workers-2.cmd").read_text().splitlines()
     assert len(commands) == 2 and all(c.startswith("ssh ") and "torch.distributed.run" in c for c in commands)
     _assert_torch_ran_ddp_on_both_hosts(run, proc)
+
+
+def test_pytorch_ssh_launcher_reaches_hosts_through_a_jump_host(
+    lab: dict[str, Any], tmp_path: Path, torch: None
+) -> None:
+    # The hosts named by names only the lab's hosts resolve (their shared hosts file; not this machine's), behind
+    # the first host as the jump host, as validate gpu-node is told of one: ssh from here reaches them through it
+    # or not at all. The jump's own ssh reads only -F's file (OpenSSH passes it no -i), as on a site's bastion.
+    inventory = _inventory(lab, tmp_path / "inv")
+    hosts_file = inventory / "hosts.yml"
+    hosts = yaml.safe_load(hosts_file.read_text())
+    members = hosts["gpu_nodes"]["hosts"]
+    jump = members[HOSTS[0]]["ansible_host"]
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host {jump}\n  IdentityFile {members[HOSTS[0]]['ansible_ssh_private_key_file']}\n  BatchMode yes\n"
+        "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+    )
+    for name in HOSTS:
+        members[name].update(ansible_host=name, ansible_ssh_common_args=f"-F {config} -o ProxyJump=root@{jump}")
+    hosts_file.write_text(yaml.safe_dump(hosts, sort_keys=False))
+    require(
+        subprocess.run(["getent", "hosts", HOSTS[1]], capture_output=True, check=False).returncode != 0,
+        f"this machine resolves {HOSTS[1]}: the jump host would not be needed",
+    )
+    artifacts = tmp_path / "runs"
+    proc = gpuready(*_pytorch_over_ssh(lab, TINY, artifacts, inventory))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = _run(artifacts)
+    commands = (run / "workers-2.cmd").read_text().splitlines()
+    assert all(f"ProxyJump=root@{jump}" in c for c in commands) and len(commands) == 2
+    _assert_torch_ran_ddp_on_both_hosts(run, proc)
+    # Without the jump host, the same hosts are not reached: it is the jump that carried the run.
+    for name in HOSTS:
+        members[name]["ansible_ssh_common_args"] = ""
+    hosts_file.write_text(yaml.safe_dump(hosts, sort_keys=False))
+    direct = gpuready(*_pytorch_over_ssh(lab, TINY, tmp_path / "direct", inventory))
+    assert direct.returncode == 3 and f"host {HOSTS[0]}" in direct.stderr, direct.stdout + direct.stderr
 
 
 def test_ctrl_c_while_the_slurm_job_runs_cancels_it(lab: dict[str, Any], tmp_path: Path, horovod: None) -> None:

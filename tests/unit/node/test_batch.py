@@ -62,11 +62,12 @@ def streaming_node(tmp_path: Path, **kwargs: Any) -> tuple[Node, CountingHost, l
     """A node on this machine reached as validate gpu-node reaches a host (connect.start: one process per
     connection, its output read as it comes), with the replayed nvidia-smi of an 8x H100 node on its PATH.
     The list records every script started: each is one connection over SSH."""
+    from gpuready.core.inventory.connection import connection_spec
     from gpuready.lab import replay
     from gpuready.validate.node import connect
 
     tools = replay.build("h100-x8", tmp_path / "replay")
-    spec = connect.connection_spec("localhost", {"ansible_connection": "local"}, environ={})
+    spec = connection_spec("localhost", {"ansible_connection": "local"}, environ={})
     started: list[str] = []
 
     def open_(script: str) -> connect.Session:

@@ -8,14 +8,14 @@ import shlex
 import pytest
 
 from gpuready.core.errors import BadInput
-from gpuready.validate.node import connect
+from gpuready.core.inventory import connection
 
 
 def test_no_assumed_root_and_ansibles_default_host_key_checking() -> None:
-    spec = connect.connection_spec("gn01", {"ansible_host": "10.0.0.5"}, environ={})
+    spec = connection.connection_spec("gn01", {"ansible_host": "10.0.0.5"}, environ={})
     assert (spec["user"], spec["host_key_checking"], spec["become_user"]) == ("", True, "")
-    assert "StrictHostKeyChecking=no" not in connect.ssh_args(spec)
-    assert connect.describe(spec) == "ssh 10.0.0.5:22"
+    assert "StrictHostKeyChecking=no" not in connection.ssh_args(spec)
+    assert connection.describe(spec) == "ssh 10.0.0.5:22"
 
 
 @pytest.mark.parametrize(
@@ -28,13 +28,13 @@ def test_no_assumed_root_and_ansibles_default_host_key_checking() -> None:
     ],
 )
 def test_host_key_policy_as_ansible_reads_it(variables: dict, environ: dict, checking: bool) -> None:
-    spec = connect.connection_spec("gn01", variables, environ=environ)
+    spec = connection.connection_spec("gn01", variables, environ=environ)
     assert spec["host_key_checking"] is checking
-    assert ("UserKnownHostsFile=/dev/null" in connect.ssh_args(spec)) is not checking
+    assert ("UserKnownHostsFile=/dev/null" in connection.ssh_args(spec)) is not checking
 
 
 def test_jump_host_and_extra_args_reach_ssh() -> None:
-    spec = connect.connection_spec(
+    spec = connection.connection_spec(
         "gn01",
         {
             "ansible_user": "ops",
@@ -43,22 +43,22 @@ def test_jump_host_and_extra_args_reach_ssh() -> None:
         },
         environ={},
     )
-    assert connect.ssh_args(spec).endswith("-o ProxyJump=bastion -o Compression=yes")
-    assert connect.describe(spec) == "ssh ops@gn01:22"
+    assert connection.ssh_args(spec).endswith("-o ProxyJump=bastion -o Compression=yes")
+    assert connection.describe(spec) == "ssh ops@gn01:22"
 
 
 def test_become_runs_the_batch_through_sudo() -> None:
-    spec = connect.connection_spec("gn01", {"ansible_user": "ops", "ansible_become": "yes"}, environ={})
+    spec = connection.connection_spec("gn01", {"ansible_user": "ops", "ansible_become": "yes"}, environ={})
     assert spec["become_user"] == "root"
-    wrapped = connect.become(spec, "nvidia-smi -q -x; dmesg")
+    wrapped = connection.become(spec, "nvidia-smi -q -x; dmesg")
     assert shlex.split(wrapped) == ["sudo", "-n", "-H", "-u", "root", "--", "sh", "-c", "nvidia-smi -q -x; dmesg"]
-    plain = connect.connection_spec("gn01", {"ansible_become": False}, environ={})
-    assert connect.become(plain, "dmesg") == "dmesg"
+    plain = connection.connection_spec("gn01", {"ansible_become": False}, environ={})
+    assert connection.become(plain, "dmesg") == "dmesg"
 
 
 def test_unsupported_become_method_is_bad_input() -> None:
     with pytest.raises(BadInput, match="ansible_become_method 'su'"):
-        connect.connection_spec("gn01", {"ansible_become": True, "ansible_become_method": "su"}, environ={})
+        connection.connection_spec("gn01", {"ansible_become": True, "ansible_become_method": "su"}, environ={})
 
 
 def test_progress_lines_at_1000_hosts() -> None:
@@ -78,7 +78,7 @@ def test_progress_lines_at_1000_hosts() -> None:
 def test_the_sessions_ssh_command_line_is_the_inventorys_without_a_shell() -> None:
     # The argv ssh gets for the host's one session: our options, the inventory's arguments each as one argument
     # (a ProxyCommand with spaces, % tokens and $(...) reaches ssh as written, no shell reads it), user, port, key.
-    spec = connect.connection_spec(
+    spec = connection.connection_spec(
         "gn01",
         {
             "ansible_host": "10.0.0.5",
@@ -89,7 +89,7 @@ def test_the_sessions_ssh_command_line_is_the_inventorys_without_a_shell() -> No
         },
         environ={},
     )
-    argv = connect.command_line(spec, 7, "nvidia-smi -q -x")
+    argv = connection.command_line(spec, 7, "nvidia-smi -q -x")
     assert argv[0] == "ssh" and argv[-2:] == ["10.0.0.5", "nvidia-smi -q -x"]
     assert "ProxyCommand=ssh -W %h:%p $(whoami)@bastion" in argv and "BatchMode=yes" in argv
     options = list(itertools.pairwise(argv))
@@ -97,6 +97,6 @@ def test_the_sessions_ssh_command_line_is_the_inventorys_without_a_shell() -> No
         assert pair in options, pair
     # A ConnectTimeout of the inventory's is left to stand; a local host is run by sh here.
     spec["extra"] = ["-o", "ConnectTimeout=3"]
-    assert "ConnectTimeout=7" not in connect.command_line(spec, 7, "true")
-    local = connect.connection_spec("localhost", {"ansible_connection": "local"}, environ={})
-    assert connect.command_line(local, 7, "id -un") == ["sh", "-c", "id -un"]
+    assert "ConnectTimeout=7" not in connection.command_line(spec, 7, "true")
+    local = connection.connection_spec("localhost", {"ansible_connection": "local"}, environ={})
+    assert connection.command_line(local, 7, "id -un") == ["sh", "-c", "id -un"]

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
+import itertools
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from gpuready.core import inventory
 from gpuready.core.errors import BadInput, Unreachable
-from gpuready.workloads.launchers import Plan, horovodrun, kubernetes, slurm, ssh
+from gpuready.core.inventory import Inventory, connection
+from gpuready.core.inventory.connection import connection_spec
+from gpuready.workloads.launchers import Plan, horovodrun, kubernetes, slurm, ssh, targets
 from tests.conftest import ROOT, require
 from tests.doc_samples import owned_block
 
@@ -136,7 +143,8 @@ def test_ssh_horovodrun_runs_on_the_first_host_with_the_inventorys_key(tmp_path:
     require(horovodrun_found(), "horovodrun (train extra: make .venv/.stamp-train)")
     a, b = ssh.Host("c4140-01", "10.10.0.11", 4, "root", "/k"), ssh.Host("c4140-02", "10.10.0.12", 4, "root", "/k")
     remote = ssh.command(PLAN, 2, [a, b], "horovodrun", tmp_path / "known_hosts", interface="eth0")
-    assert remote[0] == "ssh" and "root@10.10.0.11" in remote and remote[remote.index("-i") + 1] == "/k"
+    assert remote[0] == "ssh" and remote[remote.index("env") - 1] == "10.10.0.11" and "User=root" in remote
+    assert remote[remote.index("-i") + 1] == "/k"
     assert " -np 2 -H 10.10.0.11:2 --gloo " in remote[-1] and "--network-interfaces eth0" in remote[-1]
 
 
@@ -166,3 +174,59 @@ def test_without_a_cluster_the_mpijobs_are_written_validated_and_skipped(tmp_pat
         job = yaml.safe_load((run / f"mpijob-{workers}w.yaml").read_text())
         assert job["kind"] == "MPIJob" and kubernetes.validate(job) == []
     sample.assert_printed(done)
+
+
+def jump_host_inventory(tmp_path: Path, ssh_args: str) -> tuple[Inventory, Any]:
+    """Dell's C4140 example inventory, its GPU hosts behind a jump host as Ansible is told of one."""
+    inv = tmp_path / "inv"
+    shutil.copytree(ROOT / "inventories" / "baremetal-c4140", inv)
+    hosts = yaml.safe_load((inv / "hosts.yml").read_text())
+    hosts["gpu_nodes"]["vars"].update(ansible_user="ops", ansible_port=2222, ansible_ssh_common_args=ssh_args)
+    (inv / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    loaded = inventory.load(inv)
+    settings = loaded.settings.training.model_copy(update={"launcher": "ssh", "ssh_runner": "mpirun"})
+    return loaded, settings
+
+
+def test_ssh_launcher_reaches_hosts_through_the_jump_host_gpu_node_uses(tmp_path: Path) -> None:
+    # The same inventory gives validate gpu-node and every ssh command line of the launcher the same way in:
+    # the jump host, user and port, each host by its ansible_host.
+    loaded, settings = jump_host_inventory(tmp_path, "-o ProxyJump=jump@bastion.example:2200")
+    launch = targets.launcher_for(loaded, settings, targets.target_for(loaded, settings, None), None)
+    hosts = launch.keywords["hosts"]
+    assert [(h.name, h.address, h.port, h.user) for h in hosts] == [
+        ("c4140-01", "10.10.0.11", 2222, "ops"),
+        ("c4140-02", "10.10.0.12", 2222, "ops"),
+    ]
+    known = tmp_path / "known_hosts"
+    node_side = connection.command_line(connection_spec("c4140-02", loaded.host_vars("c4140-02")), 10, "true")
+    way_in = ["-o", "ProxyJump=jump@bastion.example:2200", "-o", "User=ops", "-o", "Port=2222"]
+
+    def reaches(argv: list[str]) -> bool:
+        return all(pair in itertools.pairwise(argv) for pair in itertools.pairwise(way_in))
+
+    assert reaches(node_side)
+    for cmd in ssh.torchrun_commands(PLAN, 8, hosts, known):
+        assert cmd[0] == "ssh" and reaches(cmd) and cmd[cmd.index("env") - 1] in ("10.10.0.11", "10.10.0.12")
+    # mpirun's own ssh to each host: one plm_rsh_args string for all of them, split at blanks by OpenMPI
+    mpirun = ssh.command(PLAN, 8, hosts, "mpirun", known)
+    assert reaches(mpirun[mpirun.index("plm_rsh_args") + 1].split(" "))
+    remote = ssh.command(PLAN, 2, hosts, "horovodrun", known, interface="eth0") if horovodrun_found() else []
+    if remote:  # horovodrun starts on the first host, reached through the jump host
+        assert remote[0] == "ssh" and reaches(remote) and remote[remote.index("env") - 1] == "10.10.0.11"
+    # Without the jump host, none of them would name it: the test sees the inventory, not a constant.
+    plain, _ = jump_host_inventory(tmp_path / "plain", "")
+    plain_hosts = targets.launcher_for(plain, settings, targets.target_for(plain, settings, None), None)
+    assert not any("ProxyJump" in a for a in ssh.torchrun_commands(PLAN, 8, plain_hosts.keywords["hosts"], known)[0])
+
+
+def test_mpirun_refuses_a_jump_command_it_cannot_carry(tmp_path: Path) -> None:
+    # A ProxyCommand with blanks reaches the torchrun ssh whole, but not mpirun's blank-split plm_rsh_args.
+    loaded, settings = jump_host_inventory(tmp_path, "-o ProxyCommand='ssh -W %h:%p bastion'")
+    hosts = targets.launcher_for(loaded, settings, targets.target_for(loaded, settings, None), None).keywords["hosts"]
+    assert "ProxyCommand=ssh -W %h:%p bastion" in ssh.torchrun_commands(PLAN, 8, hosts, tmp_path / "k")[0]
+    with pytest.raises(BadInput, match="has a blank, which mpirun's plm_rsh_args cannot carry"):
+        ssh.command(PLAN, 8, hosts, "mpirun", tmp_path / "k")
+    mixed = [hosts[0], dataclasses.replace(hosts[1], port=22)]
+    with pytest.raises(BadInput, match="hosts c4140-01 and c4140-02 are reached with different ssh settings"):
+        ssh.mpirun_rsh_args([(h, 4) for h in mixed], tmp_path / "k")

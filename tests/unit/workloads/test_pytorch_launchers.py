@@ -35,7 +35,8 @@ def test_ssh_launcher_starts_one_torchrun_per_host_meeting_at_the_first(tmp_path
     known = tmp_path / "known_hosts"
     commands = ssh.torchrun_commands(PLAN, 8, hosts, known, python="/opt/venv/bin/python")
     assert [c[0] for c in commands] == ["ssh", "ssh"]
-    assert [c[-4] for c in commands] == ["ops@10.10.0.11", "ops@10.10.0.12"]
+    assert [c[-4] for c in commands] == ["10.10.0.11", "10.10.0.12"]
+    assert all(c[c.index("User=ops") - 1] == "-o" for c in commands)
     assert f"UserKnownHostsFile={known}" in commands[0] and "BatchMode=yes" in commands[0]
     remote = shlex.split(commands[1][-1])
     assert remote[:3] == ["/opt/venv/bin/python", "-m", "torch.distributed.run"]
