@@ -97,15 +97,15 @@ def _base() -> str:
 def image(work: Path) -> str:
     """The image's reference, built on first use for this Containerfile, gpuready wheel and base root."""
     wheel = _gpuready_wheel(work)
-    base = _base()
-    key = hashlib.sha256(
-        "\n".join([hashlib.sha256(CONTAINERFILE.read_bytes()).hexdigest(), _contents_hash(wheel), base]).encode()
-    ).hexdigest()[:16]
-    ref = f"{REPOSITORY}:test-{key}"
     lock_dir = cache_dir() / "node-checks-image"
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two test sessions must not build it at the same time
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two test sessions must not import or build it at the same time
+        base = _base()
+        key = hashlib.sha256(
+            "\n".join([hashlib.sha256(CONTAINERFILE.read_bytes()).hexdigest(), _contents_hash(wheel), base]).encode()
+        ).hexdigest()[:16]
+        ref = f"{REPOSITORY}:test-{key}"
         if _exists(ref):
             return ref
         context = work / "context"
