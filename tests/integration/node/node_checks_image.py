@@ -121,6 +121,9 @@ def image(work: Path) -> str:
         done = podman(
             "build",
             *ULIMITS,
+            # No intermediate images: the image is cached whole, by its key, and the build stage's would be left
+            # behind, a gigabyte a key, once the image of its key is removed.
+            "--layers=false",
             # apt in the build reaches the Debian mirror; pip installs from the context, without an index.
             "--network",
             "host",
