@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -125,14 +126,19 @@ def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def pod_floor(state: dict, size: int, parallel: int = 16) -> dict:
-    """The cluster's own floor: the scheduler and kwok placing and completing the same cuda-vector-add pods,
-    created by `parallel` kubectl processes at once (no gpuready code), timed until every pod Succeeded.
-    The pods' own timestamps split it (second resolution): created, scheduled, finished."""
+def gpu_node_names(size: int) -> list[str]:
+    return [f"gpu-{i:04d}.lab.local" for i in range(1, size + 1)]  # the lab's names with nodes=N
+
+
+def pod_floor(state: dict, size: int, parallel: int = 16, build: Callable[[str], dict] | None = None) -> dict:
+    """The cluster's own floor: the scheduler and kwok placing and completing the same cuda-vector-add pods
+    (or ``build(node)``'s, one per GPU node), created by `parallel` kubectl processes at once (no gpuready code),
+    timed until every pod Succeeded. The pods' own timestamps split it (second resolution): created, scheduled,
+    finished."""
     namespace = "gpuready-floor"
     kubectl(state, "create", "namespace", namespace)
-    nodes = [f"gpu-{i:04d}.lab.local" for i in range(1, size + 1)]  # the lab's names with nodes=N
-    pods = [cuda_vector_add_pod(node, "registry.k8s.io/cuda-vector-add:v0.1", "floor") for node in nodes]
+    build = build or (lambda node: cuda_vector_add_pod(node, "registry.k8s.io/cuda-vector-add:v0.1", "floor"))
+    pods = [build(node) for node in gpu_node_names(size)]
     parallel = min(parallel, size)  # an empty List makes kubectl fail with "no objects passed to create"
     started = time.monotonic()
     base = [state["kubectl"], "--kubeconfig", state["admin_kubeconfig"], "create", "-n", namespace, "-f", "-"]
