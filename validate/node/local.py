@@ -55,7 +55,11 @@ def node_settings(settings_file: Path | None, node_class: str | None) -> NodeSet
             raise BadInput(f"--node-class {node_class}: a node class is defined in a settings file; pass --settings")
         settings = load_settings(shipped_settings_file())
         name = next(iter(settings.node_classes))
-        return NodeSettings(settings, name, settings.node_classes[name], None)
+        # The shipped class describes the admin machine (gpu_count 0, so its GPU checks would all be skipped); a
+        # node-local run judges the GPUs it finds, its count undeclared: None (only gpu.count reads it, and it is
+        # skipped with NOT_DECLARED). model_copy does not validate, as no count is there to validate.
+        undeclared = settings.node_classes[name].model_copy(update={"gpu_count": None})
+        return NodeSettings(settings, name, undeclared, None)
     settings = load_settings(settings_file)
     name = node_class or next(iter(settings.node_classes))
     if name not in settings.node_classes:

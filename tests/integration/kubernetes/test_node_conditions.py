@@ -24,6 +24,7 @@ from gpuready.lab import kwok as kwok_config
 from gpuready.lab import replay
 from gpuready.lab.kubernetes import PROFILES
 from tests.conftest import ROOT, gpuready, require
+from tests.doc_samples import owned_block
 from tests.integration.kubernetes.conftest import LabCluster, eventually
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -225,21 +226,19 @@ def test_a_node_the_api_does_not_know_is_one_line_and_exit_2(site: dict[str, Any
     )
 
 
-def _sample(site: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """docs/fleet.md's block this test owns, run in a folder holding the verdicts it names, as the DaemonSet's
-    service account ($KUBECONFIG)."""
-    from tests.doc_samples import owned_block
-
+def _verdicts(site: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdicts docs/fleet.md's blocks name, in the folder they run in, as the DaemonSet's service account
+    ($KUBECONFIG)."""
     for profile in ("ecc-errors", "a100-x4"):
         (tmp_path / f"{profile}.json").write_text(this_node(site["folder"], profile, NODES[0]).stdout)
     monkeypatch.setenv("KUBECONFIG", str(site["kubeconfig"]))
-    return owned_block(ROOT / "docs" / "fleet.md")
 
 
 def test_the_docs_sample_sets_and_clears_the_condition_and_taint(
     site: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sample = _sample(site, tmp_path, monkeypatch)
+    _verdicts(site, tmp_path, monkeypatch)
+    sample = owned_block(ROOT / "docs" / "fleet.md")
     done = sample.run(tmp_path)
     assert [d.returncode for d in done] == [0, 0], [d.stdout for d in done]
     sample.assert_printed(done)
@@ -250,7 +249,8 @@ def test_the_docs_sample_of_refusals_is_one_line_each(
     site: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lab: LabCluster = site["lab"]
-    sample = _sample(site, tmp_path, monkeypatch)
+    _verdicts(site, tmp_path, monkeypatch)
+    sample = owned_block(ROOT / "docs" / "fleet.md")
     lab.kubectl.run("delete", "-f", str(PLATFORMS / "kube_node_checks_taint.yaml"))
     try:
         done = sample.run(tmp_path)

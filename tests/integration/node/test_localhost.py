@@ -55,7 +55,8 @@ def test_the_local_inventory_expects_no_gpu_so_the_gpu_checks_are_skipped_as_pro
     assert {"driver.nouveau_absent", "driver.nvidia_module", "gpu.count", "node.container_runtime"} <= no_gpu
     # Only the fabric checks, which judge the node class's ports, are skipped for a reason of their own.
     assert set(CHECK_IDS) - no_gpu == {"node.ib_ports", "node.ib_flapping", "node.ats"}
-    assert "the node class expects no GPU (gpu_count 0): 1 host" in done.stdout
+    # At 80 columns the reason may be cut to keep the check ids whole; its words come first.
+    assert "the node class expects no GPU" in done.stdout
 
 
 def test_localhost_without_gpu_fails_driver_and_gpu_checks_clearly(tmp_path: Path, artifacts: Path) -> None:

@@ -61,7 +61,7 @@ def test_only_takes_a_family(tmp_path: Path) -> None:
     done, checks = validate(tmp_path, "v100-x4", "--only", "topology")
     assert done.returncode == 0, done.stdout + done.stderr
     family = [d.id for d in CATALOGUE if d.id.startswith("topology.")]
-    assert family == ["topology.nvlink", "topology.nvlink_errors", "topology.p2p"]
+    assert family == ["topology.nvlink", "topology.nvlink_errors", "topology.p2p", "topology.nvlink_domain"]
     needed = ["driver.nouveau_absent", "driver.nvidia_module", "driver.nvidia_smi", "gpu.pci_bus", "gpu.count"]
     assert list(checks) == [*needed, *family]  # catalogue order
     assert checks["topology.nvlink"]["status"] == "passed"

@@ -84,7 +84,11 @@ def test_a_healthy_profile_passes_every_gpu_and_driver_check(tmp_path: Path) -> 
     _, verdict = this_node(tmp_path, "v100-x4", "--settings", str(settings), "--node-class", "c4140-v100")
     gpu_checks = [c for c in verdict["checks"] if c["id"].split(".")[0] in ("driver", "gpu", "topology")]
     assert gpu_checks and all(c["status"] in ("passed", "skipped") for c in gpu_checks), gpu_checks
-    assert [c["id"] for c in gpu_checks if c["status"] == "skipped"] == ["gpu.mig"]
+    assert [c["id"] for c in gpu_checks if c["status"] == "skipped"] == [
+        "gpu.mig",
+        "gpu.recovery_action",
+        "topology.nvlink_domain",
+    ]
 
 
 def test_run_folder_and_metrics_carry_the_same_state(tmp_path: Path) -> None:

@@ -77,8 +77,8 @@ def test_html_escapes_what_hosts_print_and_masks_secrets(tmp_path: Path) -> None
     assert "\x1b" not in text and "\\x1b[31m" in text
     md = (folder / "report.md").read_text()
     assert secret not in md
-    # Not a gpuready command: prose, never a code block a user would paste into a shell.
-    assert "- remedy: echo '********' && rm -rf /" in md and "```sh" not in md
+    # Not a gpuready command: prose (escaped for Markdown), never a code block a user would paste into a shell.
+    assert "- remedy: echo '********' &amp;&amp; rm -rf /" in md and "```sh" not in md
     assert re.search(r"\| DCGM not installed \| diag\.dcgm \| 1 \| gn02 \|", md)
 
 

@@ -71,7 +71,8 @@ def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
     class expects no GPU, the GPU checks are skipped as such: ``provision cluster`` installs no driver there."""
     results: dict[str, Check] = {}
     measured = False
-    skipped_for_no_gpu = gpu_only() if not node.node_class.gpu_count else set()
+    # 0, not None: a node-local run without settings has no count declared and judges the GPUs it finds.
+    skipped_for_no_gpu = gpu_only() if node.node_class.gpu_count == 0 else set()
     for definition in CATALOGUE:
         if only is not None and definition.id not in only:
             continue
