@@ -150,6 +150,9 @@ def _gpu_node(ctx: Context) -> RunResult:
     targets = [fanout.Target(h, connection_spec(h, inv.host_vars(h)), inv.node_class(h)) for h in hosts]
     count = f"{len(targets)} host{'s' if len(targets) != 1 else ''}"
     # Short, to share the screen with the verdict, which names the run folder last.
+    # The run folder first (command.txt in it): a disk that cannot hold the results stops the run before any host
+    # is validated, in one line.
+    _ = ctx.run_dir
     ctx.note(f"validate gpu-node: {count} of {inv.path}, {opts['workers']} at once")
     if selection.added:
         ctx.note(f"validate gpu-node: --only adds {', '.join(selection.added)}: the selected checks depend on them")

@@ -109,6 +109,10 @@ STRING_VARS = (
 SSH_ARG_VARS = ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args")
 
 
+#: Connection plugins that reach ansible_host over the network (Ansible's default is ssh, "smart" its old alias).
+NETWORK_CONNECTIONS = ("ssh", "smart", "paramiko", "paramiko_ssh")
+
+
 def check_connection_vars(where: str, variables: Mapping[str, Any]) -> None:
     """Refuse what only fails once a run connects: an address that is not one host name or address (a list, a
     URL, one with a port in it), a port outside 1-65535, a user or key file that is not one string, ssh
@@ -116,7 +120,10 @@ def check_connection_vars(where: str, variables: Mapping[str, Any]) -> None:
     are left to it)."""
     import shlex
 
-    for key in HOST_VARS:
+    # Only a connection over the network takes ansible_host as a host name or address: chroot's is the root's
+    # path, a container connection's the container's name (Ansible's connection plugins' docs, "remote_addr").
+    connection = str(variables.get("ansible_connection") or "ssh").rsplit(".", 1)[-1]
+    for key in HOST_VARS if connection in NETWORK_CONNECTIONS else ():
         value = variables.get(key)
         if value is not None and not isinstance(value, str):
             raise BadInput(f"{where}: {key} must be one host name or address, not a {_kind(value)} ({value!r})")

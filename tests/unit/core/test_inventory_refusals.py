@@ -156,6 +156,17 @@ def test_addresses_ansible_reaches_are_accepted(tmp_path: Path, address: str) ->
     assert done.returncode == 0, done.stderr
 
 
+def test_a_chroot_hosts_path_is_its_address(tmp_path: Path) -> None:
+    """A chroot connection's ansible_host is the root's path (the provisioning tests' Debian roots): no network
+    address, so not refused as one; the same path on an ssh host is."""
+    chroot = {"ansible_connection": "community.general.chroot", "ansible_host": "/srv/roots/gpu01"}
+    inv = make_inventory(tmp_path / "chroot", hosts={"gpu_nodes": {"hosts": {"gpu01": chroot}}})
+    done = check(inv, tmp_path)
+    assert done.returncode == 0, done.stderr
+    over_ssh = {"gpu_nodes": {"hosts": {"gpu01": {"ansible_host": "/srv/roots/gpu01"}}}}
+    refused(check(make_inventory(tmp_path / "ssh", hosts=over_ssh), tmp_path), "host gpu01", "has a space or a '/'")
+
+
 def test_a_vcenter_given_as_a_url_is_refused(tmp_path: Path) -> None:
     hosts = {
         "gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}},
