@@ -37,6 +37,7 @@ from benchmarks.validate_cluster import (  # noqa: E402
     gpuready,
     pod_floor,
     prepare,
+    start_lab,
     timed,
     with_product_timeouts,
 )
@@ -60,15 +61,7 @@ def write_verdicts(folder: Path, nodes: list[str], scratch: Path) -> None:
 
 
 def measure(size: int, root: Path, vector_add_floor: bool) -> dict:
-    lab_dir = root / f"lab-{size}"
-    started = time.monotonic()
-    up = gpuready(
-        "lab", "up", "--components", "kubernetes", "--lab-dir", str(lab_dir), "--set", f"kubernetes.nodes={size}"
-    )
-    if up.returncode != 0:
-        raise SystemExit(up.stderr)
-    lab_up = time.monotonic() - started
-    state = json.loads((lab_dir / "state.json").read_text())["kubernetes"]
+    lab_dir, up, lab_up, state = start_lab(size, root)
     try:
         started = time.monotonic()
         if vector_add_floor:

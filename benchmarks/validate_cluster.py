@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -191,7 +192,9 @@ def with_product_timeouts(inventory: Path, target: Path) -> Path:
     return target
 
 
-def measure(size: int, root: Path) -> dict:
+def start_lab(size: int, root: Path) -> tuple[Path, subprocess.CompletedProcess[str], float, dict[str, Any]]:
+    """The Kubernetes lab with ``size`` kwok GPU nodes in ``root``: its folder, what ``lab up`` printed, the
+    seconds it took, and its state."""
     lab_dir = root / f"lab-{size}"
     started = time.monotonic()
     up = gpuready(
@@ -200,7 +203,11 @@ def measure(size: int, root: Path) -> dict:
     if up.returncode != 0:
         raise SystemExit(up.stderr)
     lab_up = time.monotonic() - started
-    state = json.loads((lab_dir / "state.json").read_text())["kubernetes"]
+    return lab_dir, up, lab_up, json.loads((lab_dir / "state.json").read_text())["kubernetes"]
+
+
+def measure(size: int, root: Path) -> dict:
+    lab_dir, up, lab_up, state = start_lab(size, root)
     try:
         prepare(state, size)
         floor, floor_rss, _, floor_cpu = timed(
