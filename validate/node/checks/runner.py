@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import cache
 
 from gpuready.core.results import Check, errored, failed, skipped
 from gpuready.core.verdict import Verdict, blocks
@@ -56,14 +57,16 @@ NVIDIA_SOFTWARE = (
 NO_GPU_EXPECTED = "the node class expects no GPU (gpu_count 0)"
 
 
-def gpu_only() -> set[str]:
+@cache
+def gpu_only() -> frozenset[str]:
     """The checks that judge GPUs or NVIDIA software: the driver's module and whatever depends on it, in
-    catalogue order (a dependency comes first), and ``NVIDIA_SOFTWARE``."""
+    catalogue order (a dependency comes first), and ``NVIDIA_SOFTWARE``. Worked out once per process: the
+    catalogue does not change, and a fan-out asks it for every host."""
     needs = {"driver.nvidia_module", *NVIDIA_SOFTWARE}
     for definition in CATALOGUE:
         if set(definition.depends) & needs:
             needs.add(definition.id)
-    return needs
+    return frozenset(needs)
 
 
 def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
@@ -72,7 +75,7 @@ def run_catalogue(node: Node, only: set[str] | None = None) -> list[Check]:
     results: dict[str, Check] = {}
     measured = False
     # 0, not None: a node-local run without settings has no count declared and judges the GPUs it finds.
-    skipped_for_no_gpu = gpu_only() if node.node_class.gpu_count == 0 else set()
+    skipped_for_no_gpu = gpu_only() if node.node_class.gpu_count == 0 else frozenset()
     for definition in CATALOGUE:
         if only is not None and definition.id not in only:
             continue
