@@ -76,6 +76,29 @@ class LabCluster:
     def down(self) -> None:
         gpuready("lab", "down", "--lab-dir", str(self.root), timeout=120)
 
+    def forget_removed_plugin(self) -> None:
+        """Each node as if no device plugin had ever registered there. The kubelet keeps a resource's capacity
+        once a plugin registered it, with nothing allocatable, until the node restarts (the lab's device
+        stand-in does the same), so a module that removed the plugin leaves ``capacity nvidia.com/gpu: N``
+        behind, which changes how ``validate cluster`` judges the next module's nodes."""
+
+        # The stand-in takes the GPUs out of allocatable once the plugin's pods are gone (the garbage collector's
+        # pace): until then a node still has them.
+        def settled() -> list[dict[str, Any]] | None:
+            nodes = self.kubectl.json("get", "nodes")["items"]
+            allocatable = [n["status"].get("allocatable", {}).get("nvidia.com/gpu", "0") for n in nodes]
+            return nodes if all(n == "0" for n in allocatable) else None
+
+        nodes = eventually(settled, timeout=120, what="GPUs to leave allocatable on every node")
+        for node in nodes:
+            gone = [f for f in ("capacity", "allocatable") if "nvidia.com/gpu" in node["status"].get(f, {})]
+            if gone:
+                patch = [{"op": "remove", "path": f"/status/{f}/nvidia.com~1gpu"} for f in gone]
+                self.kubectl.run(
+                    "patch", "node", node["metadata"]["name"], "--subresource=status", "--type=json",
+                    "-p", json.dumps(patch),
+                )  # fmt: skip
+
 
 def eventually(probe: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
     deadline = time.monotonic() + timeout
@@ -128,6 +151,7 @@ def lab_state(lab: LabCluster) -> dict[str, Any]:
                 "taints": item["spec"].get("taints", []),
                 "annotations": {k: v for k, v in meta.get("annotations", {}).items() if k.startswith("gpuready")},
                 "gpus": item["status"].get("allocatable", {}).get("nvidia.com/gpu", "0"),
+                "gpu_capacity": item["status"].get("capacity", {}).get("nvidia.com/gpu", "0"),
             }
     for path in sorted(Path(lab.inventory).rglob("*")):
         if path.is_file():

@@ -46,6 +46,7 @@ def provisioned(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> It
     if lab.kubectl.run("get", "daemonset", "-n", "kube-system", DS, check=False).returncode == 0:
         lab.run("provision", "cluster", "--tags", "kubernetes", "--remove", artifacts=runs / "restore")
     lab.kubectl.run("label", "node", "stor2.lab.local", f"{LABEL}-")
+    lab.forget_removed_plugin()
 
 
 def test_the_lab_runs_the_pinned_release_of_the_real_control_plane(lab: LabCluster) -> None:

@@ -37,6 +37,7 @@ def removed_after(lab: LabCluster, tmp_path: Path) -> Iterator[None]:
     """The shared lab as it was, once the test is done."""
     yield
     lab.run("provision", "cluster", "--remove", artifacts=tmp_path / "restore")
+    lab.forget_removed_plugin()
 
 
 def test_provision_without_tags_then_again_then_validate(lab: LabCluster, tmp_path: Path, removed_after: None) -> None:

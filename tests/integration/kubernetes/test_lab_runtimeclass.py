@@ -42,6 +42,7 @@ def inventory(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     yield inventory
     # The shared lab as it was.
     lab.run("provision", "cluster", "--tags", "kubernetes", "--remove", artifacts=runs / "restore", inventory=inventory)
+    lab.forget_removed_plugin()
 
 
 def _watched_pods(lab: LabCluster, run: Any) -> tuple[Any, list[dict[str, Any]]]:
