@@ -286,8 +286,9 @@ def test_nccl_without_torch_or_nccl_tests_names_what_to_build_and_how() -> None:
     assert "command -v all_reduce_perf" in checks.NCCL_COMMAND
 
 
-def test_the_dcgm_question_is_asked_only_where_nothing_measured_peers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """dcgmi is asked about only after nvbandwidth and the probe: a node where nvbandwidth measured is judged by it."""
+def test_the_dcgm_answer_is_read_only_where_nothing_measured_peers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check reads whether dcgmi is there only after nvbandwidth and the probe measured nothing (the batch asks
+    it of every node, a `command -v` in the same session): a node where nvbandwidth measured is judged by it."""
     assert commands.PERF_COMMANDS["perf.p2p_bandwidth"][-1] == commands.DCGMI_COMMAND
     six = (FIXTURES / "nvbandwidth" / "rtx-a6000-x6-d2d-read-ce-v0.8-issue-50.txt").read_text()
     answers: dict[str, str | Answer] = {checks.NVBANDWIDTH_COMMAND: "== nvbandwidth /usr/bin/nvbandwidth\n" + six}
