@@ -3,10 +3,15 @@ against DCGM's own per-SKU floors and the GPUs' mates (fixtures: tests/fixtures/
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from gpuready.core.results import Check
 from gpuready.lab import replay
 from gpuready.validate.node import checks, perf, references, tool_output
 from gpuready.validate.node.checks import commands
+from gpuready.validate.node.checks import perf as perf_checks
 from gpuready.validate.node.node import Answer
 from gpuready.validate.node.nvsmi import parse_xml
 from tests.unit.node.test_captures import FIXTURES, node_for
@@ -226,3 +231,72 @@ def test_dcgm_runs_only_where_the_probe_cannot_measure() -> None:
         ["sh", "-c", commands.DCGM_PERF_COMMAND], capture_output=True, text=True, timeout=120, env={"PATH": path}
     )
     assert done.stdout.strip() == "== no dcgmi", done.stdout + done.stderr
+
+
+def _shell(command: str, path: str) -> Answer:
+    """``command`` run by sh here, as the node's shell runs it, with ``path`` as its PATH."""
+    import subprocess
+
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60, env={"PATH": path})
+    return Answer(command, done.returncode, done.stdout, done.stderr)
+
+
+def test_peers_on_a_node_with_dcgm_3_only_skip_saying_dcgm_prints_none(tmp_path: Path) -> None:
+    """The lab's driver+DCGM 3 node (its dcgmi replays DCGM's recorded JSON): nvbandwidth is found nowhere,
+    DCGM 4's plugin folder included, so the skip names what DCGM 3 lacks and which DCGM ships nvbandwidth."""
+    path = f"{replay.build('dcgm-only', tmp_path / 'dcgm-only')}:/usr/bin:/bin"
+    nvbandwidth = _shell(checks.NVBANDWIDTH_COMMAND, path)
+    assert nvbandwidth.stdout == "== not installed\n"
+    dcgmi = _shell(commands.DCGMI_COMMAND, path)
+    assert dcgmi.stdout.strip().endswith("/dcgmi")
+    answers: dict[str, str | Answer] = {
+        checks.NVBANDWIDTH_COMMAND: nvbandwidth,
+        checks.PROBE_COMMAND: "== no torch\n",  # the probe command's own line where python3 has no torch
+        checks.DCGM_PERF_COMMAND: DCGM3_X4,
+        commands.DCGMI_COMMAND: dcgmi,
+    }
+    result = one(node_for(H100_X4, answers=answers), "perf.p2p_bandwidth")
+    assert (result.status, result.message) == ("skipped", perf_checks.DCGM_PRINTS_NO_PEERS)
+    assert result.message.startswith("DCGM is installed here without nvbandwidth")
+    assert "DCGM 3 ships no nvbandwidth and its pcie plugin prints no peer-to-peer figure" in result.message
+    assert "datacenter-gpu-manager-4-cuda12" in result.message
+    # The DCGM 3 recording itself: the pcie plugin's info lines are host copies only, never a GPU-to-GPU figure.
+    assert set(tool_output.dcgm_figures(DCGM3_X4)) == {"h2d", "d2h", "stress_gflops"}
+    # Without DCGM the skip is the plain one, naming nvbandwidth.
+    bare = _shell(commands.DCGMI_COMMAND, "/usr/bin:/bin")
+    assert bare.stdout == "== no dcgmi\n"
+    without = one(node_for(H100_X4, answers={**answers, commands.DCGMI_COMMAND: bare}), "perf.p2p_bandwidth")
+    assert (without.status, without.message) == ("skipped", perf_checks.NO_COPY_TOOL)
+
+
+def test_nccl_without_torch_or_nccl_tests_names_what_to_build_and_how() -> None:
+    answers: dict[str, str | Answer] = {
+        checks.NCCL_COMMAND: "== not installed\n",
+        checks.PROBE_COMMAND: "== no torch\n",
+        checks.DCGM_PERF_COMMAND: DCGM3_X4,
+    }
+    result = one(node_for(H100_X4, answers=answers), "perf.nccl_allreduce")
+    assert (result.status, result.message) == ("skipped", perf_checks.NO_NCCL_TOOL)
+    assert "NVIDIA packages no all_reduce_perf" in result.message
+    assert (
+        "git clone https://github.com/NVIDIA/nccl-tests /opt/nccl-tests && make -C /opt/nccl-tests -j && "
+        "ln -sf /opt/nccl-tests/build/all_reduce_perf /usr/local/bin/all_reduce_perf" in result.message
+    )
+    # What the remedy puts on PATH is what the check's command looks for.
+    assert "command -v all_reduce_perf" in checks.NCCL_COMMAND
+
+
+def test_the_dcgm_answer_is_read_only_where_nothing_measured_peers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check reads whether dcgmi is there only after nvbandwidth and the probe measured nothing (the batch asks
+    it of every node, a `command -v` in the same session): a node where nvbandwidth measured is judged by it."""
+    assert commands.PERF_COMMANDS["perf.p2p_bandwidth"][-1] == commands.DCGMI_COMMAND
+    six = (FIXTURES / "nvbandwidth" / "rtx-a6000-x6-d2d-read-ce-v0.8-issue-50.txt").read_text()
+    answers: dict[str, str | Answer] = {checks.NVBANDWIDTH_COMMAND: "== nvbandwidth /usr/bin/nvbandwidth\n" + six}
+    node = node_for(H100_X4, answers=answers)
+    asked: list[str] = []
+    run = node.run
+    monkeypatch.setattr(node, "run", lambda command: asked.append(command) or run(command))
+    result = one(node, "perf.p2p_bandwidth")
+    assert result.status != "skipped" and result.evidence.startswith("measured by /usr/bin/nvbandwidth")
+    assert checks.NVBANDWIDTH_COMMAND in asked
+    assert checks.PROBE_COMMAND not in asked and commands.DCGMI_COMMAND not in asked

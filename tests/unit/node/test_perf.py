@@ -164,7 +164,7 @@ def test_missing_tools_skip_with_what_to_install() -> None:
         "or pip install torch built for CUDA (gpuready's probe measures through it)"
     )
     assert one(node, "perf.nccl_allreduce").message.startswith(
-        "nothing here runs NCCL: build all_reduce_perf (github.com/NVIDIA/nccl-tests)"
+        "nothing here runs NCCL, and NVIDIA packages no all_reduce_perf"
     )
     assert one(node, "perf.matmul_tflops").status == "skipped"
     # torch without CUDA (a CPU-only wheel): the probe says so and the checks skip as without torch.

@@ -135,6 +135,9 @@ NVBANDWIDTH_COMMAND = (
     "-t host_to_device_memcpy_ce device_to_host_memcpy_ce device_to_device_memcpy_read_ce || exit $?; done; "
     "else echo '== not installed'; fi"
 )
+#: Whether DCGM is installed, asked only where neither nvbandwidth (DCGM 4's copy included) nor the probe measured
+#: peers, so that the skip can say what DCGM here lacks.
+DCGMI_COMMAND = "command -v dcgmi 2>/dev/null || echo '== no dcgmi'"
 PROBE_SOURCE = (files("gpuready.validate.node") / "gpu_probe.py").read_text()
 #: gpuready's own probe, sent as a file and run with the node's python3 where torch imports (torch ships
 #: cuBLAS and NCCL); it measures what nvbandwidth and nccl-tests, where installed, measure instead.
@@ -182,7 +185,7 @@ PERF_COMMANDS = {
     "perf.memory_bandwidth": [PROBE_COMMAND, DCGM_PERF_COMMAND],
     "perf.h2d_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND, DCGM_PERF_COMMAND],
     "perf.d2h_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND, DCGM_PERF_COMMAND],
-    "perf.p2p_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND],
+    "perf.p2p_bandwidth": [NVBANDWIDTH_COMMAND, PROBE_COMMAND, DCGMI_COMMAND],
     "perf.nccl_allreduce": [NCCL_COMMAND, PROBE_COMMAND],
 }
 _TIMEOUTS = {
@@ -190,6 +193,7 @@ _TIMEOUTS = {
     NVBANDWIDTH_COMMAND: NVBANDWIDTH_TIMEOUT,
     NCCL_COMMAND: NCCL_TIMEOUT,
     DCGM_PERF_COMMAND: DCGM_PERF_TIMEOUT,
+    DCGMI_COMMAND: 5,
 }
 
 

@@ -18,6 +18,7 @@ from gpuready.validate.node.checks.commands import (
     DCGM_PERF_COMMAND,
     DCGM_PERF_PARAMETERS,
     DCGM_PERF_TESTS,
+    DCGMI_COMMAND,
     NCCL_COMMAND,
     NVBANDWIDTH_COMMAND,
     PROBE_COMMAND,
@@ -40,6 +41,29 @@ NO_PROBE_OR_DCGM = (
 NO_COPY_TOOL = (
     "nothing here measures it: build nvbandwidth (github.com/NVIDIA/nvbandwidth) and put it on PATH, or "
     + INSTALL_PROBE
+)
+# DCGM 3's pcie plugin copies between peers (test_p2p_on, outputP2PBandwidthMatrix in nvvs/plugin_src/pcie/
+# PcieMain.cpp at NVIDIA/DCGM v3.3.9) but only files the figures as grouped stats (SetGroupedStat: the plugin's
+# stats file), with no info message and no floor, so `dcgmi diag` prints none of them. DCGM 4 ships nvbandwidth
+# with its CUDA 12 plugins from 4.0.0 and its CUDA 13 ones later (nvvs/plugin_src/nvbandwidth/Cuda12 and Cuda13,
+# installed to libexec/datacenter-gpu-manager-4/plugins/cudaNN), not with its CUDA 11 ones; the first try runs it.
+DCGM_PRINTS_NO_PEERS = (
+    "DCGM is installed here without nvbandwidth, and nothing else here measures peer copies: DCGM 3 ships no "
+    "nvbandwidth and its pcie plugin prints no peer-to-peer figure (it keeps its peer copies' figures in its stats "
+    "file, judged against nothing); DCGM 4 ships nvbandwidth with its CUDA 12 and 13 plugins, which this check "
+    "runs: install datacenter-gpu-manager-4-cuda12 or -cuda13 for the driver's CUDA major (gpuready's dcgm role, "
+    "gpuready provision cluster, does), or " + INSTALL_PROBE
+)
+# NVIDIA packages NCCL (libnccl2, libnccl-dev in its CUDA repository: NCCL installation guide, "Ubuntu") but not
+# nccl-tests, and DCGM measures no all-reduce by itself: its nccl_tests plugin (DCGM 4.5 on) runs the
+# all_reduce_perf the node provides (DCGM_NCCL_TESTS_BIN_PATH, NVIDIA/DCGM nvvs/plugin_src/nccl_tests/
+# NcclTestsPlugin.cpp). nccl-tests builds with `make` against CUDA_HOME=/usr/local/cuda and the system's NCCL
+# (its src/Makefile) into build/.
+NO_NCCL_TOOL = (
+    "nothing here runs NCCL, and NVIDIA packages no all_reduce_perf (DCGM's nccl_tests plugin runs one the node "
+    "provides): with the CUDA toolkit in /usr/local/cuda and NVIDIA's libnccl-dev installed, as root: "
+    "git clone https://github.com/NVIDIA/nccl-tests /opt/nccl-tests && make -C /opt/nccl-tests -j && "
+    "ln -sf /opt/nccl-tests/build/all_reduce_perf /usr/local/bin/all_reduce_perf; or " + INSTALL_PROBE
 )
 
 
@@ -146,6 +170,14 @@ def _from_nvbandwidth(test: str, node: Node) -> _Measured:
     if not values:
         return _failed(f"nvbandwidth printed no {test} figure (exit {answer.rc})", answer)
     return _Measured(source, _gpu_figures(node, values))
+
+
+def _dcgm_without_nvbandwidth(node: Node) -> _Measured:
+    """Where nvbandwidth and the probe measured no peers: DCGM, if installed, is one without nvbandwidth."""
+    answer = node.run(DCGMI_COMMAND)
+    if tool_absent(answer, "== no dcgmi"):
+        return _Measured()
+    return _Measured(skip=DCGM_PRINTS_NO_PEERS, evidence=answer.evidence(200))
 
 
 def _all_reduce(node: Node, samples: list[float], source: str, answer: Answer) -> _Measured:
@@ -318,7 +350,11 @@ measure(
     "gpuready's probe) at least the model's lower bound",
     "Check NVLink (topology.nvlink, topology.nvlink_errors) and the NVSwitch fabric (node.fabric_manager); "
     "a PCIe pair below its mates points at the PCIe switch or ACS settings.",
-    [partial(_from_nvbandwidth, tool_output.P2P_TEST), partial(_probe, read=_pairs_from_probe)],
+    [
+        partial(_from_nvbandwidth, tool_output.P2P_TEST),
+        partial(_probe, read=_pairs_from_probe),
+        _dcgm_without_nvbandwidth,
+    ],
     NO_COPY_TOOL,
     alone="one GPU: no peer-to-peer pair",
 )
@@ -329,10 +365,7 @@ measure(
     "Check NVLink/NVSwitch health (topology.nvlink, node.fabric_manager) and "
     "that no other job runs; compare with the reference table in docs/node-checks.md.",
     [_from_nccl_tests, partial(_probe, read=_all_reduce_from_probe)],
-    # DCGM measures no all-reduce by itself: its nccl_tests plugin runs the all_reduce_perf the node provides
-    # (DCGM_NCCL_TESTS_BIN_PATH, NVIDIA/DCGM nvvs/plugin_src/nccl_tests/NcclTestsPlugin.h).
-    "nothing here runs NCCL: build all_reduce_perf (github.com/NVIDIA/nccl-tests) and put it on PATH (DCGM "
-    "cannot measure an all-reduce without it either), or " + INSTALL_PROBE,
+    NO_NCCL_TOOL,
     metric="nccl_allreduce_busbw",
     # all_reduce_perf on one GPU reports a bus bandwidth of 0: there is no link within the node to measure.
     alone="one GPU: no all-reduce within the node",
