@@ -16,12 +16,17 @@ gpuready's classes (``node_checks.xid_fail_classes``) follow the immediate actio
 - ``hardware``: a reboot, the field diagnostics or the vendor (RESTART_BM, WORKFLOW_XID_48, the NVLink workflows,
   CHECK_MECHANICALS, CONTACT_SUPPORT; an Xid 154 naming a reboot).
 - ``unknown``: not in the catalog, or a row with no resolution bucket (162-172 give only text): look it up.
+
+Xid 144-150 (WORKFLOW_NVLINK5_ERR) take the action of their sub-code's row in the catalog's "XID 144-150 Decode"
+sheet (:mod:`xid_nvlink5`): RESET_GPU driver, IGNORE application, XID_154_EVAL the same GPU's Xid 154.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from gpuready.validate.node import xid_nvlink5
 
 HARDWARE, DRIVER, APPLICATION, UNKNOWN = "hardware", "driver", "application", "unknown"
 #: The catalog's "Applies to" columns, in its order.
@@ -349,7 +354,8 @@ BUCKET_ACTION = {
     "(SRAM: check sram_threshold_exceeded)",
     "WORKFLOW_NVLINK_ERR": "reset the GPU or reboot; decode the Xid's registers per the catalog's NVLink workflow, "
     "reseat and run the diagnostics if it repeats",
-    "WORKFLOW_NVLINK5_ERR": "decode intrInfo/errorStatus with the catalog's 'XID 144-150 Decode' sheet for the action",
+    "WORKFLOW_NVLINK5_ERR": "decode intrInfo/errorStatus with the catalog's 'XID 144-150 Decode' sheet for the action "
+    "(gpuready does; a message it cannot decode is judged here: reset the GPU or reboot, then report it)",
     "CHECK_MECHANICALS": "check the GPU's seating and every connection to it",
     "CONTACT_SUPPORT": "contact your support organisation",
 }
@@ -366,6 +372,15 @@ NOT_LISTED = Entry("", "not in NVIDIA's Xid catalog", (), "", "", "")
 LINE = re.compile(r"^(?:.*?\[\s*(?P<seconds>\d+\.\d+)\])?.*?NVRM: Xid \((?P<where>[^)]*)\): (?P<code>\d+)")
 #: Xid 154's text, as the catalog quotes it: "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot
 #: Required)"; the values it lists are None, Drain P2P, Drain and Reset, GPU Reset Required, Node Reboot Required.
+#: Xid 144-150's text after the code, as the catalog's WORKFLOW_NVLINK5_ERR gives it: ``<sub component>
+#: <Fatal|Nonfatal> <XC> <injected> Link <n> (<intrInfo> <errorStatus> <errorDebugData[0..4]>)``.
+NVLINK5_TEXT = re.compile(
+    r"NVRM: Xid \([^)]*\): 1(?:4[4-9]|50),\s*(?P<name>[A-Za-z0-9_/]+)[^(]*\("
+    r"(?P<intr>0x[0-9a-fA-F]+)[\s,]+(?P<status>0x[0-9a-fA-F]+)"
+)
+#: gpuready's class of each immediate action of the decode sheet (XID_154_EVAL alone; with an Xid 154, see
+#: :func:`judged_kind`).
+NVLINK5_CLASS = {"RESET_GPU": DRIVER, "IGNORE": APPLICATION, "XID_154_EVAL": APPLICATION}
 RECOVERY_CHANGE = re.compile(
     r"recovery action changed from (?P<old>0x[0-9a-fA-F]+) \((?P<old_name>[^)]*)\) to "
     r"(?P<new>0x[0-9a-fA-F]+) \((?P<new_name>[^)]*)\)"
@@ -399,9 +414,21 @@ class XidEvent:
         return match.group("new_name") if match else ""
 
     @property
+    def nvlink5(self) -> xid_nvlink5.Decoded | None:
+        """Xid 144-150: the decode sheet's row for the message's sub-code and registers (None for other Xids, or
+        a message the sheet has no row for)."""
+        match = NVLINK5_TEXT.search(self.line) if 144 <= self.code <= 150 else None
+        if not match:
+            return None
+        return xid_nvlink5.decode(self.code, match["name"], int(match["intr"], 16), int(match["status"], 16))
+
+    @property
     def kind(self) -> str:
         if self.code == 154 and self.recovery_action:
             return recovery_class(self.recovery_action)
+        decoded = self.nvlink5
+        if decoded:
+            return NVLINK5_CLASS[decoded.immediate]
         return self.entry.kind if self.code in CATALOG else UNKNOWN
 
     @property
@@ -413,6 +440,11 @@ class XidEvent:
         """NVIDIA's immediate and investigatory action for this event, in words."""
         if self.recovery_action:
             return f"recovery action now {self.recovery_action}"
+        decoded = self.nvlink5
+        if decoded:
+            row = decoded.row
+            said = f"{decoded.subcode} ({row.severity}): {decoded.immediate}: "
+            return said + f"{xid_nvlink5.BUCKET_ACTION[decoded.immediate]}; if it recurs: {row.investigatory}"
         entry = self.entry
         if not entry.immediate:
             return "no resolution bucket in the catalog (read its trigger conditions)" if self.code in CATALOG else ""
@@ -435,7 +467,17 @@ def judged_kind(event: XidEvent, others: list[XidEvent]) -> str:
     other Xids follows theirs (it is the cleanup after them); alone it needs Fabric Manager restarted."""
     if event.code == 45 and any(e.code != 45 for e in others):
         return APPLICATION
+    decoded = event.nvlink5
+    if decoded and decoded.immediate == "XID_154_EVAL":
+        # The decode sheet's XID_154_EVAL: the Xid 154 of the same GPU decides; without one, restart the application.
+        named = [e.kind for e in others if e.code == 154 and e.where == event.where and e.recovery_action]
+        return _worst(named) if named else APPLICATION
     return event.kind
+
+
+def _worst(kinds: list[str]) -> str:
+    order = (HARDWARE, DRIVER, UNKNOWN, APPLICATION)
+    return min(kinds, key=order.index)
 
 
 def recent(found: list[XidEvent], uptime: float | None, window_hours: float) -> list[XidEvent]:

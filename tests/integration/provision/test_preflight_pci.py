@@ -3,7 +3,10 @@
 The devices are the PCI ID database's own (pciutils' pci.ids, Debian package pci.ids): vendor 10de's
 A100 SXM4 GPU and A100 NVSwitch entries, with the class codes of the same file's class list (03/02
 3D controller, 06/80 other bridge). An HGX A100 baseboard carries eight GPUs and six NVSwitches (NVIDIA
-DGX A100 user guide, "Hardware overview").
+DGX A100 user guide, "Hardware overview"). An HGX B200 baseboard has no NVSwitch on the host's bus: one
+ConnectX-7 function (pci.ids 15b3 ConnectX-7, class 02/07 Infiniband controller) with SW_MNG in its VPD per NVSwitch
+management function that a recorded HGX B200 Fabric Manager listed (tests/fixtures/pci/SOURCES.md says what is
+recorded and what is made here: the VPD bytes).
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ from tests.integration.provision import recorded_facts
 pytestmark = pytest.mark.slow
 
 PCI_IDS = Path("/usr/share/misc/pci.ids")
+B200_FM_LOG = Path(__file__).parents[2] / "fixtures" / "pci" / "hgx-b200-fabricmanager-wrapper-siderolabs-893.log"
 
 
-def _pci_ids() -> tuple[dict[str, str], dict[str, str]]:
-    """Vendor 10de's devices (id -> name) and the class list (cc+subclass -> name) of pci.ids."""
+def _pci_ids(vendor_id: str = "10de") -> tuple[dict[str, str], dict[str, str]]:
+    """A vendor's devices (id -> name) and the class list (cc+subclass -> name) of pci.ids."""
     require(PCI_IDS.is_file(), "pci.ids is missing: scripts/install-system-deps installs pciutils")
     devices: dict[str, str] = {}
     classes: dict[str, str] = {}
@@ -39,11 +43,30 @@ def _pci_ids() -> tuple[dict[str, str], dict[str, str]]:
         elif m := re.match(r"^C ([0-9a-f]{2})\s+(.*)$", line):
             vendor, klass = None, m.group(1)
         elif m := re.match(r"^\t([0-9a-f]{2,4})\s+(.*)$", line):
-            if vendor == "10de":
+            if vendor == vendor_id:
                 devices[m.group(1)] = m.group(2)
             elif klass is not None:
                 classes[klass + m.group(1)] = m.group(2)
     return devices, classes
+
+
+def _nvlink5_bus(folder: Path) -> Path:
+    """Eight GPUs, no NVIDIA bridge, and the NVSwitch management functions of the recorded HGX B200 (one ConnectX-7
+    function each, SW_MNG in its VPD) beside one ConnectX-7 NIC (VPD without it)."""
+    bus = _bus(folder, gpus=8, nvswitches=0)
+    managers = re.findall(r"found NVSwitch LPF: device=(mlx5_\d+)", B200_FM_LOG.read_text())
+    assert sorted(managers) == ["mlx5_10", "mlx5_11", "mlx5_8", "mlx5_9"]
+    devices, classes = _pci_ids("15b3")
+    cx7 = next(d for d, name in devices.items() if name.endswith("[ConnectX-7]"))
+    assert classes["0207"] == "Infiniband controller"
+    for n, vpd in enumerate([b"SMDL=SW_MNG"] * len(managers) + [b"SMDL=NIC"]):
+        slot = bus / f"0000:{0x40 + n:02x}:00.0"
+        slot.mkdir()
+        (slot / "vendor").write_text("0x15b3\n")
+        (slot / "device").write_text(f"0x{cx7}\n")
+        (slot / "class").write_text("0x020700\n")
+        (slot / "vpd").write_bytes(b"\x82\x10ConnectX-7 bridge\x90\x10" + vpd + b"\x78")
+    return bus
 
 
 def _bus(folder: Path, gpus: int, nvswitches: int) -> Path:
@@ -67,11 +90,14 @@ def preflight(tmp_path_factory: pytest.TempPathFactory) -> Any:
     tmp = tmp_path_factory.mktemp("preflight-pci")
     hgx = _bus(tmp / "hgx", gpus=8, nvswitches=6)
     no_switches = _bus(tmp / "pcie", gpus=8, nvswitches=0)
+    b200 = _nvlink5_bus(tmp / "b200")
     hosts = {
         "hgx-as-hgx": {"gpuready_node_class": "hgx", "preflight_pci_devices": str(hgx)},
         "hgx-as-pcie": {"gpuready_node_class": "pcie", "preflight_pci_devices": str(hgx)},
         "pcie-as-hgx": {"gpuready_node_class": "hgx", "preflight_pci_devices": str(no_switches)},
         "pcie-as-pcie": {"gpuready_node_class": "pcie", "preflight_pci_devices": str(no_switches)},
+        "b200-as-hgx": {"gpuready_node_class": "hgx", "preflight_pci_devices": str(b200)},
+        "b200-as-pcie": {"gpuready_node_class": "pcie", "preflight_pci_devices": str(b200)},
     }
     settings = {
         "node_classes": {
@@ -122,6 +148,22 @@ def test_an_nvswitch_class_without_nvswitches_fails(preflight: Any) -> None:
     found = _finding(preflight, "pcie-as-hgx", "preflight.nvswitch")
     assert (found.status, found.message) == ("failed", "node class hgx expects NVSwitches, none on the PCI bus")
     assert _finding(preflight, "pcie-as-pcie", "preflight.nvswitch").status == "passed"
+
+
+def test_an_nvlink5_baseboard_is_known_by_its_nvswitch_management_bridges(preflight: Any) -> None:
+    # No NVIDIA bridge on an HGX B200's bus: the ConnectX-7 functions with SW_MNG in their VPD are its NVSwitch fabric.
+    found = _finding(preflight, "b200-as-hgx", "preflight.nvswitch")
+    assert found.status == "passed"
+    assert found.message == (
+        "4 NVSwitch management bridges (ConnectX-7, SW_MNG) on the PCI bus: an NVLink 5 baseboard: "
+        "the driver role installs Fabric Manager"
+    )
+    # The NIC (VPD without SW_MNG, slot 0000:44:00.0) is not one of them.
+    assert "0000:40:00.0, 0000:41:00.0, 0000:42:00.0, 0000:43:00.0" in found.evidence
+    assert "0000:44:00.0" not in found.evidence
+    wrong = _finding(preflight, "b200-as-pcie", "preflight.nvswitch")
+    assert wrong.status == "failed" and "node class pcie has nvswitch: false" in wrong.message
+    assert _finding(preflight, "b200-as-hgx", "preflight.gpus").status == "passed"
 
 
 def test_preflight_reports_the_secure_boot_state_as_mokutil_reads_it(preflight: Any) -> None:

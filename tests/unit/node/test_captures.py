@@ -668,6 +668,57 @@ def test_xid_45_follows_the_other_xids_and_alone_needs_fabric_manager() -> None:
     assert check.status == "failed" and "restart Fabric Manager" in check.remedy
 
 
+def test_nvlink5_xids_follow_the_decode_sheets_row_for_their_sub_code() -> None:
+    # A GB200 node's Xid 149 NETIR_LINK_EVT (intrInfo[25:20] 100001: the peer took the link down) and the Xid 154s
+    # after it: the decode sheet says RESET_GPU (driver), not the hardware class of WORKFLOW_NVLINK5_ERR.
+    node = node_for(
+        capture("gb200-x4-arm64-580.173.02-v13.xml"), dmesg=kernel_log("xid-149-154-gb200-gpud-kmsg-test.log")
+    )
+    [check] = [c for c in run_catalogue(node) if c.id == "gpu.xid"]
+    assert check.status == "failed" and check.message.startswith("driver Xid in the last 24 h")
+    assert check.remedy.startswith(
+        "Xid 149: NETIR_LINK_EVT/NETIR_LINK_DOWN 100001 (Link Fatal): RESET_GPU: reset the GPU (nvidia-smi -r) when "
+        "its processes have stopped; if it recurs: INVESTIGATE_PEER_DEVICE; "
+    )
+    assert check.remedy.count("Xid 149:") == 1  # one line per sub-code, not per link
+    assert "Xid 154: recovery action now GPU Reset Required" in check.remedy
+    assert "hardware" not in check.message
+
+
+def test_a_non_fatal_nvlink5_sub_code_needs_nothing() -> None:
+    # RLW_RXPIPE with error status 0x8: the decode sheet's IGNORE, so the node passes.
+    rxpipe = kernel_log("xid-145-149-gpud-pr-1174.log").splitlines()[2]
+    node = node_for(capture("gb200-x4-arm64-580.173.02-v13.xml"), dmesg=rxpipe + "\n")
+    [check] = [c for c in run_catalogue(node) if c.id == "gpu.xid"]
+    assert check.status == "passed" and "RLW_RXPIPE (Non-fatal): IGNORE: no action" in check.evidence
+    # The NETIR interrupt and the peer's link-down of the same recording ask for a GPU reset.
+    whole = node_for(capture("gb200-x4-arm64-580.173.02-v13.xml"), dmesg=kernel_log("xid-145-149-gpud-pr-1174.log"))
+    [check] = [c for c in run_catalogue(whole) if c.id == "gpu.xid"]
+    assert check.status == "failed" and check.message.startswith("driver Xid")
+    assert "NETIR/NETIR_INT (Link Fatal): RESET_GPU" in check.remedy
+    assert "NETIR_LINK_EVT/NETIR_LINK_DOWN 100101 (Link Fatal): RESET_GPU" in check.remedy
+
+
+def test_xid_154_eval_takes_the_action_of_the_same_gpus_xid_154() -> None:
+    # The decode sheet's XID_154_EVAL (RLW_REMAP, V2, status 0x1): an Xid 154 of that GPU decides, else restart the
+    # application. The Xid 154 is the GB200 recording's, on another GPU (0018:01:00), then with its bus id edited to
+    # the RLW_REMAP line's (0000:04:00): one field edit.
+    remap = kernel_log("xid-145-rlw-remap-gpud-nvlink-logs-test.log")
+    alone = node_for(capture("gb200-x4-arm64-580.173.02-v13.xml"), dmesg=remap)
+    assert one(alone, "gpu.xid")[0] == "passed"
+    xid_154 = kernel_log("xid-149-154-gb200-gpud-kmsg-test.log").splitlines()[7] + "\n"
+    assert "(PCI:0018:01:00): 154" in xid_154
+    other_gpu = node_for(capture("gb200-x4-arm64-580.173.02-v13.xml"), dmesg=remap + xid_154)
+    [check] = [c for c in run_catalogue(other_gpu) if c.id == "gpu.xid"]
+    assert "[application] Xid 145" in check.evidence and "[driver] Xid 154" in check.evidence
+    same_gpu = node_for(
+        capture("gb200-x4-arm64-580.173.02-v13.xml"), dmesg=remap + xid_154.replace("0018:01:00", "0000:04:00")
+    )
+    [check] = [c for c in run_catalogue(same_gpu) if c.id == "gpu.xid"]
+    assert check.status == "failed" and "[driver] Xid 145" in check.evidence
+    assert "RLW_REMAP (Non-fatal): XID_154_EVAL" in check.remedy
+
+
 # ---------------------------------------------------------------- GPU recovery action
 @pytest.mark.parametrize(
     ("value", "remedy"),

@@ -475,8 +475,9 @@ def xid(node: Node, v: Verdict) -> Check:
 
 
 def _first_of_each(events: list[xids.XidEvent]) -> list[xids.XidEvent]:
-    """One event per Xid code (an Xid 154 per recovery action), in code order."""
+    """One event per Xid code and action (an Xid 154 per recovery action, an Xid 144-150 per decoded sub-code), in
+    code order."""
     seen: dict[tuple[int, str], xids.XidEvent] = {}
     for e in events:
-        seen.setdefault((e.code, e.recovery_action), e)
+        seen.setdefault((e.code, e.action), e)
     return [seen[k] for k in sorted(seen)]
