@@ -380,7 +380,7 @@ def _record(
     message = ""
     if status == "changed":
         record.changed_tasks.append(task)
-        if diff := ansible_diff.of_result(res):
+        if diff := ansible_diff.of_result(res, data.get("resolved_action") or data.get("task_action", "")):
             record.diffs.append((task, redact.text(diff)))
     elif status == "failed":
         full = _failure(res)

@@ -51,6 +51,18 @@ def grouped(run: PlaybookRun) -> dict[str, list[Group]]:
     return {task: sorted(groups.values(), key=lambda g: -len(g.hosts)) for task, groups in tasks.items()}
 
 
+def without_diff(run: PlaybookRun) -> dict[str, int]:
+    """Task -> hosts it changed with no diff (the module returns none, as set_fact or a command's own), so that
+    every task that changed is named."""
+    tasks: dict[str, int] = {}
+    for result in run.hosts.values():
+        with_diff = {task for task, _ in result.diffs}
+        for task in dict.fromkeys(result.changed_tasks):
+            if task not in with_diff:
+                tasks[task] = tasks.get(task, 0) + 1
+    return tasks
+
+
 def lines(groups: dict[str, list[Group]], *, diffs_shown: int | None, lines_shown: int | None) -> list[str]:
     """The report: one heading per task and group, then the diff; ``None`` shows everything."""
     out: list[str] = []
@@ -76,14 +88,18 @@ def show(console: Console, run: PlaybookRun, folder: Path, *, check_mode: bool) 
 
     groups = grouped(run)
     verb = "would change (check mode)" if check_mode else "changed"
+    bare = [f"── {task}: {hosts} host(s), no diff from its module" for task, hosts in without_diff(run).items()]
     if not groups:
         console.print(f"diff: no task that {verb.split(' (')[0]} anything reported a diff", markup=False)
+        for line in bare:
+            console.print(showable(line), markup=False, highlight=False, soft_wrap=True)
         return
     changes = sum(len(g.hosts) for task_groups in groups.values() for g in task_groups)
     heading = f"diff: {changes} change(s) in {len(groups)} task(s) {verb}"
-    write_text(folder / FILE, "\n".join([heading, *lines(groups, diffs_shown=None, lines_shown=None)]) + "\n")
+    every = [heading, *lines(groups, diffs_shown=None, lines_shown=None), *bare]
+    write_text(folder / FILE, "\n".join(every) + "\n")
     console.print(heading, markup=False, highlight=False, soft_wrap=True)
-    for line in lines(groups, diffs_shown=DIFFS_SHOWN, lines_shown=LINES_SHOWN):
+    for line in [*lines(groups, diffs_shown=DIFFS_SHOWN, lines_shown=LINES_SHOWN), *bare]:
         style = {"+": "green", "-": "red", "@": "cyan", "─": "bold"}.get(line[:1], "")
         if line.startswith(("+++", "---")):
             style = "bold"

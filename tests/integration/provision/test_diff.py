@@ -103,3 +103,24 @@ def test_a_diff_at_apply_shows_what_was_changed_with_secrets_masked(tmp_path: Pa
             assert SECRET not in path.read_text(errors="replace"), path
     again = gpuready("provision", "cluster", "-i", str(inv), "--artifacts", str(runs), "--diff", env=env)
     assert again.returncode == 0 and "diff: no task that changed anything reported a diff" in again.stdout
+
+
+def test_a_task_that_changed_without_a_diff_is_named(tmp_path: Path) -> None:
+    _, inv, env = _setup(tmp_path)
+    site = Path(env["GPUREADY_PLAYBOOKS"]) / "site.yml"
+    plays = yaml.safe_load(site.read_text())
+    # ansible.builtin.command reports every run as a change and returns no diff
+    plays[0]["tasks"].append({"name": "Config | Run a command", "ansible.builtin.command": {"argv": ["true"]}})
+    site.write_text(yaml.safe_dump(plays, sort_keys=False))
+    runs = tmp_path / "runs"
+    done = gpuready("provision", "cluster", "-i", str(inv), "--artifacts", str(runs), "--diff", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "diff: 3 change(s) in 1 task(s) changed" in done.stdout
+    line = "── Config | Run a command: 3 host(s), no diff from its module"
+    assert line in done.stdout
+    [diffs] = runs.glob("*/diffs.txt")
+    assert line in diffs.read_text()
+    # with no diff at all, the task is still named
+    again = gpuready("provision", "cluster", "-i", str(inv), "--artifacts", str(runs), "--diff", env=env)
+    assert again.returncode == 0 and "diff: no task that changed anything reported a diff" in again.stdout
+    assert line in again.stdout

@@ -1,0 +1,123 @@
+# Copyright: gpuready contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The driver branches, and their kernel-module flavours, that a vendor's package index offers: read from the index
+itself, not from a list kept by hand.
+
+The package families are the vendors' own names:
+- ``ubuntu``: Canonical's server driver packages in the Ubuntu archive, ``nvidia-driver-<branch>-server`` (proprietary
+  kernel modules) and ``nvidia-driver-<branch>-server-open`` (Canonical, "NVIDIA drivers installation", Ubuntu Server
+  docs; packages.ubuntu.com).
+- ``cuda-apt``: NVIDIA's CUDA repository for Debian, ``cuda-drivers-<branch>`` (proprietary) and ``nvidia-open-<branch>``
+  (open; NVIDIA Fabric Manager user guide, "Installing Fabric Manager": ``apt-get install -V nvidia-open-<branch>``).
+- ``dnf-module``: the streams of NVIDIA's ``nvidia-driver`` module in its CUDA repository for RHEL 8/9,
+  ``<branch>-dkms`` (proprietary) and ``<branch>-open`` (NVIDIA driver installation guide, "Kernel Modules";
+  yum-packaging-dkms-nvidia README), read from ``modules.yaml`` or from ``dnf module list nvidia-driver``.
+"""
+
+import json
+import re
+
+from ansible.errors import AnsibleFilterError
+
+DOCUMENTATION = r"""
+name: driver_branches
+author: gpuready contributors
+short_description: the driver branches and kernel-module flavours a vendor's package index offers
+description:
+  - >-
+    Reads package names from a Debian C(Packages) index (its Package fields), the output of C(apt-cache pkgnames)
+    (one name a line) or a JSON object whose keys are package names; or module streams from a C(modules.yaml)
+    (the stream of each modulemd document named nvidia-driver) or the output of C(dnf module list nvidia-driver).
+  - Returns each branch the family's packages or streams name, with its flavours (C(proprietary), C(open)).
+  - C(driver_streams) returns the nvidia-driver streams of C(dnf module list) output, and which one is enabled.
+options:
+  _input:
+    description: The index text.
+    type: str
+    required: true
+  family:
+    description: C(ubuntu), C(cuda-apt) or C(dnf-module).
+    type: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Say which branches apt offers
+  ansible.builtin.debug:
+    msg: "{{ names | gpuready.gpu.driver_branches('ubuntu') | list }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Branch (a string of digits) to its sorted flavours, in branch order.
+  type: dict
+"""
+
+FAMILIES = {
+    "ubuntu": re.compile(r"^nvidia-driver-(?P<branch>\d+)-server(?P<open>-open)?$"),
+    "cuda-apt": re.compile(r"^(?:cuda-drivers-(?P<branch>\d+)|nvidia-open-(?P<obranch>\d+))$"),
+    "dnf-module": re.compile(r"^(?P<branch>\d+)-(?:dkms|(?P<open>open))$"),
+}
+DNF_LINE = re.compile(r"^nvidia-driver\s+(?P<stream>\S+)(?P<marks>(?:\s*\[[a-z]\])*)")
+
+
+def _names(text):
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        return list(json.loads(stripped))
+    packages = re.findall(r"^Package:\s*(\S+)", text, flags=re.MULTILINE)
+    return packages or [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _streams(text):
+    if re.search(r"^document:\s*modulemd\s*$", text, flags=re.MULTILINE):
+        streams = []
+        for document in re.split(r"^---\s*$", text, flags=re.MULTILINE):
+            if re.search(r"^document:\s*modulemd\s*$", document, flags=re.MULTILINE) and re.search(
+                r"^\s+name:\s*nvidia-driver\s*$", document, flags=re.MULTILINE
+            ):
+                streams += re.findall(r"^\s+stream:\s*['\"]?([^'\"\s]+)", document, flags=re.MULTILINE)
+        return streams
+    return [m.group("stream") for m in map(DNF_LINE.match, text.splitlines()) if m]
+
+
+def driver_streams(text):
+    """The nvidia-driver streams of `dnf module list` output, and the enabled one ('' when none)."""
+    if not isinstance(text, str):
+        raise AnsibleFilterError(f"driver_streams: needs dnf's output, not {type(text).__name__}")
+    streams, enabled = [], ""
+    for match in map(DNF_LINE.match, text.splitlines()):
+        if match:
+            streams.append(match.group("stream"))
+            if "[e]" in match.group("marks"):
+                enabled = match.group("stream")
+    return {"streams": streams, "enabled": enabled}
+
+
+def driver_branches(text, family):
+    if not isinstance(text, str):
+        raise AnsibleFilterError(f"driver_branches: needs the index text, not {type(text).__name__}")
+    if family not in FAMILIES:
+        raise AnsibleFilterError(f"driver_branches: family is one of {', '.join(FAMILIES)}, not {family!r}")
+    pattern = FAMILIES[family]
+    offered = {}
+    for name in _streams(text) if family == "dnf-module" else _names(text):
+        match = pattern.match(name)
+        if not match:
+            continue
+        groups = match.groupdict()
+        branch = groups.get("branch") or groups.get("obranch")
+        flavour = "open" if (groups.get("open") or groups.get("obranch")) else "proprietary"
+        offered.setdefault(branch, set()).add(flavour)
+    return {b: sorted(offered[b]) for b in sorted(offered, key=int)}
+
+
+def branch_offer(item):
+    """One branch of driver_branches' answer (a dict2items item) as a message names it: "550" or "470 proprietary only"."""
+    flavours = item["value"]
+    return item["key"] if len(flavours) > 1 else f"{item['key']} {flavours[0]} only"
+
+
+class FilterModule:
+    def filters(self):
+        return {"driver_branches": driver_branches, "driver_streams": driver_streams, "branch_offer": branch_offer}
