@@ -75,6 +75,10 @@ ANSIBLE_SETTINGS: dict[str, dict[str, str]] = {
 #: The message Ansible's command, shell and raw give a command that exited non-zero.
 COMMAND_FAILED = "non-zero return code"
 
+#: ansible-core 2.17's message for a task past its ``timeout:`` (lib/ansible/executor/task_executor.py; its
+#: test/integration/targets/adhoc/runme.sh greps for it).
+TASK_TIMED_OUT = re.compile(r"action failed to execute in the expected time frame \((\d+)\) and was terminated")
+
 #: How a TLS verification failure reads in module messages (Python's ssl, urllib3, requests, pyVmomi).
 TLS_FAILURE = re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError", re.I)
 
@@ -473,16 +477,22 @@ def _record(
 
 
 def _timed_out(event: dict[str, Any]) -> TimedOut | None:
-    """The task (or one item of its loop) that hit its ``timeout:`` keyword: Ansible's result then carries
-    ``timedout`` with the ``period`` (ansible-core's TaskTimeoutError.result_contribution)."""
+    """The task (or one item of its loop) that hit its ``timeout:`` keyword. From ansible-core 2.18 the result
+    carries ``timedout`` with the ``period`` (the documented return value of the ``ansible.builtin.timedout``
+    test); before, only :data:`TASK_TIMED_OUT`'s message said so (ansible 10 is ansible-core 2.17)."""
     if event.get("event") not in ("runner_on_failed", "runner_item_on_failed"):
         return None
     data = event.get("event_data", {})
-    timedout = (data.get("res") or {}).get("timedout")
+    res = data.get("res") or {}
     host = data.get("host") or data.get("remote_addr")
-    if not isinstance(timedout, dict) or not host:
+    timedout = res.get("timedout")
+    if isinstance(timedout, dict):
+        seconds = int(timedout.get("period") or 0)
+    elif said := TASK_TIMED_OUT.search(str(res.get("msg", ""))):
+        seconds = int(said.group(1))
+    else:
         return None
-    return TimedOut(str(host), str(data.get("task", "")), int(timedout.get("period") or 0))
+    return TimedOut(str(host), str(data.get("task", "")), seconds) if host else None
 
 
 def _failure(res: dict[str, Any]) -> str:
