@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +74,10 @@ ANSIBLE_SETTINGS: dict[str, dict[str, str]] = {
 
 #: The message Ansible's command, shell and raw give a command that exited non-zero.
 COMMAND_FAILED = "non-zero return code"
+
+#: ansible-core 2.17's message for a task past its ``timeout:`` (lib/ansible/executor/task_executor.py; its
+#: test/integration/targets/adhoc/runme.sh greps for it).
+TASK_TIMED_OUT = re.compile(r"action failed to execute in the expected time frame \((\d+)\) and was terminated")
 
 #: How a TLS verification failure reads in module messages (Python's ssl, urllib3, requests, pyVmomi).
 TLS_FAILURE = re.compile(r"CERTIFICATE_VERIFY_FAILED|certificate verify failed|SSLCertVerificationError", re.I)
@@ -187,6 +191,17 @@ class HostResult:
     tls_failure: str = ""
     #: (task, before/after text) of each change that came with a diff (``--diff``), secrets masked.
     diffs: list[tuple[str, str]] = field(default_factory=list)
+    #: Loop items that changed, by task, while the task has not finished: what a stop mid-loop leaves applied.
+    changed_items: dict[str, tuple[str, list[str]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    """A task that hit its ``timeout:`` keyword: Ansible gave up on what the task waited for."""
+
+    host: str
+    task: str
+    seconds: int
 
 
 @dataclass
@@ -197,10 +212,27 @@ class PlaybookRun:
     hosts: dict[str, HostResult]
     artifacts: Path
     cancelled: bool = False
+    #: The run was stopped at the first task that timed out: whatever it waited for stopped answering, and every
+    #: later task would wait for it again (a play that rescues the failure goes on to the next).
+    timed_out: TimedOut | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """Ended before the playbook finished: cancelled, or stopped at a task that timed out."""
+        return self.cancelled or self.timed_out is not None
 
     @property
     def changed(self) -> int:
         return sum(h.changed for h in self.hosts.values())
+
+
+class StepTimedOut(Unreachable):
+    """A task of the run timed out and the run was stopped there; ``partial`` is the :class:`PlaybookRun`."""
+
+    def __init__(self, run: PlaybookRun, timed_out: TimedOut) -> None:
+        super().__init__(f"{timed_out.host}: {timed_out.task!r} did not finish within {timed_out.seconds}s")
+        self.partial: object = run
+        self.timed_out = timed_out
 
 
 def known_tags(playbook: Path) -> set[str]:
@@ -252,13 +284,19 @@ def run_playbook(
     timeout_s: int | None = None,
     envvars: dict[str, str] | None = None,
     fact_cache: Path | None = None,
+    stop_on_timeout: Collection[str] = (),
 ) -> PlaybookRun:
     """Run ``<playbooks_dir()>/<playbook>`` with ansible-runner and return per-host results.
 
     ``fact_cache``: a jsonfile fact cache folder to use instead of a fresh one per run (planning
     from recorded facts: hosts whose cached facts say they were gathered are not gathered again).
 
-    Raises :class:`Cancelled` (with what ran so far in ``.run``) on Ctrl-C and
+    ``stop_on_timeout``: hosts through which the play reaches one service (vCenter): a task of theirs that hits
+    its ``timeout:`` means the service stopped answering, and the run stops there. Elsewhere a timed-out task
+    is a failed task of its host, like any other.
+
+    Raises :class:`Cancelled` (with what ran so far in ``.partial``) on Ctrl-C, :class:`StepTimedOut` (likewise)
+    when a task hit its ``timeout:`` (the run is stopped there, nothing of it left running), and
     :class:`Unreachable` when Ansible itself could not start.
     """
     import ansible_runner
@@ -291,10 +329,24 @@ def run_playbook(
     )
     hosts: dict[str, HostResult] = {}
     findings: dict[str, list[dict[str, Any]]] = {}
+    timeouts: list[TimedOut] = []
+    stopping_hosts = frozenset(stop_on_timeout)
 
     def on_event(event: dict[str, Any]) -> bool:
         _record(event, hosts, findings, progress)
+        if not timeouts and (timed_out := _timed_out(event)) and timed_out.host in stopping_hosts:
+            timeouts.append(timed_out)
         return True
+
+    def stop() -> bool:
+        # ansible-runner asks after each event it handled: a timed-out task stops the run at once, and its module,
+        # which Ansible's timeout leaves running (still waiting on the silent service), ends with the rest.
+        if cancel.stop_when_requested():
+            return True
+        if timeouts:
+            cancel.stop_children()
+            return True
+        return False
 
     cmdline = []
     if check:
@@ -320,7 +372,7 @@ def run_playbook(
                 forks=forks,
                 quiet=True,
                 event_handler=on_event,
-                cancel_callback=cancel.stop_when_requested,
+                cancel_callback=stop,
                 timeout=timeout_s,
                 suppress_env_files=True,
                 rotate_artifacts=1,
@@ -336,9 +388,12 @@ def run_playbook(
         rc=result.rc or 0,
         hosts=hosts,
         artifacts=private,
-        cancelled=cancel.requested() or result.status == "canceled",
+        cancelled=cancel.requested() or (result.status == "canceled" and not timeouts),
+        timed_out=None if cancel.requested() or not timeouts else timeouts[0],
     )
     _apply_stats(result, hosts)
+    if run.stopped:
+        _keep_half_applied(hosts)
     for host, items in findings.items():
         hosts.setdefault(host, HostResult(host)).checks = [_finding(host, item) for item in items]
     try:
@@ -348,6 +403,8 @@ def run_playbook(
         log.debug("%s", e)
     if run.cancelled:
         raise Cancelled(cancel.reason(), run)
+    if run.timed_out:
+        raise StepTimedOut(run, run.timed_out)
     if result.status == "failed" and not hosts:
         raise Unreachable(f"{playbook} did not run: {shorten(_last_error(result))}")
     return run
@@ -362,11 +419,22 @@ def _record(
     kind = event.get("event", "")
     data = event.get("event_data", {})
     host = data.get("host") or data.get("remote_addr")
-    if not host or not kind.startswith("runner_on_") or kind in ("runner_on_start",):
+    if not host:
         return
     res = data.get("res", {}) or {}
     task = data.get("task", "")
+    if kind == "runner_item_on_ok" and res.get("changed"):
+        # A loop's task reports its changes when every item is done; until then they are only here.
+        item = str(res.get("_ansible_item_label", res.get("item", "")))
+        pending = hosts.setdefault(host, HostResult(host)).changed_items
+        pending.setdefault(str(data.get("task_uuid", task)), (task, []))[1].append(item)
+    if not kind.startswith("runner_on_") or kind in ("runner_on_start",):
+        return
     record = hosts.setdefault(host, HostResult(host))
+    if kind == "runner_on_ok":
+        # The task's change is counted now; items of a task that failed stay, for a stop to report (Ansible's recap
+        # counts no change for a failed task, though its items before the failure were applied).
+        record.changed_items.pop(str(data.get("task_uuid", task)), None)
     status = {
         "runner_on_ok": "changed" if res.get("changed") else "ok",
         "runner_on_failed": "failed",
@@ -378,7 +446,16 @@ def _record(
     if kind == "runner_on_failed" and data.get("ignore_errors"):
         status = "ok"
     message = ""
+    # Counted as the events come, so a run stopped before Ansible's recap still says what it did; the recap's
+    # figures replace these when there is one.
+    if status in ("ok", "changed"):
+        record.ok += 1
+    if status == "skipped":
+        record.skipped += 1
+    if status == "failed":
+        record.failures += 1
     if status == "changed":
+        record.changed += 1
         record.changed_tasks.append(task)
         if diff := ansible_diff.of_result(res, data.get("resolved_action") or data.get("task_action", "")):
             record.diffs.append((task, redact.text(diff)))
@@ -397,6 +474,25 @@ def _record(
         findings[host] = facts[FINDINGS_FACT]
     if progress:
         progress(TaskEvent(host=host, task=task, status=status, message=message))
+
+
+def _timed_out(event: dict[str, Any]) -> TimedOut | None:
+    """The task (or one item of its loop) that hit its ``timeout:`` keyword. From ansible-core 2.18 the result
+    carries ``timedout`` with the ``period`` (the documented return value of the ``ansible.builtin.timedout``
+    test); before, only :data:`TASK_TIMED_OUT`'s message said so (ansible 10 is ansible-core 2.17)."""
+    if event.get("event") not in ("runner_on_failed", "runner_item_on_failed"):
+        return None
+    data = event.get("event_data", {})
+    res = data.get("res") or {}
+    host = data.get("host") or data.get("remote_addr")
+    timedout = res.get("timedout")
+    if isinstance(timedout, dict):
+        seconds = int(timedout.get("period") or 0)
+    elif said := TASK_TIMED_OUT.search(str(res.get("msg", ""))):
+        seconds = int(said.group(1))
+    else:
+        return None
+    return TimedOut(str(host), str(data.get("task", "")), seconds) if host else None
 
 
 def _failure(res: dict[str, Any]) -> str:
@@ -432,8 +528,20 @@ def _scrub(private: Path) -> None:
                 log.warning("%s; removed it, since it held unmasked values", e)
 
 
+def _keep_half_applied(hosts: dict[str, HostResult]) -> None:
+    """A run stopped inside a loop: the items that had changed count as a change of their task."""
+    for record in hosts.values():
+        for task, items in record.changed_items.values():
+            record.changed += 1
+            record.changed_tasks.append(f"{task} ({', '.join(items)})")
+        record.changed_items.clear()
+
+
 def _apply_stats(result: Any, hosts: dict[str, HostResult]) -> None:
     stats = result.stats or {}
+    if stats:
+        for record in hosts.values():  # the recap's figures, not the ones counted from events
+            record.ok = record.changed = record.failures = record.skipped = 0
     for key, attr in (("ok", "ok"), ("changed", "changed"), ("failures", "failures"), ("skipped", "skipped")):
         for host, n in (stats.get(key) or {}).items():
             setattr(hosts.setdefault(host, HostResult(host)), attr, n)

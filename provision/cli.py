@@ -11,7 +11,9 @@ from gpuready.core.command import Context, comma_list, common_options, execute, 
 from gpuready.core.results import RunResult
 
 if TYPE_CHECKING:
+    from gpuready.core.errors import Unreachable
     from gpuready.core.inventory import Inventory
+    from gpuready.core.runner import StepTimedOut
 
 SITE = "site.yml"
 
@@ -75,7 +77,7 @@ def _cluster(ctx: Context) -> RunResult:
     from gpuready.core.errors import Cancelled
     from gpuready.core.inventory import KUBE_ONLY_GROUP
     from gpuready.core.platforms.vsphere_plan import provision_extra_vars
-    from gpuready.core.runner import PlaybookRun, check_tags, playbooks_dir, run_playbook
+    from gpuready.core.runner import PlaybookRun, StepTimedOut, check_tags, playbooks_dir, run_playbook
     from gpuready.provision.playbook_results import add_playbook_run
 
     opts = ctx.options
@@ -127,12 +129,19 @@ def _cluster(ctx: Context) -> RunResult:
             progress=ctx.progress,
             extra_vars=extra_vars,
             skip_tags=skip_tags,
+            # The vSphere play's steps are bounded (gpuready.vsphere.step_timeout_s): one that runs out means vCenter
+            # stopped answering, and every later step would wait for it again.
+            stop_on_timeout=inv.hosts("vcenter"),
         )
     except Cancelled as e:
         if isinstance(e.partial, PlaybookRun):
             add_playbook_run(result, e.partial, check_mode=opts["check"], hosts=hosts)
         e.partial = result
         raise
+    except StepTimedOut as e:
+        if isinstance(e.partial, PlaybookRun):
+            add_playbook_run(result, e.partial, check_mode=opts["check"], hosts=hosts)
+        raise _timed_out(inv, e, result) from e
     add_playbook_run(result, run, check_mode=opts["check"], hosts=hosts)
     if opts["diff"]:
         from gpuready.provision import diff_report
@@ -140,6 +149,27 @@ def _cluster(ctx: Context) -> RunResult:
         ctx.stop_progress()
         diff_report.show(ctx.console, run, ctx.run_dir, check_mode=opts["check"])
     return result
+
+
+def _timed_out(inv: Inventory, e: StepTimedOut, result: RunResult) -> Unreachable:
+    """One line for a run stopped at a step that timed out, the results (what changed before) attached: on the
+    vCenter host it names the vCenter and its setting, since the vSphere play's steps are bounded by it."""
+    from gpuready.core.errors import Unreachable
+    from gpuready.core.platforms import vsphere_plan
+
+    t = e.timed_out
+    changed = result.metrics.get("changed", 0)
+    applied = f"; {changed} change(s) applied before it stopped are in the results" if changed else ""
+    if t.host in inv.hosts("vcenter"):
+        message = (
+            f"vCenter {vsphere_plan.where(inv, t.host)} stopped answering during {t.task!r}: no answer within "
+            f"{t.seconds}s (gpuready.vsphere.step_timeout_s){applied}"
+        )
+    else:
+        message = f"{t.host}: {t.task!r} did not finish within {t.seconds}s (its timeout){applied}"
+    error = Unreachable(message)
+    error.partial = result  # type: ignore[attr-defined]
+    return error
 
 
 def _reach_kubernetes(inv: Inventory, hosts: list[str], tags: list[str] | None) -> None:

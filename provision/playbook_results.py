@@ -5,18 +5,46 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpuready.core.results import RunResult, errored, failed, passed
-from gpuready.core.runner import PlaybookRun
+from gpuready.core.runner import HostResult, PlaybookRun
+
+#: Changed tasks named in a stopped host's message; the evidence has them all.
+NAMED_CHANGES = 3
+
+
+def changes_so_far(r: HostResult, verb: str) -> str:
+    """``N ok, M changed so far``, and which tasks changed: a stopped run's changes are applied all the same."""
+    text = f"{r.ok} ok, {r.changed} {verb} so far"
+    if r.changed_tasks:
+        named = "; ".join(r.changed_tasks[:NAMED_CHANGES])
+        more = f" (+{len(r.changed_tasks) - NAMED_CHANGES} more)" if len(r.changed_tasks) > NAMED_CHANGES else ""
+        text += f": {named}{more}"
+    return text
 
 
 def add_playbook_run(result: RunResult, run: PlaybookRun, *, check_mode: bool, hosts: Sequence[str] = ()) -> None:
-    """``hosts``: the hosts the run was meant for; after a cancel, those it never reached are marked."""
+    """``hosts``: the hosts the run was meant for; after a cancel or a stop, those it never reached are marked."""
     verb = "would change" if check_mode else "changed"
-    if run.cancelled:
+    stop = "cancelled" if run.cancelled else "stopped (a task timed out)"
+    if run.stopped:
         for host in hosts:
             if host not in run.hosts:
-                result.add(errored("provision.apply", host, "cancelled before the playbook reached this host"))
+                result.add(errored("provision.apply", host, f"{stop} before the playbook reached this host"))
     for host, r in sorted(run.hosts.items()):
         result.add(*r.checks)
+        if run.timed_out and run.timed_out.host == host:
+            # What the task waited for stopped answering: not a finding about the machines (exit 3, not 1).
+            result.add(
+                errored(
+                    "provision.reach",
+                    host,
+                    f"{run.timed_out.task!r} got no answer within {run.timed_out.seconds}s and the run stopped "
+                    f"there; {changes_so_far(r, verb)}",
+                    evidence="\n".join(r.changed_tasks),
+                    remedy="find out why it stopped answering, then run provision cluster again to finish "
+                    "(it is idempotent)",
+                )
+            )
+            continue
         if r.unreachable:
             result.add(
                 errored(
@@ -55,12 +83,12 @@ def add_playbook_run(result: RunResult, run: PlaybookRun, *, check_mode: bool, h
             continue
         if any(c.status == "failed" for c in r.checks):
             continue  # a role stopped this host and said why in its findings
-        if run.cancelled:
+        if run.stopped:
             result.add(
                 errored(
                     "provision.apply",
                     host,
-                    f"cancelled before the playbook finished: {r.ok} ok, {r.changed} {verb} so far",
+                    f"{stop} before the playbook finished: {changes_so_far(r, verb)}",
                     evidence="\n".join(r.changed_tasks),
                     remedy="run provision cluster again to finish (it is idempotent)",
                 )

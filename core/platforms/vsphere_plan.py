@@ -220,6 +220,14 @@ def _planned_gpu(settings: Vsphere, vm: str, host: str, devices: dict[str, PciDe
     )
 
 
+def where(inventory: Inventory, host: str) -> str:
+    """How messages name the vCenter ``host`` of the inventory (:attr:`Target.where`); no password needed."""
+    from gpuready.core.inventory import connection
+    from gpuready.core.platforms.vsphere import Target
+
+    return Target(host=connection.address(host, inventory.host_vars(host)), port=inventory.settings.vsphere.port).where
+
+
 def target(inventory: Inventory, *, insecure: bool = False) -> Target:
     """The vCenter to talk to: the one host of the ``vcenter`` group, the password from the environment."""
     from gpuready.core.inventory import connection

@@ -68,4 +68,12 @@ class Vsphere(Section):
     #: unreachable (exit 3): pyVmomi's own version discovery waits forever on a vCenter that accepts and never
     #: answers.
     request_timeout_s: Int = Field(default=60, ge=1, le=3600)
+    #: Seconds one step of the vSphere apply (one task of the play, on one ESXi host or VM) may take before vCenter
+    #: counts as no longer answering: the run stops there, exit 3, with what changed before written. The
+    #: community.vmware and vmware.vmware modules take no timeout of their own, so this is Ansible's task keyword
+    #: ``timeout`` ("Time limit for the task action to execute in, if exceeded, Ansible will interrupt the process",
+    #: https://docs.ansible.com/ansible/latest/reference_appendices/playbooks_keywords.html; ansible-core >= 2.10).
+    #: 720: the longest a step waits in the normal course, one vSphere task (``task_timeout_s``, 600) and a request
+    #: before and after it (``request_timeout_s``, 60 each).
+    step_timeout_s: Int = Field(default=720, ge=1, le=86400)
     gpu_vms: list[GpuVm] = Field(default_factory=list)

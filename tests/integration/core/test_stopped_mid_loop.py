@@ -1,0 +1,125 @@
+"""A run stopped inside a loop -- at a step that timed out on the vCenter host, or by Ctrl-C -- reports the items
+that had changed before the stop: Ansible reports a loop's change only when every item is done, so without them a
+half-applied loop would read as nothing changed. Real Ansible through the real command line, with a playbook of
+our own in place of site.yml (GPUREADY_PLAYBOOKS): one item changes, the next hangs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.processes import Child, leftovers, new_mark
+from tests.unit.core.test_bad_inputs import GOOD, make_inventory
+
+pytestmark = pytest.mark.slow
+
+TASK = "Loop | Change, then hang"
+STEP_TIMEOUT_S = 3
+#: Python, Ansible and the 3 s step on a loaded 2-core machine; the hanging item would run for HANG_S.
+BOUNDED_S = 60
+HANG_S = 300
+
+
+def _inventory(tmp_path: Path) -> Path:
+    hosts = {"vcenter": {"hosts": {"vc": {"ansible_host": "127.0.0.1", "ansible_connection": "local"}}}}
+    return make_inventory(tmp_path, hosts=hosts, settings={"gpuready": GOOD})
+
+
+def _playbooks(tmp_path: Path, timeout: int | None) -> Path:
+    play: dict[str, Any] = {
+        "name": "Loop | A vCenter play whose second item hangs",
+        "hosts": "vcenter",
+        "gather_facts": False,
+        "tags": ["loop"],
+        "vars": {"ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+        "tasks": [
+            {
+                "name": TASK,
+                "ansible.builtin.command": "{{ item }}",
+                "loop": ["true", f"sleep {HANG_S}"],
+                "changed_when": True,
+            }
+        ],
+    }
+    if timeout:
+        play["timeout"] = timeout
+    folder = tmp_path / "playbooks"
+    folder.mkdir()
+    (folder / "site.yml").write_text(yaml.safe_dump([play], sort_keys=False))
+    return folder
+
+
+def _wait_for_first_item(runs: Path, child: Child) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        for path in runs.glob("*/ansible/artifacts/*/job_events/*.json"):
+            try:
+                event = json.loads(path.read_text())
+            except ValueError:
+                continue
+            if event.get("event") == "runner_item_on_ok":
+                return
+        assert child.proc.poll() is None and time.monotonic() < deadline, child.stderr
+        time.sleep(0.05)
+
+
+def _summary(runs: Path) -> dict[str, Any]:
+    [path] = list(runs.glob("*/summary.json"))
+    return dict(json.loads(path.read_text()))
+
+
+def test_a_step_that_times_out_mid_loop_reports_the_items_changed_before(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    env = {"GPUREADY_PLAYBOOKS": str(_playbooks(tmp_path, STEP_TIMEOUT_S)), **new_mark()}
+    args = ["provision", "cluster", "-i", str(_inventory(tmp_path)), "--tags", "loop", "--artifacts", str(runs)]
+    started = time.monotonic()
+    child = Child(args, env)
+    try:
+        child.proc.wait(timeout=HANG_S)
+    finally:
+        if child.proc.poll() is None:
+            child.signal_and_wait(signal.SIGKILL, limit=60)
+    took = time.monotonic() - started
+    child.reader.join(5)
+    assert leftovers(env) == [], "the hanging item's command was left running"
+    assert child.proc.returncode == 3, child.stderr
+    errors = [line for line in child.stderr.splitlines() if line.startswith("gpuready: error:")]
+    assert errors == [
+        f"gpuready: error: vCenter 127.0.0.1:443 stopped answering during {TASK!r}: no answer within "
+        f"{STEP_TIMEOUT_S}s (gpuready.vsphere.step_timeout_s); 1 change(s) applied before it stopped are in the "
+        "results"
+    ], child.stderr
+    assert took < BOUNDED_S, took
+    summary = _summary(runs)
+    assert summary["metrics"]["changed"] == 1, summary["metrics"]
+    [reach] = [c for c in summary["checks"] if c["id"] == "provision.reach"]
+    assert reach["host"] == "vc" and reach["status"] == "error", reach
+    assert reach["message"].endswith(f"1 changed so far: {TASK} (true)"), reach
+    assert reach["evidence"] == f"{TASK} (true)", reach
+
+
+def test_a_cancel_mid_loop_reports_the_items_changed_before(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    env = {"GPUREADY_PLAYBOOKS": str(_playbooks(tmp_path, None)), **new_mark()}
+    args = ["provision", "cluster", "-i", str(_inventory(tmp_path)), "--tags", "loop", "--artifacts", str(runs)]
+    child = Child(args, env)
+    try:
+        _wait_for_first_item(runs, child)
+        child.signal_and_wait(signal.SIGINT, limit=15)
+    finally:
+        if child.proc.poll() is None:
+            child.signal_and_wait(signal.SIGKILL, limit=60)
+    assert leftovers(env) == [], "the hanging item's command was left running"
+    assert child.proc.returncode == 130, child.stderr
+    summary = _summary(runs)
+    assert summary["metrics"]["changed"] == 1, summary["metrics"]
+    [apply] = [c for c in summary["checks"] if c["id"] == "provision.apply"]
+    assert apply["host"] == "vc" and apply["status"] == "error", apply
+    assert apply["message"] == f"cancelled before the playbook finished: 0 ok, 1 changed so far: {TASK} (true)", apply
+    assert apply["evidence"] == f"{TASK} (true)", apply
