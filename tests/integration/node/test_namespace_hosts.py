@@ -174,7 +174,7 @@ def test_a_busy_gpu_names_the_process_holding_it(lab: dict[str, Any], artifacts:
     for check in measured:
         assert check["status"] == "failed"
         assert check["message"] == (
-            "GPU 2 (00000000:3A:00.0) is busy, not judged: GPU 2 (00000000:3A:00.0): pid 4242 python3 (30000 MiB)"
+            "GPU 2 (00000000:3A:00.0) is busy, not judged: pid 4242 python3 (30000 MiB)"
         )
 
 
