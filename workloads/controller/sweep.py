@@ -284,8 +284,10 @@ def mean_auroc(ranks: list[dict[str, Any]]) -> float | None:
 
 
 def auroc_check(n: int, mean: float, labels: int, where: str) -> Check:
-    return Verdict(f"training.{n}w.auroc", where).passed(
-        f"mean AUROC {mean:.3f} over {labels} labels recorded (CheXNet paper: {CHEXNET_MEAN_AUROC})"
+    # No reference: the paper's figure is after full training on ChestX-ray14, a smoke run trains a few steps.
+    return Verdict(f"training.{n}w.auroc", where).skipped(
+        f"mean AUROC {mean:.3f} over {labels} labels recorded, not judged "
+        f"(no reference for a smoke run; the CheXNet paper's {CHEXNET_MEAN_AUROC} is after full training)"
     )
 
 
