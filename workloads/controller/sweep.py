@@ -18,7 +18,7 @@ from gpuready.core.errors import BadInput
 from gpuready.core.perf import MATES_FRACTION, below_mates
 from gpuready.core.results import Check, RunResult
 from gpuready.core.verdict import Verdict
-from gpuready.workloads.controller import references, report, scaling
+from gpuready.workloads.controller import progress, references, report, scaling
 from gpuready.workloads.controller.references import Conditions
 from gpuready.workloads.launchers import Launch, Plan
 from gpuready.workloads.launchers.targets import Target
@@ -309,7 +309,8 @@ def launch_sizes(
             f"{plan.steps} steps of {plan.batch_size} images per worker)..."
         )
         started = time.monotonic()
-        launched = launch(plan, n, folder)
+        with progress.Relay(folder, n, _plural(n, kind), plan.progress_s, note):
+            launched = launch(plan, n, folder)
         if launched.written_only:
             result.add(Verdict(f"training.{n}w.trained", target.where).skipped(launched.written_only))
             continue

@@ -46,6 +46,8 @@ class Plan:
     framework: str = "tensorflow"
     #: CPU threads per worker when training on CPU (0: the worker's share of this host's cores)
     cpu_threads: int = 0
+    #: rank 0 prints how far it is at most this often, in seconds (0: never)
+    progress_s: float = 30
 
     @property
     def module(self) -> list[str]:
@@ -81,6 +83,8 @@ class Plan:
             args += ["--eval-batches", str(self.eval_batches)]
         if self.cpu_threads:
             args += ["--threads", str(self.cpu_threads)]
+        if self.progress_s != 30:  # left out at the default, so an older worker still takes the command
+            args += ["--progress-seconds", f"{self.progress_s:g}"]
         return args
 
 
