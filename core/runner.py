@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuready.core import ansible_diff, cancel, redact
+from gpuready.core import ansible_diff, cancel, docs, redact
 from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.collection import collection_dir
 from gpuready.core.errors import BadInput, Cancelled, Unreachable, shorten
@@ -316,7 +316,8 @@ def run_playbook(
                 cmdline=" ".join(cmdline) or None,
                 limit=limit,
                 tags=",".join(tags) if tags else None,
-                extravars=extra_vars or {},
+                # The manual's folder, so the roles' messages name pages the user has (a wheel has no docs/).
+                extravars={"gpuready_docs_dir": str(docs.folder()), **(extra_vars or {})},
                 envvars=env,
                 forks=forks,
                 quiet=True,

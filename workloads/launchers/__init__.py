@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuready.core import docs
 from gpuready.core.errors import Unreachable
 
 LAUNCHERS = ("local", "ssh", "slurm", "kubernetes")
@@ -139,7 +140,7 @@ def require_local_training(distribution: str, framework: str = "tensorflow") -> 
         if missing:
             raise Unreachable(
                 f"{' and '.join(missing)} not installed in {sys.prefix}: "
-                "pip install 'gpuready[torch]' (docs/pytorch.md)"
+                f"pip install 'gpuready[torch]' (see {docs.page('pytorch.md')})"
             )
         return
     needed = ["tensorflow"] + (["horovod"] if distribution == "horovod" else [])
@@ -167,7 +168,6 @@ HOROVOD_BUILD_ENV = (
     "HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 "
     "HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=GLOO"
 )
-INSTALL_DOC = 'docs/training.md, "Installing TensorFlow and Horovod"'
 
 
 def install_advice(missing: list[str]) -> str:
@@ -178,7 +178,7 @@ def install_advice(missing: list[str]) -> str:
         steps.append(f"{pip} '{TENSORFLOW_REQUIREMENT}'")
     if "horovod" in missing:
         steps.append(f"{HOROVOD_BUILD_ENV} {pip} --no-build-isolation '{HOROVOD_REQUIREMENT}' (needs cmake and g++)")
-    return " && ".join(steps) + f" ({INSTALL_DOC})"
+    return " && ".join(steps) + f" (see {docs.page('training.md', 'Installing TensorFlow and Horovod')})"
 
 
 def horovodrun() -> str:

@@ -45,3 +45,33 @@ def test_a_mapping_evidence_is_yaml_text_not_a_python_repr(tmp_path: Path) -> No
     [check] = run.hosts["node-1"].checks
     # Jinja's tojson sorts the keys.
     assert check.evidence == "changed: false\ncheck_mode: true\nfailed_checks: []\nresult: passed"
+
+
+def test_the_roles_cite_the_manual_where_it_is_installed(tmp_path: Path) -> None:
+    """The runner hands the roles the manual's folder (a wheel has no docs/ beside the user): the roles' messages
+    that cite a page (the Secure Boot ones) name it there."""
+    from gpuready.core import docs
+
+    task = {
+        "name": "Report a finding citing a page",
+        "gpuready.gpu.findings": {
+            "findings": [
+                {
+                    "id": "preflight.secure_boot",
+                    "status": "passed",
+                    "message": "{{ (gpuready_docs_dir | default('docs')) ~ '/provisioning-nvidia.md' }}",
+                }
+            ]
+        },
+    }
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [task]}], sort_keys=False))
+    inventory = tmp_path / "inventory"
+    inventory.mkdir()
+    (inventory / "hosts.yml").write_text(
+        yaml.safe_dump({"all": {"hosts": {"node-1": {"ansible_connection": "local"}}}})
+    )
+    run = run_playbook(str(playbook), inventory, tmp_path / "runs", check=True)
+    [check] = run.hosts["node-1"].checks
+    assert check.message == docs.page("provisioning-nvidia.md")
+    assert Path(check.message).is_file()

@@ -327,7 +327,7 @@ measure(
     "NCCL all-reduce bus bandwidth within the node (nccl-tests all_reduce_perf, else gpuready's probe through "
     "torch's NCCL) at least the model's lower bound",
     "Check NVLink/NVSwitch health (topology.nvlink, node.fabric_manager) and "
-    "that no other job runs; compare with the reference table in docs/node-checks.md.",
+    "that no other job runs; the evidence names the reference and where it was measured.",
     [_from_nccl_tests, partial(_probe, read=_all_reduce_from_probe)],
     # DCGM measures no all-reduce by itself: its nccl_tests plugin runs the all_reduce_perf the node provides
     # (DCGM_NCCL_TESTS_BIN_PATH, NVIDIA/DCGM nvvs/plugin_src/nccl_tests/NcclTestsPlugin.h).
