@@ -8,6 +8,7 @@ as :class:`~gpuready.core.results.Check` objects (about the finding's own ``host
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuready.core import ansible_diff, cancel, redact
+from gpuready.core import ansible_diff, cancel, docs, redact
 from gpuready.core.artifacts import ArtifactNotWritten, write_json, write_text
 from gpuready.core.collection import collection_dir
 from gpuready.core.errors import BadInput, Cancelled, Unreachable, shorten
@@ -367,7 +368,8 @@ def run_playbook(
                 cmdline=" ".join(cmdline) or None,
                 limit=limit,
                 tags=",".join(tags) if tags else None,
-                extravars=extra_vars or {},
+                # The manual's folder, so the roles' messages name pages the user has (a wheel has no docs/).
+                extravars={"gpuready_docs_dir": str(docs.folder()), **(extra_vars or {})},
                 envvars=env,
                 forks=forks,
                 quiet=True,
@@ -557,10 +559,26 @@ def _finding(host: str, item: dict[str, Any]) -> Check:
         id=str(item.get("id", "finding")),
         host=str(item.get("host") or host),
         status=status,
-        message=redact.text(str(item.get("message", ""))),
-        evidence=redact.text(str(item.get("evidence", ""))),
-        remedy=str(item.get("remedy", "")),
+        message=redact.text(_text(item.get("message", ""))),
+        evidence=redact.text(_text(item.get("evidence", ""))),
+        remedy=_text(item.get("remedy", "")),
     )
+
+
+def _text(value: Any) -> str:
+    """A finding's field as text a person reads: a role's mapping or list (a ``{...} | tojson`` in a YAML
+    template is read back as one) as YAML's ``key: value`` lines, true and null as YAML writes them, never as
+    Python prints them (``{'check_mode': True}``)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict | list):
+        import yaml
+
+        try:
+            return str(yaml.safe_dump(value, sort_keys=False, default_flow_style=False, allow_unicode=True)).strip()
+        except yaml.YAMLError:
+            pass
+    return json.dumps(value, default=str)
 
 
 def _recap(r: HostResult) -> dict[str, Any]:

@@ -116,6 +116,13 @@ def _sizes(value: str) -> list[int]:
     default=None,
     help="CPU threads per worker when training on CPU (0: its share of the host's cores).",
 )
+@click.option(
+    "--progress",
+    "progress_s",
+    type=click.FloatRange(0),
+    default=None,
+    help="Seconds between the progress lines on stderr (step, images/s so far; 0: none) [default: 30].",
+)
 @click.option("--timeout", "timeout_s", type=click.IntRange(10), default=None, help="Seconds per run.")
 def training(inventory_path: Path, artifacts: Path | None, verbose: int, limit: str | None, **overrides: Any) -> None:
     """Train CheXNet for a few steps on 1..N workers and judge images/s against references.

@@ -39,6 +39,7 @@ def plan_for(settings: Training, cpu: bool) -> Plan:
         timeout_s=settings.timeout_s,
         framework=settings.framework,
         cpu_threads=settings.cpu_threads,
+        progress_s=settings.progress_s,
     )
 
 

@@ -11,6 +11,8 @@ import time
 from typing import Any
 
 RESULT_PREFIX = "GPUREADY_RESULT "
+#: Rank 0's progress lines (how far the steps are, images/s so far), which the controller relays.
+PROGRESS_PREFIX = "GPUREADY_PROGRESS "
 #: when this worker's interpreter got here: launcher overhead is measured from the command to the first step
 PROCESS_START_UNIX = time.time()
 COMPILE_MODES = ("auto", "on", "off")
@@ -32,6 +34,12 @@ def common_arguments(prog: str, doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0, help="CPU threads per worker (0: cores / local workers)")
     p.add_argument("--out", default="", help="also write rank-N.json here")
     p.add_argument("--cpu", action="store_true", help="train on the CPU on purpose, even where a GPU is visible")
+    p.add_argument(
+        "--progress-seconds",
+        type=float,
+        default=30,
+        help="rank 0 prints its step and images/s so far at most this often (0: never)",
+    )
     p.add_argument(
         "--compile",
         default="auto",
@@ -89,3 +97,27 @@ def emit(result: dict[str, Any], out: str) -> None:
             fh.write(line + "\n")
     sys.stdout.write(RESULT_PREFIX + line + "\n")
     sys.stdout.flush()
+
+
+class Progress:
+    """Rank 0's progress: after a step, when ``every_s`` seconds passed since the last line (and after the
+    last step), one ``GPUREADY_PROGRESS {json}`` line with the step, the steps in all and, once timed steps
+    ran, the job's images/s so far (this worker's, times the workers: the launcher's log may hold only rank 0's
+    lines). The other ranks print nothing, so the lines do not grow with the workers."""
+
+    def __init__(self, every_s: float, rank: int, workers: int, warmup: int, steps: int, batch_size: int) -> None:
+        self.every_s, self.on = every_s, rank == 0 and every_s > 0
+        self.workers, self.warmup, self.total, self.batch_size = workers, warmup, warmup + steps, batch_size
+        self.last = time.monotonic()
+
+    def step(self, done: int, step_times: list[float]) -> None:
+        """After ``done`` steps (warm-up ones included), ``step_times`` the timed ones so far."""
+        now = time.monotonic()
+        if not self.on or (now - self.last < self.every_s and done < self.total):
+            return
+        self.last = now
+        line: dict[str, Any] = {"step": done, "steps": self.total, "warmup": done <= self.warmup}
+        if step_times:
+            line["images_per_second"] = round(self.batch_size * self.workers * len(step_times) / sum(step_times), 2)
+        sys.stdout.write(PROGRESS_PREFIX + json.dumps(line) + "\n")
+        sys.stdout.flush()

@@ -172,9 +172,20 @@ def markdown(run: RunResult, *, every_row: bool = False) -> str:
         lines += ["", "## Metrics", ""]
         metrics = redact.structure(run.metrics)
         # As summary.json writes them (true, null), not as Python prints them (True, None); escaped for Markdown.
-        lines += [
-            f"- {inline(k)}: {inline(v if isinstance(v, str) else json.dumps(v))}"
-            for k, v in metrics.items()
-            if not isinstance(v, dict | list)
-        ]
+        # A mapping of plain values (node_marks, vsphere) on its line as ``key: value`` pairs; lists and deeper
+        # mappings (figures, the training sizes) are summary.json's alone.
+        lines += [f"- {inline(k)}: {inline(_plain(v))}" for k, v in metrics.items() if _plain(v) is not None]
     return showable("\n".join(lines) + "\n")
+
+
+def _plain(value: object) -> str | None:
+    """A metric as report.md writes it, or None when it is too deep for one line."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        if any(isinstance(v, dict | list) for v in value.values()):
+            return None
+        return ", ".join(f"{k}: {_plain(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return None
+    return json.dumps(value)

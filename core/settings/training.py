@@ -95,6 +95,9 @@ class Training(Section):
     operator_wait_s: Int = Field(default=60, ge=1)
     #: CPU threads per worker when a worker trains on CPU (0: the worker's share of its host's cores)
     cpu_threads: Int = Field(default=0, ge=0)
+    #: seconds between the progress lines of a run (its step and images/s so far, from rank 0 only, so a
+    #: sweep on 1000 nodes prints as few as on one); 0: none
+    progress_s: Real = Field(default=30, ge=0)
     #: seconds one run (one size of the sweep) may take before it is stopped
     timeout_s: Int = Field(default=1800, ge=10)
     #: references checked before the published ones shipped with gpuready

@@ -59,7 +59,10 @@ class PerfCheck(Check):
 
 
 def busy(gpus: Sequence[Gpu]) -> str:
-    """Who holds these GPUs now, or empty: ``GPU 2 (bus): pid 4242 python3 (30000 MiB)``."""
+    """Who holds these GPUs now, or empty: ``pid 4242 python3 (30000 MiB)`` for one GPU (its figure's label
+    already names it), ``GPU 2 (bus): pid 4242 python3 (30000 MiB)`` for a pair or the node."""
+    if len(gpus) == 1:
+        return ", ".join(p.describe() for p in gpus[0].compute_processes)
     held = [
         f"GPU {g.index} ({g.bus_id}): " + ", ".join(p.describe() for p in g.compute_processes)
         for g in gpus

@@ -33,8 +33,20 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
     matplotlib.use("Agg")  # files only: no display on a server
     import matplotlib.pyplot as plt
 
+    fig = figure(rows, title)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def figure(rows: list[dict[str, Any]], title: str) -> Any:
+    """The scaling curve as a matplotlib figure; one legend for both axes, below them, where no marker can be
+    (a legend inside the axes sat on a marker: its place depends on the figures)."""
+    import matplotlib.pyplot as plt
+
     workers = [r["workers"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
+    # constrained layout makes room for a legend placed "outside" (matplotlib >= 3.7, Figure.legend).
+    fig, ax = plt.subplots(figsize=(6.4, 4.6), dpi=110, layout="constrained")
     ax.plot(workers, [r["images_per_second"] for r in rows], "o-", color="tab:blue", label="measured images/s")
     if rows[0]["workers"] == 1:
         ideal = rows[0]["images_per_second"]
@@ -44,18 +56,17 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
     ax.set_ylabel("images/s (total)")
     ax.set_xticks(workers)
     ax.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
     if any(r["efficiency"] is not None for r in rows):
         eff = ax.twinx()
         eff.plot(workers, [100 * (r["efficiency"] or 0) for r in rows], "s:", color="tab:orange", label="efficiency")
         eff.set_ylabel("weak-scaling efficiency (%)")
         eff.set_ylim(0, 110)
-        eff.legend(loc="lower right")
-    ax.legend(loc="upper left")
+        more, names = eff.get_legend_handles_labels()
+        handles, labels = handles + more, labels + names
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(handles), frameon=False)
     ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def _compile(r: dict[str, Any]) -> str:

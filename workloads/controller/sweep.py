@@ -18,7 +18,7 @@ from gpuready.core.errors import BadInput
 from gpuready.core.perf import MATES_FRACTION, below_mates
 from gpuready.core.results import Check, RunResult
 from gpuready.core.verdict import Verdict
-from gpuready.workloads.controller import references, report, scaling
+from gpuready.workloads.controller import progress, references, report, scaling
 from gpuready.workloads.controller.references import Conditions
 from gpuready.workloads.launchers import Launch, Plan
 from gpuready.workloads.launchers.targets import Target
@@ -284,8 +284,10 @@ def mean_auroc(ranks: list[dict[str, Any]]) -> float | None:
 
 
 def auroc_check(n: int, mean: float, labels: int, where: str) -> Check:
-    return Verdict(f"training.{n}w.auroc", where).passed(
-        f"mean AUROC {mean:.3f} over {labels} labels recorded (CheXNet paper: {CHEXNET_MEAN_AUROC})"
+    # No reference: the paper's figure is after full training on ChestX-ray14, a smoke run trains a few steps.
+    return Verdict(f"training.{n}w.auroc", where).skipped(
+        f"mean AUROC {mean:.3f} over {labels} labels recorded, not judged "
+        f"(no reference for a smoke run; the CheXNet paper's {CHEXNET_MEAN_AUROC} is after full training)"
     )
 
 
@@ -307,7 +309,8 @@ def launch_sizes(
             f"{plan.steps} steps of {plan.batch_size} images per worker)..."
         )
         started = time.monotonic()
-        launched = launch(plan, n, folder)
+        with progress.Relay(folder, n, _plural(n, kind), plan.progress_s, note):
+            launched = launch(plan, n, folder)
         if launched.written_only:
             result.add(Verdict(f"training.{n}w.trained", target.where).skipped(launched.written_only))
             continue

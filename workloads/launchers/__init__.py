@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuready.core import docs
 from gpuready.core.errors import Unreachable
 
 LAUNCHERS = ("local", "ssh", "slurm", "kubernetes")
@@ -46,6 +47,8 @@ class Plan:
     framework: str = "tensorflow"
     #: CPU threads per worker when training on CPU (0: the worker's share of this host's cores)
     cpu_threads: int = 0
+    #: rank 0 prints how far it is at most this often, in seconds (0: never)
+    progress_s: float = 30
 
     @property
     def module(self) -> list[str]:
@@ -81,6 +84,8 @@ class Plan:
             args += ["--eval-batches", str(self.eval_batches)]
         if self.cpu_threads:
             args += ["--threads", str(self.cpu_threads)]
+        if self.progress_s != 30:  # left out at the default, so an older worker still takes the command
+            args += ["--progress-seconds", f"{self.progress_s:g}"]
         return args
 
 
@@ -135,7 +140,7 @@ def require_local_training(distribution: str, framework: str = "tensorflow") -> 
         if missing:
             raise Unreachable(
                 f"{' and '.join(missing)} not installed in {sys.prefix}: "
-                "pip install 'gpuready[torch]' (docs/pytorch.md)"
+                f"pip install 'gpuready[torch]' (see {docs.page('pytorch.md')})"
             )
         return
     needed = ["tensorflow"] + (["horovod"] if distribution == "horovod" else [])
@@ -163,7 +168,6 @@ HOROVOD_BUILD_ENV = (
     "HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITHOUT_PYTORCH=1 "
     "HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=GLOO"
 )
-INSTALL_DOC = 'docs/training.md, "Installing TensorFlow and Horovod"'
 
 
 def install_advice(missing: list[str]) -> str:
@@ -174,7 +178,7 @@ def install_advice(missing: list[str]) -> str:
         steps.append(f"{pip} '{TENSORFLOW_REQUIREMENT}'")
     if "horovod" in missing:
         steps.append(f"{HOROVOD_BUILD_ENV} {pip} --no-build-isolation '{HOROVOD_REQUIREMENT}' (needs cmake and g++)")
-    return " && ".join(steps) + f" ({INSTALL_DOC})"
+    return " && ".join(steps) + f" (see {docs.page('training.md', 'Installing TensorFlow and Horovod')})"
 
 
 def horovodrun() -> str:

@@ -23,6 +23,7 @@ from typing import Any
 from gpuready.workloads import gpu_sharing
 from gpuready.workloads.worker import (
     PROCESS_START_UNIX,
+    Progress,
     auroc,
     common_arguments,
     compile_seconds,
@@ -209,6 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     warmup_times: list[float] = []
     # the first step compiles (and autotunes cuDNN): never timed, whatever --warmup-steps says
     warmup = max(1, args.warmup_steps)
+    progress = Progress(args.progress_seconds, rank, size, warmup, args.steps, args.batch_size)
     first_step_unix = time.time()
     for i in range(warmup + args.steps):
         start = time.perf_counter()
@@ -223,6 +225,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         elapsed = time.perf_counter() - start
         losses.append(value)
         (step_times if i >= warmup else warmup_times).append(elapsed)
+        progress.step(i + 1, step_times)
     sharing = (
         gpu_sharing.others(gpus_before, gpu_sharing.compute_apps(), gpu_uuid(device), gpu_sharing.own_pids())
         if on_gpu

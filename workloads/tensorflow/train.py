@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuready.workloads.worker import (
     PROCESS_START_UNIX,
+    Progress,
     auroc,
     common_arguments,
     compile_seconds,
@@ -212,6 +213,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     warmup_times: list[float] = []
     # the first step traces the graph (and compiles it with XLA): never timed
     warmup = max(1, args.warmup_steps)
+    progress = Progress(args.progress_seconds, dist.rank, dist.size, warmup, args.steps, args.batch_size)
     first_step_unix = time.time()
     for i in range(warmup + args.steps):
         start = time.perf_counter()
@@ -222,6 +224,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             dist.broadcast(model, optimizer)
         losses.append(loss)
         (step_times if i >= warmup else warmup_times).append(elapsed)
+        progress.step(i + 1, step_times)
 
     result: dict[str, Any] = {
         "rank": dist.rank,

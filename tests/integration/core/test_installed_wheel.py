@@ -203,3 +203,34 @@ def test_training_without_tensorflow_says_how_to_install_it_and_no_mwms_once_ask
     done = installed.gpuready(*args)
     assert done.returncode == 3 and "--no-build-isolation 'horovod==0.28.1'" in done.stderr
     assert done.stderr.strip().endswith("or use --distribution mwms (TensorFlow alone)")
+    # The page it cites is the wheel's own copy, with the section it names.
+    page = installed.site / "gpuready" / "docs" / "training.md"
+    assert f'(see {page}, "Installing TensorFlow and Horovod")' in done.stderr
+    assert "## Installing TensorFlow and Horovod" in page.read_text()
+
+
+def test_every_page_a_message_cites_ships_in_the_wheel(installed: Installed) -> None:
+    """The wheel has no docs/ beside it: the pages messages cite (scanned from the sources, as
+    tests/unit/provision/test_docs_say_what_roles_do.py does) are its package data, and a message names them
+    by their installed path."""
+    from tests.unit.provision.test_docs_say_what_roles_do import NAMED
+
+    shipped = installed.site / "gpuready" / "docs"
+    cited = {page for _, page, _ in NAMED}
+    assert cited and {p for p in cited if not (shipped / p).is_file()} == set()
+    assert {p.name for p in (ROOT / "docs").glob("*.md")} == {p.name for p in shipped.glob("*.md")}
+    runs = str(installed.home / "runs-pytorch")
+    done = installed.gpuready("validate", "training", "--framework", "pytorch", "--cpu", "--artifacts", runs)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert f"pip install 'gpuready[torch]' (see {shipped / 'pytorch.md'})" in done.stderr
+    # The roles get the same folder: the runner hands it to Ansible.
+    code = "from gpuready.core import docs; print(docs.folder())"
+    where = subprocess.run(
+        [str(installed.venv / "bin" / "python"), "-c", code],
+        cwd=installed.home,
+        env=installed.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert where.returncode == 0 and Path(where.stdout.strip()) == shipped, where.stderr

@@ -173,9 +173,7 @@ def test_a_busy_gpu_names_the_process_holding_it(lab: dict[str, Any], artifacts:
     assert len(measured) == 2 and all(c["status"] == "passed" for c in summary["checks"] if c not in measured)
     for check in measured:
         assert check["status"] == "failed"
-        assert check["message"] == (
-            "GPU 2 (00000000:3A:00.0) is busy, not judged: GPU 2 (00000000:3A:00.0): pid 4242 python3 (30000 MiB)"
-        )
+        assert check["message"] == ("GPU 2 (00000000:3A:00.0) is busy, not judged: pid 4242 python3 (30000 MiB)")
 
 
 def test_healthy_hosts_exit_0_and_unreachable_alone_exits_3(lab: dict[str, Any], tmp_path: Path) -> None:

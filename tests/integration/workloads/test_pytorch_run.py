@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from tests.integration.workloads.conftest import PYTORCH_CPU, Sweep
 
 pytestmark = pytest.mark.slow
 TINY = PYTORCH_CPU
+#: A progress line of a 2-worker CPU run on stderr.
+PROGRESS = re.compile(r"  2 CPU workers: step (\d+)/(\d+)(, [\d.]+ images/s so far| \(warm-up, not timed\))")
 
 
 def _need_torch() -> None:
@@ -131,3 +134,40 @@ def test_a_gpu_node_whose_torch_sees_no_gpu_fails_and_never_trains_on_the_cpu(ar
     assert check["id"] == "training.1w.trained" and check["status"] == "failed"
     assert "gpuready pytorch worker: no GPU visible to this worker (torch " in check["message"]
     assert "pass --cpu to train on the CPU on purpose" in check["message"]
+
+
+def test_a_run_says_how_far_it_is_on_stderr_a_line_per_period_from_rank_0_only(artifacts: Path) -> None:
+    """Training is not silent: rank 0's step and images/s so far, relayed on stderr at most once per --progress
+    seconds, each further than the last."""
+    _need_torch()
+    steps, period = 40, 0.5
+    done = gpuready(
+        "validate",
+        "training",
+        "--gpus",
+        "2",
+        *TINY,
+        "--steps",
+        str(steps),
+        "--progress",
+        str(period),
+        "--artifacts",
+        str(artifacts),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("  2 CPU workers: step ")]
+    assert lines, done.stderr
+    found = [PROGRESS.fullmatch(x) for x in lines]
+    assert all(found), lines
+    reached = [int(m.group(1)) for m in found if m]
+    assert reached == sorted(set(reached)) and all(int(m.group(2)) == steps + 1 for m in found if m)
+    assert any("images/s so far" in x for x in lines)
+    # Bounded by the period: no more lines than periods in the run (the log's own timing of the steps).
+    run, _ = _summary(artifacts)
+    ranks = json.loads((run / "step_times.json").read_text())["2"]
+    training_s = max(sum(r["step_times"]) + sum(r["warmup_step_times"]) for r in ranks)
+    assert len(lines) <= training_s / period + 2, (len(lines), training_s)
+    # The workers' log: one worker's lines, one per period at most, the last step's among them.
+    log = (run / "workers-2.log").read_text()
+    assert len(lines) <= log.count("GPUREADY_PROGRESS ") <= training_s / period + 2
+    assert f'"step": {steps + 1}, "steps": {steps + 1}' in log

@@ -192,3 +192,13 @@ def test_a_compared_block_that_no_longer_matches_fails_the_test_that_owns_it(tmp
     excerpt.assert_printed(excerpt.run(tmp_path), excerpt=True)
     with pytest.raises(pytest.fail.Exception):
         excerpt.assert_printed(excerpt.run(tmp_path))  # the whole of it is three lines
+
+
+def test_a_training_samples_progress_lines_count_as_its_figures(tmp_path: Path) -> None:
+    """How many progress lines a training prints follows how long it ran, as its images/s do: a sample whose
+    figures vary matches a run with more or fewer of them, and nothing else is left out."""
+    run = "printf 'training on 2 CPU workers...\\n  2 CPU workers: step 3/51, 4.1 images/s so far\\ndone\\n'"
+    body = f"$ {run}\ntraining on 2 CPU workers...\ndone\n"
+    assert check(_sample(tmp_path, body)).returncode == 1
+    assert check(_sample(tmp_path, body, "; varies: figures")).returncode == 0
+    assert check(_sample(tmp_path, body.replace("done\n", "finished\n"), "; varies: figures")).returncode == 1

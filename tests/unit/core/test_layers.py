@@ -13,16 +13,18 @@ import pytest
 from tests.conftest import ROOT
 
 MAPPING: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
-PACKAGE = re.compile(r"^gpuready\.(core|provision|validate|workloads|lab|playbooks|inventories)\b(?:\.(\w+))?")
+PACKAGE = re.compile(r"^gpuready\.(core|provision|validate|workloads|lab|playbooks|inventories|docs)\b(?:\.(\w+))?")
 # What each layer may import besides itself and gpuready.core. validate training drives the workloads.
 ALLOWED = {
-    "core": {"playbooks", "inventories"},  # the shipped collection and default inventory, found as data
+    # the shipped collection, default inventory and manual, found as data
+    "core": {"playbooks", "inventories", "docs"},
     "provision": set(),
     "validate": {"workloads"},
     "workloads": set(),
     "lab": {"provision", "validate", "workloads"},
     "playbooks": set(),
     "inventories": set(),
+    "docs": set(),
 }
 # The CLI registers every command group by dotted name; only it may name the others.
 CLI = {("core", "cli.py"): {"provision", "validate", "workloads", "lab"}}

@@ -152,12 +152,21 @@ def test_every_option_of_validate_training_says_what_it_does() -> None:
 def test_report_md_writes_metrics_as_summary_json_does_not_as_python_prints_them(tmp_path: Path) -> None:
     run = RunResult(command="provision cluster", inventory="inventories/local")
     run.add(passed("preflight.os", "localhost", "Debian 12 is supported"))
-    run.metrics = {"check_mode": True, "changed": 0, "driver": None, "flavour": "kubernetes"}
+    run.metrics = {
+        "check_mode": True,
+        "changed": 0,
+        "driver": None,
+        "flavour": "kubernetes",
+        "node_marks": {"check_mode": True, "changed": 0},
+        "figures": [{"name": "h2d", "value": 1.0}],
+    }
     folder = tmp_path / "run"
     folder.mkdir()
     writers.write_all(run, folder)
     md = (folder / "report.md").read_text()
     metrics = md.split("\n## Metrics\n")[1]
     assert "- check_mode: true\n- changed: 0\n- driver: null\n- flavour: kubernetes" in metrics
+    assert "- node_marks: check_mode: true, changed: 0" in metrics
+    assert "True" not in metrics and "{'" not in metrics and "figures" not in metrics
     shown = gpuready("report", "show", str(folder))
     assert shown.returncode == 0 and "check mode" in shown.stdout

@@ -4,6 +4,7 @@ docs table that names a role default states that default's value."""
 
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
@@ -12,9 +13,16 @@ import yaml
 from tests.conftest import ROOT
 
 DOCS = ROOT / "docs"
-# A page, optionally followed by the section it points at: docs/provisioning-nvidia.md, "Secure Boot".
-DOC_PATH = re.compile(r"docs/([\w-]+\.md)(?:, \\?\"([^\"\\]+)\\?\")?")
-SOURCES = [p for d in ("playbooks", "validate", "provision") for p in (ROOT / d).rglob("*") if p.is_file()]
+# A page, optionally followed by the section it points at: docs/provisioning-nvidia.md, "Secure Boot" (in a
+# comment), the roles' (gpuready_docs_dir | default('docs')) ~ '/provisioning-nvidia.md, "Secure Boot", or
+# Python's docs.page("training.md", "Installing TensorFlow and Horovod").
+DOC_PATH = re.compile(
+    r"(?:docs/|gpuready_docs_dir \| default\('docs'\)\) ~ '/|docs\.page\([\"'])([\w-]+\.md)"
+    r"(?:[\"']?, \\?[\"']([^\"'\\]+)\\?[\"'])?"
+)
+SOURCES = [
+    p for d in ("playbooks", "validate", "provision", "workloads", "core") for p in (ROOT / d).rglob("*") if p.is_file()
+]
 
 
 def _named() -> list[tuple[str, str, str]]:
@@ -32,6 +40,49 @@ NAMED = _named()
 
 def test_messages_name_doc_pages_at_all() -> None:
     assert NAMED, "no docs/<page>.md found in the roles and checks: the pattern is wrong"
+    cited = {page for _, page, _ in NAMED}
+    assert {"provisioning-nvidia.md", "training.md", "pytorch.md"} <= cited, cited
+
+
+CHECKOUT_PATH = re.compile(r"docs/[\w-]+\.md")
+
+
+def _strings(tree: ast.AST) -> list[str]:
+    """The string constants of a module that are no docstring (docstrings are for the source's readers)."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+    ]
+
+
+def _message_lines() -> list[tuple[str, str]]:
+    """Text a user could read that names a docs/ page: Python's strings, templates outside their comments."""
+    found = []
+    for path in SOURCES:
+        if path.suffix == ".py":
+            texts = _strings(ast.parse(path.read_text(errors="replace")))
+        elif path.suffix == ".j2":
+            # Jinja's comments and YAML's (in a manifest the template renders) are for the source's readers.
+            text = re.sub(r"\{#.*?#\}", "", path.read_text(errors="replace"), flags=re.DOTALL)
+            texts = [re.sub(r"(?m)^\s*#.*$", "", text)]
+        else:
+            continue
+        found += [(str(path.relative_to(ROOT)), m) for t in texts for m in CHECKOUT_PATH.findall(t)]
+    return found
+
+
+def test_no_message_names_a_docs_path_only_a_checkout_has() -> None:
+    # In a wheel there is no docs/ beside the user: a message names the installed page (gpuready.core.docs).
+    assert _message_lines() == []
 
 
 @pytest.mark.parametrize(("source", "page", "section"), NAMED, ids=[f"{s}:{p}" for s, p, _ in NAMED])

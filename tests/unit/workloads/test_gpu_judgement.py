@@ -354,3 +354,29 @@ def test_a_sweep_on_a_gpu_without_a_gpuready_reference_records_one_gpu_and_judge
     )
     assert result.metrics["training"]["gpu_model"] == "NVIDIA H200"
     assert result.exit_code() == 1
+
+
+def test_a_figure_without_a_reference_never_passes_the_auroc_included(tmp_path: Path) -> None:
+    """sweep.run with real data's AUROC on rank 0: no reference judges a smoke run's AUROC, so it is recorded,
+    not judged, as the images/s without a reference are; the only check that passes is what was proven."""
+    from gpuready.core.results import RunResult
+
+    gpu = "GPU NVIDIA H200"
+    results = {1: [_rank(0, 900.0, device=gpu, auroc=[0.5, 0.6, None, 0.7])]}
+    result = RunResult(command="validate training")
+    sweep.run(
+        Plan(framework="pytorch", batch_size=256, image_size=224, mixed_precision=True, steps=10),
+        [1],
+        Target("local", "localhost", "NVIDIA H200", 1),
+        tmp_path,
+        result,
+        lambda _plan, n, _folder: Launch(n, results=results[n]),
+        lambda _line: None,
+    )
+    statuses = {c.id: (c.status, c.message) for c in result.checks}
+    assert statuses["training.1w.auroc"] == (
+        "skipped",
+        "mean AUROC 0.600 over 3 labels recorded, not judged (no reference for a smoke run; the CheXNet paper's "
+        "0.841 is after full training)",
+    )
+    assert [i for i, (status, _) in statuses.items() if status == "passed"] == ["training.1w.trained"]

@@ -363,7 +363,7 @@ measure(
     "NCCL all-reduce bus bandwidth within the node (nccl-tests all_reduce_perf, else gpuready's probe through "
     "torch's NCCL) at least the model's lower bound",
     "Check NVLink/NVSwitch health (topology.nvlink, node.fabric_manager) and "
-    "that no other job runs; compare with the reference table in docs/node-checks.md.",
+    "that no other job runs; the evidence names the reference and where it was measured.",
     [_from_nccl_tests, partial(_probe, read=_all_reduce_from_probe)],
     NO_NCCL_TOOL,
     metric="nccl_allreduce_busbw",
