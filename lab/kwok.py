@@ -9,7 +9,8 @@ kwok's own "fast" pod stages unchanged (copied from the kwok module at build tim
 - The NVIDIA device plugin's pod crash-loops on nodes where the plugin cannot see the GPUs.
 
 Logs carry the Dell/Red Hat TFJobs paper's text: ClusterLogs give every plugin and cuda-vector-add container the healthy
-log; on faulty nodes the lab's device manager (kube_devices) points kwok at the failure log instead.
+log; on faulty nodes the lab's device manager (kube_devices) points kwok at the failure log instead, and a node-checks
+pod at its node's verdict, letting the pod end only once that is done.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ VECTOR_ADD_CONTAINER = "cuda-vector-add"
 NODE_CHECKS_CONTAINER = "node-checks"
 NODE_CHECKS_LABEL = {"gpuready.io/test": "node-checks"}
 NODE_VERDICTS = "node-verdicts"
+#: kube_devices' mark on a node-checks pod whose log it has pointed ("pointed"), or found none to point ("none"):
+#: the pod ends only then, as a real container's output is written before the container ends.
+LOG_HANDLED = "gpuready.io/lab-log"
 # The Dell/Red Hat TFJobs paper: what the device plugin logs when it starts, and what cuda-vector-add prints.
 PLUGIN_LOG = [
     "Loading NVML",
@@ -211,11 +215,15 @@ def gpu_stages(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{"key": ".spec.nodeName", "operator": "In", "values": names}]
 
     stages = [
-        # validate gpu-node --through kubernetes: the node checks' pod ends; what it printed is its node's verdict
-        # file (kube_devices points kwok's Logs at it).
+        # validate gpu-node --through kubernetes: the node checks' pod ends once its log is there; what it printed
+        # is its node's verdict file (kube_devices points kwok's Logs at it, then marks the pod).
         _stage(
             "gpuready-node-checks-pod-complete",
-            [*_running_and_ready(), {"key": ".spec.restartPolicy", "operator": "In", "values": ["Never"]}],
+            [
+                *_running_and_ready(),
+                {"key": ".spec.restartPolicy", "operator": "In", "values": ["Never"]},
+                {"key": f'.metadata.annotations["{LOG_HANDLED}"]', "operator": "Exists"},
+            ],
             _terminated("Completed", 0, "Succeeded"),
             labels=NODE_CHECKS_LABEL,
         ),
