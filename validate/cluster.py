@@ -43,8 +43,15 @@ TEST_LABEL = "gpuready.io/test"
 REGISTERED = "Registered device plugin"
 #: Wait at least this many times as long as the last LIST of the test pods took before the next one.
 LIST_PACE = 3
-#: Seconds the API server may take to delete all of a run's test pods in one request.
-DELETE_COLLECTION_TIMEOUT_S = 180
+#: Test pods deleted per DELETECOLLECTION request. The API server ends an ordinary request after its
+#: --request-timeout, 60 s by default (kube-apiserver reference, "--request-timeout duration Default: 1m0s"),
+#: and deletes a collection's items one after another (--delete-collection-workers, default 1): 1000 pods in one
+#: request ran past it on the lab's loaded API server, and the pod-by-pod fallback then sent 1000 DELETEs. Parts
+#: of this size, sent side by side, each end well inside the limit.
+DELETE_BATCH = 100
+APISERVER_REQUEST_TIMEOUT_S = 60
+#: The label that puts a test pod in its part for deletion.
+PART_LABEL = "gpuready.io/run-part"
 #: A failed test pod read alone lists its own events; more in one round read the namespace's pod events in one LIST.
 EVENTS_ONE_BY_ONE = 1
 # The Dell/Red Hat TFJobs paper: "permission denied" means wrong SELinux labels; these are the labels it
@@ -343,9 +350,13 @@ def pods_per_node(
             )
     pods: dict[str, str] = {}
 
+    parts = {host: str(i // DELETE_BATCH) for i, host in enumerate(hosts)}
+
     def create(host: str) -> None:
+        body = build(host, run)
+        body["metadata"]["labels"][PART_LABEL] = parts[host]
         created = client.read(
-            partial(client.core.create_namespaced_pod, namespace, build(host, run)), f"create {what} in {namespace}"
+            partial(client.core.create_namespaced_pod, namespace, body), f"create {what} in {namespace}"
         )
         pods[host] = created.metadata.name
 
@@ -354,30 +365,35 @@ def pods_per_node(
         meanwhile()
         return _wait_for(client, settings, namespace, run, {host: pods[host] for host in hosts}, judge, timeout_s)
     finally:
-        _remove_test_pods(client, namespace, run, set(pods.values()))
+        _remove_test_pods(client, namespace, run, set(pods.values()), sorted(set(parts.values())))
 
 
-def _remove_test_pods(client: Kube, namespace: str, run: str, known: set[str]) -> None:
-    """Delete this run's pods (all carry its label, also any created just before a Ctrl-C) with one request;
-    where the user may not delete collections (an older grant of kube_rbac.yaml), one by one."""
+def _remove_test_pods(client: Kube, namespace: str, run: str, known: set[str], parts: list[str]) -> None:
+    """Delete this run's pods (all carry its label, also any created just before a Ctrl-C) with one request per
+    part of :data:`DELETE_BATCH` pods, sent side by side; where the user may not delete collections (an older
+    grant of kube_rbac.yaml) or a part fails, one by one."""
     import logging
 
     from gpuready.core.platforms import kube
 
     selector = f"gpuready.io/run={run}"
-    with contextlib.suppress(Exception):  # then pod by pod, which logs what it cannot delete
-        # The answer lists every deleted pod: read as JSON, not into 1000 models. Deleting 1000 pods takes a
-        # loaded API server longer than one ordinary request may: it gets longer, not a fallback of 1000 DELETEs.
+
+    def delete_part(part: str) -> None:
+        # The answer lists every deleted pod: read as JSON, not into models.
         client.read(
             partial(
                 client.core.delete_collection_namespaced_pod,
                 namespace,
-                label_selector=selector,
+                label_selector=f"{selector},{PART_LABEL}={part}",
                 grace_period_seconds=0,
-                _request_timeout=(kube.REQUEST_TIMEOUT[0], DELETE_COLLECTION_TIMEOUT_S),
+                # As long as the API server lets any request run, and a little more for the answer to arrive.
+                _request_timeout=(kube.REQUEST_TIMEOUT[0], APISERVER_REQUEST_TIMEOUT_S + 5),
             ),
             f"delete the test pods in {namespace}",
         )
+
+    with contextlib.suppress(Exception):  # then pod by pod, which logs what it cannot delete
+        client.each(delete_part, parts)
         return
     names = set(known)
     with contextlib.suppress(Exception):
