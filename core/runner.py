@@ -136,7 +136,22 @@ def ansible_environment(workdir: Path) -> dict[str, str]:
         "ANSIBLE_CONFIG": str(path),
         "ANSIBLE_COLLECTIONS_PATH": str(collections),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        **utf8_locale(),
     }
+
+
+def utf8_locale() -> dict[str, str]:
+    """``LC_ALL=C.UTF-8`` where this process's character locale is not UTF-8, else nothing.
+
+    ansible-core refuses to start under any other encoding ("ERROR: Ansible requires the locale encoding to be
+    UTF-8", ``initialize_locale`` in ansible/cli/__init__.py), and the places gpuready runs from often have none:
+    cron, a Slurm prolog, ``LC_ALL=C`` in a script, a locale named but not installed. C.UTF-8 is built into
+    glibc from 2.35 (Debian 12, Ubuntu 22.04) and shipped by RHEL 8 and 9's glibc-minimal-langpack. Python set
+    its character locale from the environment when it started, so this reads what ansible-playbook would get."""
+    import locale
+
+    encoding = locale.getlocale(locale.LC_CTYPE)[1] or ""
+    return {} if encoding.lower().replace("-", "") == "utf8" else {"LC_ALL": "C.UTF-8"}
 
 
 @contextmanager
