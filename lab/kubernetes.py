@@ -429,39 +429,35 @@ def _apiserver_argv(
 
 
 def _controller_manager_argv(binaries: Path, credentials: _Credentials) -> list[str]:
+    # kwok renews up to 1000 node leases from one process on a small shared machine; a renewal that is late
+    # under load is not a node failure here (the lab injects GPU faults itself), so --node-monitor-grace-period
+    # gives it far longer than the default before pods are marked not Ready.
+    flags = {
+        "--service-account-private-key-file": str(credentials.service_account[0]),
+        "--root-ca-file": str(credentials.ca.ca_path),
+        "--kube-api-qps": "200",
+        "--kube-api-burst": "400",
+        "--concurrent-daemonset-syncs": "5",
+        "--node-monitor-grace-period": "5m",
+    }
     return _controller_argv(
         binaries / "kube-controller-manager",
         credentials.kubeconfigs["kube-controller-manager"],
         "--use-service-account-credentials=true",
-        "--service-account-private-key-file",
-        str(credentials.service_account[0]),
-        "--root-ca-file",
-        str(credentials.ca.ca_path),
-        "--kube-api-qps",
-        "200",
-        "--kube-api-burst",
-        "400",
-        "--concurrent-daemonset-syncs",
-        "5",
-        # kwok renews up to 1000 node leases from one process on a small shared machine; a renewal
-        # that is late under load is not a node failure here (the lab injects GPU faults itself),
-        # so give it far longer than the default before pods are marked not Ready.
-        "--node-monitor-grace-period",
-        "5m",
+        *_pairs(flags),
     )
 
 
 def _scheduler_argv(binaries: Path, credentials: _Credentials) -> list[str]:
-    return _controller_argv(
-        binaries / "kube-scheduler",
-        credentials.kubeconfigs["kube-scheduler"],
-        # The default client limit (50 QPS, burst 100) paces the binding of 1000 test pods at 20 s
-        # or more; kwok's own kwokctl lifts it (--disable-qps-limits) for clusters of this size.
-        "--kube-api-qps",
-        str(UNLIMITED_QPS),
-        "--kube-api-burst",
-        str(UNLIMITED_BURST),
-    )
+    # The default client limit (50 QPS, burst 100) paces the binding of 1000 test pods at 20 s or more;
+    # kwok's own kwokctl lifts it (--disable-qps-limits) for clusters of this size.
+    limits = {"--kube-api-qps": str(UNLIMITED_QPS), "--kube-api-burst": str(UNLIMITED_BURST)}
+    return _controller_argv(binaries / "kube-scheduler", credentials.kubeconfigs["kube-scheduler"], *_pairs(limits))
+
+
+def _pairs(flags: dict[str, str]) -> list[str]:
+    """Flags with their values, in order, as argv."""
+    return [arg for flag, value in flags.items() for arg in (flag, value)]
 
 
 def _install_crds(lab: Lab, kubectl: list[str], kwok_home: Path, plan: dict[str, Any]) -> None:

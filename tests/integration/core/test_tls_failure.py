@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.conftest import ROOT, gpuready
+from tests.conftest import ROOT, provision_cluster
+from tests.playbooks import site
 
 LOCAL = ROOT / "inventories" / "local"
 
@@ -55,35 +55,26 @@ def https_url(tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_certificate_that_does_not_verify_is_exit_3_not_a_finding(https_url: str, tmp_path: Path) -> None:
-    playbooks = tmp_path / "playbooks"
-    playbooks.mkdir()
-    (playbooks / "site.yml").write_text(
-        yaml.safe_dump(
-            [
+    playbooks = site(
+        tmp_path,
+        {
+            "name": "Api | Talk to an API over TLS",
+            "hosts": "gpu_nodes",
+            "gather_facts": False,
+            "tasks": [
                 {
-                    "name": "Api | Talk to an API over TLS",
-                    "hosts": "gpu_nodes",
-                    "gather_facts": False,
-                    "tasks": [
-                        {
-                            "name": "Api | Read the API",
-                            "check_mode": False,
-                            "ansible.builtin.uri": {"url": https_url, "validate_certs": True},
-                        }
-                    ],
+                    "name": "Api | Read the API",
+                    "check_mode": False,
+                    "ansible.builtin.uri": {"url": https_url, "validate_certs": True},
                 }
-            ]
-        )
+            ],
+        },
     )
     runs = tmp_path / "runs"
-    done = gpuready(
-        "provision",
-        "cluster",
-        "-i",
-        str(LOCAL),
+    done = provision_cluster(
+        LOCAL,
+        runs,
         "--check",
-        "--artifacts",
-        str(runs),
         env={"GPUREADY_PLAYBOOKS": str(playbooks), "SSL_CERT_FILE": "", "REQUESTS_CA_BUNDLE": ""},
     )
     assert done.returncode == 3, done.stdout + done.stderr

@@ -130,32 +130,12 @@ CASES: dict[str, tuple[Case, int, str]] = {
         "gpuready_node_class 'a100' is not one of",
     ),
     "unknown --tags": (
-        lambda t: [
-            "provision",
-            "cluster",
-            "-i",
-            str(make_inventory(t)),
-            "--check",
-            "--tags",
-            "preflight,nope",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "provision cluster", "--check", "--tags", "preflight,nope"),
         2,
         "unknown tag(s) nope",
     ),
     "--limit matching no host": (
-        lambda t: [
-            "provision",
-            "cluster",
-            "-i",
-            str(make_inventory(t)),
-            "--check",
-            "--limit",
-            "gpu99",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "provision cluster", "--check", "--limit", "gpu99"),
         2,
         "--limit 'gpu99' matches no host",
     ),
@@ -256,86 +236,32 @@ CASES: dict[str, tuple[Case, int, str]] = {
         "host 'stray' is in no gpuready group",
     ),
     "--limit with a regular expression that does not compile": (
-        lambda t: [
-            "provision",
-            "cluster",
-            "-i",
-            str(make_inventory(t)),
-            "--check",
-            "--limit",
-            "~[unclosed",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "provision cluster", "--check", "--limit", "~[unclosed"),
         2,
         "not a valid regular expression",
     ),
     "--limit empty": (
-        lambda t: [
-            "provision",
-            "cluster",
-            "-i",
-            str(make_inventory(t)),
-            "--check",
-            "--limit",
-            "",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "provision cluster", "--check", "--limit", ""),
         2,
         "--limit '': empty pattern",
     ),
     "--limit only commas": (
-        lambda t: [
-            "validate",
-            "gpu-node",
-            "-i",
-            str(make_inventory(t)),
-            "--limit",
-            ",,",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate gpu-node", "--limit", ",,"),
         2,
         "empty pattern",
     ),
     "--limit with a broken subscript": (
-        lambda t: [
-            "validate",
-            "gpu-node",
-            "-i",
-            str(make_inventory(t)),
-            "--limit",
-            "gpu_nodes[1:x]",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate gpu-node", "--limit", "gpu_nodes[1:x]"),
         2,
         "--limit 'gpu_nodes[1:x]'",
     ),
     "gpu-node against nodes reached only through the Kubernetes API": (
-        lambda t: [
-            "validate",
-            "gpu-node",
-            "-i",
-            str(make_inventory(t, hosts=KUBE_ONLY)),
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate gpu-node", hosts=KUBE_ONLY),
         2,
         "(kwok-0, kwok-1) are in group kube_only_nodes, reached only through the Kubernetes API",
     ),
     "gpu-node --limit to a node reached only through the Kubernetes API": (
-        lambda t: [
-            "validate",
-            "gpu-node",
-            "-i",
-            str(make_inventory(t, hosts=MIXED)),
-            "--limit",
-            "kwok-1",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate gpu-node", "--limit", "kwok-1", hosts=MIXED),
         2,
         "(kwok-1) are in group kube_only_nodes",
     ),
@@ -345,44 +271,17 @@ CASES: dict[str, tuple[Case, int, str]] = {
         "--host-timeout",
     ),
     "--gpus absurdly large": (
-        lambda t: [
-            "validate",
-            "training",
-            "-i",
-            str(make_inventory(t)),
-            "--gpus",
-            "99999999999999999999999",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate training", "--gpus", "99999999999999999999999"),
         2,
         "--gpus '99999999999999999999999': give worker counts of 1 or more, at most",
     ),
     "--gpus with empty items": (
-        lambda t: [
-            "validate",
-            "training",
-            "-i",
-            str(make_inventory(t)),
-            "--gpus",
-            "1,,2,",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate training", "--gpus", "1,,2,"),
         2,
         "--gpus '1,,2,': an empty item",
     ),
     "--gpus with a duplicate": (
-        lambda t: [
-            "validate",
-            "training",
-            "-i",
-            str(make_inventory(t)),
-            "--gpus",
-            "2,1,2",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate training", "--gpus", "2,1,2"),
         2,
         "given twice",
     ),
@@ -421,6 +320,11 @@ ALIAS_BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".j
     f"{chr(ord('a') + i)}: &{chr(ord('a') + i)} [{', '.join(['*' + chr(ord('a') + i - 1)] * 10)}]\n"
     for i in range(1, 9)
 )
+
+
+def a_run(t: Path, command: str, *options: str, hosts: object = None) -> list[str]:
+    """``command`` (``provision cluster``, say) on a new inventory, with ``options`` and --artifacts under ``t``."""
+    return [*command.split(), "-i", str(make_inventory(t, hosts=hosts)), *options, "--artifacts", str(t / "runs")]
 
 
 def raw_file(inv: Path, name: str, content: bytes) -> Path:
