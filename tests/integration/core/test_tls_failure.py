@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import http.server
 import json
 import ssl
@@ -21,32 +20,12 @@ LOCAL = ROOT / "inventories" / "local"
 @pytest.fixture
 def https_url(tmp_path: Path) -> Iterator[str]:
     """A real HTTPS server on loopback whose certificate no CA vouches for (self-signed)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from gpuready.lab.vsphere import make_certificate
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .sign(key, hashes.SHA256())
-    )
-    pem = tmp_path / "server.pem"
-    pem.write_bytes(
-        cert.public_bytes(serialization.Encoding.PEM)
-        + key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    cert, key = make_certificate(tmp_path / "tls")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(pem)
+    context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

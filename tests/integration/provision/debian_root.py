@@ -481,3 +481,14 @@ def provision(inventory: Path, runs: Path, *args: str) -> tuple[subprocess.Compl
 
 def checks_by_id(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["id"]: c for c in summary["checks"]}
+
+
+def installed_packages(root: Path) -> dict[str, str]:
+    """The packages dpkg has installed in ``root`` ("ii"), with their versions."""
+    out = subprocess.run(
+        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {p: v for p, v, status in (line.split(" ", 2) for line in out.splitlines()) if status.startswith("ii")}

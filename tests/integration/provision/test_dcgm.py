@@ -8,7 +8,6 @@ nvidia-smi as recorded on an H100 with driver 580.159.04.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,16 +42,6 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
     yield from _node(repo, tmp_path_factory.mktemp("node"))
 
 
-def _installed(root: Path) -> set[str]:
-    out = subprocess.run(
-        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${db:Status-Abbrev}\n"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return {p for p, status in (line.split(" ", 1) for line in out.splitlines()) if status.startswith("ii")}
-
-
 @pytest.fixture(scope="module")
 def first(node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
     _, inventory = node
@@ -71,7 +60,7 @@ def test_dcgm_for_the_driver_branchs_cuda_major_comes_from_the_cuda_repository(
     assert checks["dcgm.install"]["message"] == (
         "datacenter-gpu-manager-4-cuda12 installed (CUDA 12, from driver branch 550)"
     )
-    installed = _installed(root)
+    installed = set(dr.installed_packages(root))
     assert {"datacenter-gpu-manager-4-cuda12", "datacenter-gpu-manager-4-core"} <= installed
     assert "datacenter-gpu-manager-4-cuda13" not in installed
     # The role adds no source: apt found it through the driver role's CUDA repository only.
@@ -113,7 +102,7 @@ def test_a_driver_of_another_cuda_major_gets_its_dcgm_build(
     finding = dr.checks_by_id(summary)["dcgm.install"]
     assert finding["message"] == "datacenter-gpu-manager-4-cuda13 installed (CUDA 13, from nvidia-smi)", finding
     assert "CUDA Version: 13.0" in finding["evidence"]
-    installed = _installed(root)
+    installed = set(dr.installed_packages(root))
     assert "datacenter-gpu-manager-4-cuda13" in installed
     assert "datacenter-gpu-manager-4-cuda12" not in installed  # built for a driver the node no longer has
 

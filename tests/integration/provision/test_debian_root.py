@@ -92,16 +92,6 @@ def _events(summary_run: Path, task: str) -> list[dict[str, Any]]:
     return events
 
 
-def _dpkg(root: Path) -> dict[str, str]:
-    out = subprocess.run(
-        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return {p: v for p, v, status in (line.split(" ", 2) for line in out.splitlines()) if status.startswith("ii")}
-
-
 def _original(member: str) -> bytes:
     with tarfile.open(dr.root_tarball()) as tar:
         return tar.extractfile(f"./{member}").read()
@@ -174,7 +164,7 @@ def test_the_cuda_repository_is_configured_with_its_signing_key(first: Any, node
 
 def test_the_pinned_version_is_installed_and_the_other_branch_replaced(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
-    installed = _dpkg(root)
+    installed = dr.installed_packages(root)
     # 550.90.07 is newer in the repository: the pin, not the newest, must win; the 535 branch must be gone.
     assert installed["nvidia-driver"] == "550.54.15-1"
     assert installed["cuda-drivers-550"] == "550.54.15-1"
@@ -191,7 +181,7 @@ def test_the_pinned_version_is_installed_and_the_other_branch_replaced(first: An
 
 def test_fabric_manager_is_installed_at_the_pinned_driver_version(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
-    installed = _dpkg(root)
+    installed = dr.installed_packages(root)
     # 550.90.07 is newer in the repository: Fabric Manager must follow the driver's pin, not the newest.
     assert installed["nvidia-fabricmanager-550"] == "550.54.15-1" == installed["nvidia-driver"]
     assert "nvidia-fabricmanager-535" not in installed  # the old branch's goes with its driver
@@ -233,7 +223,7 @@ def test_containerd_gets_the_nvidia_runtime_and_its_backup_is_kept(first: Any, n
     assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in drop_in
     assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in drop_in
     assert (root / f"{CONTAINERD}.gpuready-backup").read_bytes() == _original(CONTAINERD)
-    assert "nvidia-container-toolkit" in _dpkg(root)
+    assert "nvidia-container-toolkit" in dr.installed_packages(root)
 
 
 def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tuple[Path, Path]) -> None:
@@ -403,7 +393,7 @@ def test_remove_restores_the_backup_and_drops_the_rules_but_keeps_the_driver(
     assert dr.persistent_booleans(root)["container_use_xserver_devices"] == "on"  # left as it is, as documented
     checks = dr.checks_by_id(summary)
     assert checks["driver.remove"]["status"] == "skipped"  # gpuready.driver.remove_on_uninstall is false
-    assert _dpkg(root)["nvidia-driver"] == "550.54.15-1"
+    assert dr.installed_packages(root)["nvidia-driver"] == "550.54.15-1"
     assert "preflight.os" not in checks  # removal does not depend on preflight
 
 
@@ -543,7 +533,7 @@ def test_a_node_set_up_the_way_nvidia_documents_keeps_a_working_apt(repo: Path, 
             "CUDA repository served by /etc/apt/sources.list.d/cuda-debian12-x86_64.list "
             "(Signed-By /usr/share/keyrings/cuda-archive-keyring.gpg): kept, no second entry"
         )
-        installed = _dpkg(root)
+        installed = dr.installed_packages(root)
         assert installed["nvidia-driver"] == "550.54.15-1"
         assert installed["nvidia-container-toolkit"] == f"{dr.TOOLKIT_VERSION}-1"
         again, summary = dr.provision(inventory, tmp_path / "second", "--tags", "driver,container_runtime")
@@ -562,7 +552,7 @@ def test_debian_holds_the_branch_against_a_newer_one_in_the_same_repository(repo
         )
         done, _ = dr.provision(inventory, tmp_path / "runs", "--tags", "driver")
         assert done.returncode == 0, done.stdout + done.stderr
-        assert _dpkg(root)["nvidia-driver"] == "550.90.07-1"
+        assert dr.installed_packages(root)["nvidia-driver"] == "550.90.07-1"
         policy = subprocess.run(
             ["chroot", str(root), "apt-cache", "policy", "nvidia-driver"], capture_output=True, text=True, check=True
         ).stdout
@@ -584,4 +574,4 @@ def test_a_branch_the_repository_does_not_offer_is_refused_with_what_it_offers(r
             f"driver branch 580 with proprietary kernel modules is not in {dr.REPO_URL} (branches there: "
             "535 proprietary only, 550 proprietary only, 590 proprietary only)"
         ) in " ".join(failure["message"].split())
-        assert "nvidia-driver" not in _dpkg(root)
+        assert "nvidia-driver" not in dr.installed_packages(root)

@@ -80,22 +80,12 @@ CASES: dict[str, tuple[Case, int, str]] = {
         "unknown key 'typo'",
     ),
     "wrong type": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(make_inventory(t, settings=with_settings(node_classes__v100__gpu_count="four"))),
-        ],
+        lambda t: inventory_check(make_inventory(t, settings=with_settings(node_classes__v100__gpu_count="four"))),
         2,
         "gpuready.node_classes.v100.gpu_count",
     ),
     "wrong type of a boolean": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(make_inventory(t, settings=with_settings(driver__allow_reboot="sometimes"))),
-        ],
+        lambda t: inventory_check(make_inventory(t, settings=with_settings(driver__allow_reboot="sometimes"))),
         2,
         "gpuready.driver.allow_reboot",
     ),
@@ -110,22 +100,16 @@ CASES: dict[str, tuple[Case, int, str]] = {
         "missing required variable 'gpuready'",
     ),
     "unknown gpuready host variable": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(make_inventory(t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_klass": "v100"}}}})),
-        ],
+        lambda t: inventory_check(
+            make_inventory(t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_klass": "v100"}}}})
+        ),
         2,
         "unknown variable 'gpuready_node_klass'",
     ),
     "node class that does not exist": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(make_inventory(t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_class": "a100"}}}})),
-        ],
+        lambda t: inventory_check(
+            make_inventory(t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_class": "a100"}}}})
+        ),
         2,
         "gpuready_node_class 'a100' is not one of",
     ),
@@ -144,94 +128,53 @@ CASES: dict[str, tuple[Case, int, str]] = {
     "a value out of range": (lambda t: ["validate", "training", "--steps", "0"], 2, "--steps"),
     "a flag of the wrong type": (lambda t: ["provision", "cluster", "--limit"], 2, "--limit"),
     "bytes that are not UTF-8 in hosts.yml": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(raw_file(make_inventory(t), "hosts.yml", b"gpu_nodes:\n  hosts:\n    gpu\xe901:\n")),
-        ],
+        lambda t: inventory_check(raw_file(make_inventory(t), "hosts.yml", b"gpu_nodes:\n  hosts:\n    gpu\xe901:\n")),
         2,
         "hosts.yml:3: not UTF-8",
     ),
     "bytes that are not UTF-8 in group_vars": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(raw_file(make_inventory(t), "group_vars/all/site.yml", b"# caf\xe9\nntp: pool\n")),
-        ],
+        lambda t: inventory_check(raw_file(make_inventory(t), "group_vars/all/site.yml", b"# caf\xe9\nntp: pool\n")),
         2,
         "site.yml:1: not UTF-8",
     ),
     "a YAML alias bomb in group_vars": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(raw_file(make_inventory(t), "group_vars/all/bomb.yml", ALIAS_BOMB.encode())),
-        ],
+        lambda t: inventory_check(raw_file(make_inventory(t), "group_vars/all/bomb.yml", ALIAS_BOMB.encode())),
         2,
         "alias bomb",
     ),
     "a YAML alias that refers to itself": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(raw_file(make_inventory(t), "group_vars/all/loop.yml", b"a: &x [1, *x]\n")),
-        ],
+        lambda t: inventory_check(raw_file(make_inventory(t), "group_vars/all/loop.yml", b"a: &x [1, *x]\n")),
         2,
         "loop.yml",
     ),
     "the same host twice in hosts.yml": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(
-                raw_file(
-                    make_inventory(t),
-                    "hosts.yml",
-                    (
-                        b"gpu_nodes:\n  hosts:\n"
-                        b"    gpu01: {ansible_host: 10.0.0.1}\n"
-                        b"    gpu01: {ansible_host: 10.0.0.2}\n"
-                    ),
-                )
-            ),
-        ],
+        lambda t: inventory_check(
+            raw_file(
+                make_inventory(t),
+                "hosts.yml",
+                (b"gpu_nodes:\n  hosts:\n    gpu01: {ansible_host: 10.0.0.1}\n    gpu01: {ansible_host: 10.0.0.2}\n"),
+            )
+        ),
         2,
         "hosts.yml:4: malformed YAML: duplicate key 'gpu01' (first at line 3",
     ),
     "a host in no gpuready group": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(
-                make_inventory(
-                    t,
-                    hosts={
-                        "all": {"hosts": {"stray": None}},
-                        "gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}},
-                    },
-                )
-            ),
-        ],
+        lambda t: inventory_check(
+            make_inventory(
+                t,
+                hosts={
+                    "all": {"hosts": {"stray": None}},
+                    "gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}},
+                },
+            )
+        ),
         2,
         "host 'stray' is in no gpuready group",
     ),
     "a host under ungrouped": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(
-                make_inventory(
-                    t, hosts={"ungrouped": {"hosts": {"stray": None}}, "gpu_nodes": {"hosts": {"gpu01": None}}}
-                )
-            ),
-        ],
+        lambda t: inventory_check(
+            make_inventory(t, hosts={"ungrouped": {"hosts": {"stray": None}}, "gpu_nodes": {"hosts": {"gpu01": None}}})
+        ),
         2,
         "host 'stray' is in no gpuready group",
     ),
@@ -320,6 +263,10 @@ ALIAS_BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".j
     f"{chr(ord('a') + i)}: &{chr(ord('a') + i)} [{', '.join(['*' + chr(ord('a') + i - 1)] * 10)}]\n"
     for i in range(1, 9)
 )
+
+
+def inventory_check(inventory: Path) -> list[str]:
+    return ["inventory", "check", "-i", str(inventory)]
 
 
 def a_run(t: Path, command: str, *options: str, hosts: object = None) -> list[str]:
