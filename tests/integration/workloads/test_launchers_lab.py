@@ -33,6 +33,13 @@ TINY = [*sizes.TINY, "--cpu"]
 HOSTS = ["v100-x4-00", "v100-x4-01"]
 
 
+def _train_on_two(inventory: str | Path, artifacts: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """`validate training` on 2 workers, the tiny run, with ``options``."""
+    return gpuready(
+        "validate", "training", "-i", str(inventory), *options, "--gpus", "2", *TINY, "--artifacts", str(artifacts)
+    )
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from gpuready.lab import slurm
@@ -225,21 +232,7 @@ def test_ssh_launcher_across_two_hosts(lab: dict[str, Any], tmp_path: Path, runn
     if runner == "mpirun":
         require(shutil.which("mpirun"), "mpirun (Debian: openmpi-bin; scripts/install-system-deps)")
     artifacts = tmp_path / "runs"
-    proc = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(lab["inventory"]),
-        "--launcher",
-        "ssh",
-        "--ssh-runner",
-        runner,
-        "--gpus",
-        "2",
-        *TINY,
-        "--artifacts",
-        str(artifacts),
-    )
+    proc = _train_on_two(lab["inventory"], artifacts, "--launcher", "ssh", "--ssh-runner", runner)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     assert (run / "workers-2.cmd").read_text().split()[0] == ("mpirun" if runner == "mpirun" else "ssh")
@@ -255,19 +248,7 @@ def test_ssh_unreachable_host_stops_before_launch(lab: dict[str, Any], tmp_path:
     # an address on the lab's bridge where nothing listens, listed first: a host that is down
     hosts["gpu_nodes"]["hosts"] = {"down-99": {**first, "ansible_host": f"{subnet}.250"}, **hosts["gpu_nodes"]["hosts"]}
     hosts_file.write_text(yaml.safe_dump(hosts, sort_keys=False))
-    proc = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(inventory),
-        "--launcher",
-        "ssh",
-        "--gpus",
-        "2",
-        *TINY,
-        "--artifacts",
-        str(tmp_path / "runs"),
-    )
+    proc = _train_on_two(inventory, tmp_path / "runs", "--launcher", "ssh")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "host down-99" in proc.stderr and f"{subnet}.250" in proc.stderr
 
@@ -287,21 +268,7 @@ def test_pytorch_slurm_job_runs_srun_torchrun_across_two_nodes(
     lab: dict[str, Any], tmp_path: Path, torch: None
 ) -> None:
     artifacts = tmp_path / "runs"
-    proc = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(lab["inventory"]),
-        "--framework",
-        "pytorch",
-        "--gpus",
-        "2",
-        "--cpu-threads",
-        "1",
-        *TINY,
-        "--artifacts",
-        str(artifacts),
-    )
+    proc = _train_on_two(lab["inventory"], artifacts, "--framework", "pytorch", "--cpu-threads", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     (srun,) = [ln for ln in (run / "train-2w.sbatch").read_text().splitlines() if ln.startswith("srun ")]
