@@ -142,9 +142,7 @@ def test_lab_cluster_has_a_node_per_host_with_its_gpus(lab: dict[str, Any]) -> N
 @pytest.mark.train
 def test_slurm_job_across_two_nodes_and_collect(lab: dict[str, Any], tmp_path: Path, horovod: None) -> None:
     artifacts = tmp_path / "runs"
-    proc = gpuready(
-        "validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *TINY, "--artifacts", str(artifacts)
-    )
+    proc = _train_on_two(lab["inventory"], artifacts)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     script = (run / "train-2w.sbatch").read_text()
@@ -172,9 +170,7 @@ def test_every_hint_lab_up_prints_runs_as_printed(lab: dict[str, Any], tmp_path:
 
 def test_slurm_bad_partition_is_reported(lab: dict[str, Any], tmp_path: Path) -> None:
     inventory = _inventory(lab, tmp_path / "inv", slurm_partition="nosuch")
-    proc = gpuready(
-        "validate", "training", "-i", str(inventory), "--gpus", "2", *TINY, "--artifacts", str(tmp_path / "runs")
-    )
+    proc = _train_on_two(inventory, tmp_path / "runs")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = json.loads((_run(tmp_path / "runs") / "summary.json").read_text())
     (check,) = summary["checks"]
@@ -184,19 +180,7 @@ def test_slurm_bad_partition_is_reported(lab: dict[str, Any], tmp_path: Path) ->
 
 @pytest.mark.train
 def test_slurm_crashing_worker_gives_job_state_and_output(lab: dict[str, Any], tmp_path: Path, horovod: None) -> None:
-    proc = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(lab["inventory"]),
-        "--gpus",
-        "2",
-        *TINY,
-        "--data",
-        "/nonexistent-tfrecords",
-        "--artifacts",
-        str(tmp_path / "runs"),
-    )
+    proc = _train_on_two(lab["inventory"], tmp_path / "runs", "--data", "/nonexistent-tfrecords")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (check,) = json.loads((_run(tmp_path / "runs") / "summary.json").read_text())["checks"]
     message = check["message"]
@@ -208,17 +192,7 @@ def test_slurm_crashing_worker_gives_job_state_and_output(lab: dict[str, Any], t
 def test_slurm_drained_node_cancels_the_job(lab: dict[str, Any], tmp_path: Path) -> None:
     _scontrol(lab, "update", f"nodename={HOSTS[1]}", "state=drain", "reason=gpuready test")
     try:
-        proc = gpuready(
-            "validate",
-            "training",
-            "-i",
-            str(lab["inventory"]),
-            "--gpus",
-            "2",
-            *TINY,
-            "--artifacts",
-            str(tmp_path / "runs"),
-        )
+        proc = _train_on_two(lab["inventory"], tmp_path / "runs")
     finally:
         _scontrol(lab, "update", f"nodename={HOSTS[1]}", "state=resume")
     assert proc.returncode == 1, proc.stdout + proc.stderr
