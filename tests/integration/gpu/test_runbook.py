@@ -33,6 +33,18 @@ sys.path.insert(0, str(GPU))
 import probe  # noqa: E402
 
 
+def _probe(*args: str, timeout: int) -> subprocess.CompletedProcess[str]:
+    """gpu/probe.py with ``args``, from the repository's root."""
+    return subprocess.run(
+        [sys.executable, str(GPU / "probe.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        check=False,
+    )
+
+
 def _record(args: list[str], path: str, timeout: int) -> subprocess.CompletedProcess[str]:
     """gpu/record.py with ``args``, its PATH ``path``."""
     return subprocess.run(
@@ -192,14 +204,7 @@ def test_peaks_and_mfu() -> None:
 def cpu_probe(*args: str) -> dict:
     """probe.py on this machine's CPU (the probes that need no GPU): its JSON answer."""
     require(importlib.util.find_spec("torchvision"), "torch and torchvision not installed (make .venv/.stamp-torch)")
-    done = subprocess.run(
-        [sys.executable, str(GPU / "probe.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        check=False,
-    )
+    done = _probe(*args, timeout=600)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -395,23 +400,9 @@ def test_noisy_verdict_holds_only_when_busy_runs_fail_and_later_pass(tmp_path: P
 
 def test_gpu_probes_refuse_in_one_line_without_a_cuda_device() -> None:
     require(importlib.util.find_spec("torchvision"), "torch and torchvision not installed (make .venv/.stamp-torch)")
-    done = subprocess.run(
-        [sys.executable, str(GPU / "probe.py"), "baseline", "--steps", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        check=False,
-    )
+    done = _probe("baseline", "--steps", "1", timeout=300)
     assert done.returncode == 1 and json.loads(done.stdout) == {"passed": False, "reason": "torch sees no CUDA device"}
-    neighbour = subprocess.run(
-        [sys.executable, str(GPU / "probe.py"), "noisy", "--ready", "/nonexistent/ready"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        check=False,
-    )
+    neighbour = _probe("noisy", "--ready", "/nonexistent/ready", timeout=300)
     assert neighbour.returncode == 1 and json.loads(neighbour.stdout)["reason"] == "torch sees no CUDA device"
     bad = subprocess.run(
         [sys.executable, str(GPU / "probe.py"), "baseline", "--variants", "eager,turbo"],

@@ -541,16 +541,18 @@ def test_a_node_set_up_the_way_nvidia_documents_keeps_a_working_apt(repo: Path, 
         assert summary["metrics"]["changed"] == 0, summary["metrics"]["playbooks"]
 
 
+def _apply_driver_branch(root: Path, host: str, branch: str, tmp_path: Path) -> tuple[Any, dict[str, Any]]:
+    """The driver role alone on ``root`` (as ``host``), with ``branch`` from the stand-in repository, no version."""
+    settings = {"driver": {"branch": branch, "version": "", "repo_url": dr.REPO_URL}}
+    inventory = dr.write_inventory(tmp_path / "inventory", {host: root}, settings=settings)
+    return dr.provision(inventory, tmp_path / "runs", "--tags", "driver")
+
+
 def test_debian_holds_the_branch_against_a_newer_one_in_the_same_repository(repo: Path, tmp_path: Path) -> None:
     """The stand-in repository, as NVIDIA's, has a newer branch (590) under the same unversioned names: with branch
     550 and no version, apt must install and keep 550's newest, by apt's own candidate choice."""
     for root in _root(tmp_path, repo):
-        inventory = dr.write_inventory(
-            tmp_path / "inventory",
-            {"hold1": root},
-            settings={"driver": {"branch": "550", "version": "", "repo_url": dr.REPO_URL}},
-        )
-        done, _ = dr.provision(inventory, tmp_path / "runs", "--tags", "driver")
+        done, _ = _apply_driver_branch(root, "hold1", "550", tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
         assert dr.installed_packages(root)["nvidia-driver"] == "550.90.07-1"
         policy = subprocess.run(
@@ -562,12 +564,7 @@ def test_debian_holds_the_branch_against_a_newer_one_in_the_same_repository(repo
 
 def test_a_branch_the_repository_does_not_offer_is_refused_with_what_it_offers(repo: Path, tmp_path: Path) -> None:
     for root in _root(tmp_path, repo):
-        inventory = dr.write_inventory(
-            tmp_path / "inventory",
-            {"absent1": root},
-            settings={"driver": {"branch": "580", "version": "", "repo_url": dr.REPO_URL}},
-        )
-        done, summary = dr.provision(inventory, tmp_path / "runs", "--tags", "driver")
+        done, summary = _apply_driver_branch(root, "absent1", "580", tmp_path)
         assert done.returncode != 0
         [failure] = [c for c in summary["checks"] if c["status"] == "failed"]
         assert (
