@@ -22,24 +22,16 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.playbooks import site, waiting_play  # noqa: E402
 from tests.processes import Child, leftovers, new_mark  # noqa: E402
 from tests.unit.core.test_bad_inputs import make_inventory, with_settings  # noqa: E402
 
 
 def provision(tmp: Path) -> tuple[float, int, list[str]]:
-    playbooks = tmp / "playbooks"
-    playbooks.mkdir()
-    tasks = [
-        {"name": "Quiet | First task", "ansible.builtin.debug": {"msg": "first"}},
-        {"name": "Quiet | Wait", "ansible.builtin.pause": {"minutes": 30}},
-    ]
-    play = {"name": "Quiet | A play that waits", "hosts": "gpu_nodes", "gather_facts": False, "tasks": tasks}
-    (playbooks / "site.yml").write_text(yaml.safe_dump([play]))
+    playbooks = site(tmp, waiting_play({"minutes": 30}, prefix="Quiet"))
     runs = tmp / "runs"
     env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
     child = Child(["provision", "cluster", "-i", str(ROOT / "inventories" / "local"), "--artifacts", str(runs)], env)

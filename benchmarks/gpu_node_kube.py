@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -34,10 +33,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.validate_cluster import (  # noqa: E402
     audit_requests,
     gpu_node_names,
-    gpuready,
+    measure_sizes,
     pod_floor,
     prepare,
-    start_lab,
+    running_lab,
     timed,
     with_product_timeouts,
 )
@@ -61,8 +60,7 @@ def write_verdicts(folder: Path, nodes: list[str], scratch: Path) -> None:
 
 
 def measure(size: int, root: Path, vector_add_floor: bool) -> dict:
-    lab_dir, up, lab_up, state = start_lab(size, root)
-    try:
+    with running_lab(size, root) as (lab_dir, up, lab_up, state):
         started = time.monotonic()
         if vector_add_floor:
             prepare(state, size)
@@ -104,8 +102,6 @@ def measure(size: int, root: Path, vector_add_floor: bool) -> dict:
             "requests": sum(verbs.values()),
             "verbs": dict(verbs),
         }
-    finally:
-        gpuready("lab", "down", "--lab-dir", str(lab_dir))
 
 
 def main() -> None:
@@ -113,12 +109,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--no-vector-add-floor", dest="vector_add_floor", action="store_false")
     args = parser.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory() as root:
-        for size in (int(s) for s in args.sizes.split(",")):
-            row = measure(size, Path(root), args.vector_add_floor)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    rows = measure_sizes(args.sizes, lambda size, root: measure(size, root, args.vector_add_floor))
     print(
         "\n| GPU nodes | lab up | pods floor (vector-add) | same-work pods floor | gpu-node --through kubernetes wall "
         "| CPU | peak RSS | API requests | verdicts read | load | exit | wall / pods floor |"

@@ -19,6 +19,7 @@ Prints one line per size and a Markdown table for BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -192,9 +193,12 @@ def with_product_timeouts(inventory: Path, target: Path) -> Path:
     return target
 
 
-def start_lab(size: int, root: Path) -> tuple[Path, subprocess.CompletedProcess[str], float, dict[str, Any]]:
-    """The Kubernetes lab with ``size`` kwok GPU nodes in ``root``: its folder, what ``lab up`` printed, the
-    seconds it took, and its state."""
+@contextlib.contextmanager
+def running_lab(
+    size: int, root: Path
+) -> Iterator[tuple[Path, subprocess.CompletedProcess[str], float, dict[str, Any]]]:
+    """The Kubernetes lab with ``size`` kwok GPU nodes in ``root`` while the block runs: its folder, what ``lab up``
+    printed, the seconds it took, and its state. ``lab down`` after the block, whatever happens in it."""
     lab_dir = root / f"lab-{size}"
     started = time.monotonic()
     up = gpuready(
@@ -203,12 +207,25 @@ def start_lab(size: int, root: Path) -> tuple[Path, subprocess.CompletedProcess[
     if up.returncode != 0:
         raise SystemExit(up.stderr)
     lab_up = time.monotonic() - started
-    return lab_dir, up, lab_up, json.loads((lab_dir / "state.json").read_text())["kubernetes"]
+    try:
+        yield lab_dir, up, lab_up, json.loads((lab_dir / "state.json").read_text())["kubernetes"]
+    finally:
+        gpuready("lab", "down", "--lab-dir", str(lab_dir))
+
+
+def measure_sizes(sizes: str, measure: Callable[[int, Path], dict[str, Any]]) -> list[dict[str, Any]]:
+    """``measure`` at each of the comma-separated ``sizes``, in one scratch folder; each row printed as JSON."""
+    rows = []
+    with tempfile.TemporaryDirectory() as root:
+        for size in (int(s) for s in sizes.split(",")):
+            row = measure(size, Path(root))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
 
 
 def measure(size: int, root: Path) -> dict:
-    lab_dir, up, lab_up, state = start_lab(size, root)
-    try:
+    with running_lab(size, root) as (lab_dir, up, lab_up, state):
         prepare(state, size)
         floor, floor_rss, _, floor_cpu = timed(
             [state["kubectl"], "--kubeconfig", state["kubeconfig"], "get", "nodes", "-o", "json"]
@@ -250,20 +267,13 @@ def measure(size: int, root: Path) -> dict:
             "lists": verbs["list"],
             "verbs": dict(verbs),
         }
-    finally:
-        gpuready("lab", "down", "--lab-dir", str(lab_dir))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10,100,1000")
     args = parser.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory() as root:
-        for size in (int(s) for s in args.sizes.split(",")):
-            row = measure(size, Path(root))
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    rows = measure_sizes(args.sizes, measure)
     print(
         "\n| GPU nodes | floor wall (CPU) | pods floor | validate cluster wall | CPU | peak RSS | API requests "
         "per node | LIST calls | load | exit |"

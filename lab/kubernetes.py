@@ -28,6 +28,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -217,16 +218,101 @@ def kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, user: s
     return write_private(path, text.encode())
 
 
+@dataclass(frozen=True)
+class _Credentials:
+    """What the lab's processes prove themselves with: one authority, a certificate for each server and
+    client, the service-account signing pair, and a kubeconfig for each user (by the user's stem)."""
+
+    ca: Authority
+    etcd: tuple[Path, Path]
+    etcd_client: tuple[Path, Path]
+    apiserver: tuple[Path, Path]
+    kubelet_client: tuple[Path, Path]
+    kwok_serving: tuple[Path, Path]
+    service_account: tuple[Path, Path]
+    kubeconfigs: dict[str, Path]
+
+
+@dataclass(frozen=True)
+class _Ports:
+    etcd: int
+    etcd_peer: int
+    api: int
+    kwok: int
+
+    @property
+    def etcd_url(self) -> str:
+        return f"https://127.0.0.1:{self.etcd}"
+
+    @property
+    def api_url(self) -> str:
+        return f"https://127.0.0.1:{self.api}"
+
+
+#: The lab's users: their name in their certificate and the groups it carries.
+_USERS = (
+    ("admin", ("system:masters",)),
+    ("system:kube-controller-manager", ()),
+    ("system:kube-scheduler", ()),
+    ("kwok", ("system:masters",)),
+    ("gpuready-lab-device-manager", ("system:masters",)),
+    ("gpuready", ()),
+)
+#: The processes _start starts, in order (the order of the pids it returns).
+_PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "devices")
+
+
 def _start(
     lab: Lab, folder: Path, binaries: Path, kwok_home: Path, plan: dict[str, Any], pids: list[int]
 ) -> dict[str, Any]:
-    pki = folder / "pki"
-    ca = Authority(pki)
-    etcd_port, etcd_peer, api_port, kwok_port = free_ports(4)
-    url = f"https://127.0.0.1:{api_port}"
-    etcd_cert, etcd_key = ca.issue("etcd", "etcd", server=True, client=True)
+    """Start the lab's processes one stage after another, each pid put in ``pids`` as soon as it runs (the
+    caller stops them if a later stage fails)."""
+    ports = _Ports(*free_ports(4))
+    credentials = _issue_credentials(folder, ports.api_url)
+    configs = credentials.kubeconfigs
+    audit_policy = _write_audit_policy(folder)
+    pids.append(_spawn(lab, folder, "etcd", _etcd_argv(binaries, folder, ports, credentials)))
+    _wait_port(ports.etcd, pids[-1], lab, "etcd")
+    pids.append(
+        _spawn(lab, folder, "kube-apiserver", _apiserver_argv(binaries, folder, ports, credentials, audit_policy))
+    )
+    pki = credentials.ca.folder
+    _wait_ready(ports.api_url, credentials.ca.ca_path, pki / "admin.crt", pki / "admin.key", pids[-1], lab)
+    pids.append(_spawn(lab, folder, "kube-controller-manager", _controller_manager_argv(binaries, credentials)))
+    pids.append(_spawn(lab, folder, "kube-scheduler", _scheduler_argv(binaries, credentials)))
+
+    kubectl = [str(binaries / "kubectl"), "--kubeconfig", str(configs["admin"])]
+    _install_crds(lab, kubectl, kwok_home, plan)
+    _grant_gpuready_roles(lab, kubectl)
+    _create_nodes(lab, kubectl, folder, plan)
+
+    logs = kwok_config.write_logs(folder / "kwok-logs")
+    pids.append(_spawn(lab, folder, "kwok", _kwok_argv(folder, kwok_home, plan, logs, ports, credentials)))
+    pids.append(_spawn(lab, folder, "devices", _device_manager_argv(folder, plan, logs, credentials)))
+    _wait_nodes_ready(lab, kubectl, plan)
+    _check_all_alive(lab, pids)
+
+    inventory = lab.write_inventory("kubernetes", _hosts(plan), _settings(plan, configs["gpuready"]))
+    return {
+        "pids": pids,
+        "inventory": str(inventory),
+        "url": ports.api_url,
+        "kubeconfig": str(configs["gpuready"]),
+        "admin_kubeconfig": str(configs["admin"]),
+        "kubectl": str(binaries / "kubectl"),
+        "flavour": plan["flavour"],
+        "gpu_nodes": len(plan["nodes"]),
+        # Node verdicts put here as <node>.log are what that node's node-checks pods print (kube_devices).
+        "node_verdicts": str(logs["plugin"].parent / kwok_config.NODE_VERDICTS),
+        "faults": {n["name"]: n["fault"] for n in plan["nodes"] if n["fault"]},
+    }
+
+
+def _issue_credentials(folder: Path, url: str) -> _Credentials:
+    ca = Authority(folder / "pki")
+    etcd = ca.issue("etcd", "etcd", server=True, client=True)
     etcd_client = ca.issue("apiserver-etcd-client", "kube-apiserver-etcd-client", client=True)
-    api_cert, api_key = ca.issue(
+    apiserver = ca.issue(
         "apiserver",
         "kube-apiserver",
         server=True,
@@ -236,167 +322,146 @@ def _start(
         "apiserver-kubelet-client", "kube-apiserver-kubelet-client", groups=("kubeadm:cluster-admins",), client=True
     )
     kwok_serving = ca.issue("kwok-serving", "kwok", server=True)
-    sa_key, sa_pub = signing_key(pki)
-    # The API server's own record of every request gpuready's user makes (the benchmark counts them).
-    audit_policy = folder / "audit-policy.yaml"
-    audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
+    service_account = signing_key(ca.folder)
     configs = {}
-    for user, groups in (
-        ("admin", ("system:masters",)),
-        ("system:kube-controller-manager", ()),
-        ("system:kube-scheduler", ()),
-        ("kwok", ("system:masters",)),
-        ("gpuready-lab-device-manager", ("system:masters",)),
-        ("gpuready", ()),
-    ):
+    for user, groups in _USERS:
         stem = user.removeprefix("system:")
         cert, key = ca.issue(stem, user if user != "admin" else "gpuready-lab-admin", groups=groups, client=True)
         configs[stem] = kubeconfig(folder / f"{stem}.kubeconfig", url, ca.ca_path, cert, key, stem)
+    return _Credentials(ca, etcd, etcd_client, apiserver, kubelet_client, kwok_serving, service_account, configs)
 
-    data = folder / "etcd-data"
-    etcd_url = f"https://127.0.0.1:{etcd_port}"
-    pids.append(
-        _spawn(
-            lab,
-            folder,
-            "etcd",
-            [
-                str(binaries / "etcd"),
-                "--name",
-                "lab",
-                "--data-dir",
-                str(data),
-                "--listen-client-urls",
-                etcd_url,
-                "--advertise-client-urls",
-                etcd_url,
-                "--listen-peer-urls",
-                f"http://127.0.0.1:{etcd_peer}",
-                "--initial-advertise-peer-urls",
-                f"http://127.0.0.1:{etcd_peer}",
-                "--initial-cluster",
-                f"lab=http://127.0.0.1:{etcd_peer}",
-                "--cert-file",
-                str(etcd_cert),
-                "--key-file",
-                str(etcd_key),
-                "--client-cert-auth",
-                "--trusted-ca-file",
-                str(ca.ca_path),
-                # A throwaway lab: no fsync per write, so 1000 nodes' heartbeats do not wait on the disk.
-                "--unsafe-no-fsync",
-                "--quota-backend-bytes",
-                str(4 * 1024**3),
-            ],
-        )
-    )
-    _wait_port(etcd_port, pids[-1], lab, "etcd")
-    pids.append(
-        _spawn(
-            lab,
-            folder,
-            "kube-apiserver",
-            [
-                str(binaries / "kube-apiserver"),
-                "--bind-address",
-                "127.0.0.1",
-                "--advertise-address",
-                "127.0.0.1",
-                "--secure-port",
-                str(api_port),
-                "--etcd-servers",
-                etcd_url,
-                "--etcd-cafile",
-                str(ca.ca_path),
-                "--etcd-certfile",
-                str(etcd_client[0]),
-                "--etcd-keyfile",
-                str(etcd_client[1]),
-                "--tls-cert-file",
-                str(api_cert),
-                "--tls-private-key-file",
-                str(api_key),
-                "--client-ca-file",
-                str(ca.ca_path),
-                "--authorization-mode",
-                "Node,RBAC",
-                "--anonymous-auth=false",
-                "--service-account-issuer",
-                "https://kubernetes.default.svc.cluster.local",
-                "--service-account-key-file",
-                str(sa_pub),
-                "--service-account-signing-key-file",
-                str(sa_key),
-                "--service-cluster-ip-range",
-                SERVICE_RANGE,
-                "--allow-privileged=true",
-                "--kubelet-client-certificate",
-                str(kubelet_client[0]),
-                "--kubelet-client-key",
-                str(kubelet_client[1]),
-                "--kubelet-preferred-address-types",
-                "InternalIP",
-                "--profiling=false",
-                "--audit-policy-file",
-                str(audit_policy),
-                "--audit-log-path",
-                str(folder / "logs" / "audit.log"),
-                "--max-requests-inflight",
-                "1000",
-                "--max-mutating-requests-inflight",
-                "500",
-            ],
-        )
-    )
-    _wait_ready(url, ca.ca_path, pki / "admin.crt", pki / "admin.key", pids[-1], lab)
-    pids.append(
-        _spawn(
-            lab,
-            folder,
-            "kube-controller-manager",
-            _controller_argv(
-                binaries / "kube-controller-manager",
-                configs["kube-controller-manager"],
-                "--use-service-account-credentials=true",
-                "--service-account-private-key-file",
-                str(sa_key),
-                "--root-ca-file",
-                str(ca.ca_path),
-                "--kube-api-qps",
-                "200",
-                "--kube-api-burst",
-                "400",
-                "--concurrent-daemonset-syncs",
-                "5",
-                # kwok renews up to 1000 node leases from one process on a small shared machine; a renewal
-                # that is late under load is not a node failure here (the lab injects GPU faults itself),
-                # so give it far longer than the default before pods are marked not Ready.
-                "--node-monitor-grace-period",
-                "5m",
-            ),
-        )
-    )
-    pids.append(
-        _spawn(
-            lab,
-            folder,
-            "kube-scheduler",
-            _controller_argv(
-                binaries / "kube-scheduler",
-                configs["kube-scheduler"],
-                # The default client limit (50 QPS, burst 100) paces the binding of 1000 test pods at 20 s
-                # or more; kwok's own kwokctl lifts it (--disable-qps-limits) for clusters of this size.
-                "--kube-api-qps",
-                str(UNLIMITED_QPS),
-                "--kube-api-burst",
-                str(UNLIMITED_BURST),
-            ),
-        )
+
+def _write_audit_policy(folder: Path) -> Path:
+    """The API server's own record of every request gpuready's user makes (the benchmark counts them)."""
+    audit_policy = folder / "audit-policy.yaml"
+    audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
+    return audit_policy
+
+
+def _etcd_argv(binaries: Path, folder: Path, ports: _Ports, credentials: _Credentials) -> list[str]:
+    peer = f"http://127.0.0.1:{ports.etcd_peer}"
+    cert, key = credentials.etcd
+    return [
+        str(binaries / "etcd"),
+        "--name",
+        "lab",
+        "--data-dir",
+        str(folder / "etcd-data"),
+        "--listen-client-urls",
+        ports.etcd_url,
+        "--advertise-client-urls",
+        ports.etcd_url,
+        "--listen-peer-urls",
+        peer,
+        "--initial-advertise-peer-urls",
+        peer,
+        "--initial-cluster",
+        f"lab={peer}",
+        "--cert-file",
+        str(cert),
+        "--key-file",
+        str(key),
+        "--client-cert-auth",
+        "--trusted-ca-file",
+        str(credentials.ca.ca_path),
+        # A throwaway lab: no fsync per write, so 1000 nodes' heartbeats do not wait on the disk.
+        "--unsafe-no-fsync",
+        "--quota-backend-bytes",
+        str(4 * 1024**3),
+    ]
+
+
+def _apiserver_argv(
+    binaries: Path, folder: Path, ports: _Ports, credentials: _Credentials, audit_policy: Path
+) -> list[str]:
+    ca = str(credentials.ca.ca_path)
+    sa_key, sa_pub = credentials.service_account
+    return [
+        str(binaries / "kube-apiserver"),
+        "--bind-address",
+        "127.0.0.1",
+        "--advertise-address",
+        "127.0.0.1",
+        "--secure-port",
+        str(ports.api),
+        "--etcd-servers",
+        ports.etcd_url,
+        "--etcd-cafile",
+        ca,
+        "--etcd-certfile",
+        str(credentials.etcd_client[0]),
+        "--etcd-keyfile",
+        str(credentials.etcd_client[1]),
+        "--tls-cert-file",
+        str(credentials.apiserver[0]),
+        "--tls-private-key-file",
+        str(credentials.apiserver[1]),
+        "--client-ca-file",
+        ca,
+        "--authorization-mode",
+        "Node,RBAC",
+        "--anonymous-auth=false",
+        "--service-account-issuer",
+        "https://kubernetes.default.svc.cluster.local",
+        "--service-account-key-file",
+        str(sa_pub),
+        "--service-account-signing-key-file",
+        str(sa_key),
+        "--service-cluster-ip-range",
+        SERVICE_RANGE,
+        "--allow-privileged=true",
+        "--kubelet-client-certificate",
+        str(credentials.kubelet_client[0]),
+        "--kubelet-client-key",
+        str(credentials.kubelet_client[1]),
+        "--kubelet-preferred-address-types",
+        "InternalIP",
+        "--profiling=false",
+        "--audit-policy-file",
+        str(audit_policy),
+        "--audit-log-path",
+        str(folder / "logs" / "audit.log"),
+        "--max-requests-inflight",
+        "1000",
+        "--max-mutating-requests-inflight",
+        "500",
+    ]
+
+
+def _controller_manager_argv(binaries: Path, credentials: _Credentials) -> list[str]:
+    # kwok renews up to 1000 node leases from one process on a small shared machine; a renewal that is late
+    # under load is not a node failure here (the lab injects GPU faults itself), so --node-monitor-grace-period
+    # gives it far longer than the default before pods are marked not Ready.
+    flags = {
+        "--service-account-private-key-file": str(credentials.service_account[0]),
+        "--root-ca-file": str(credentials.ca.ca_path),
+        "--kube-api-qps": "200",
+        "--kube-api-burst": "400",
+        "--concurrent-daemonset-syncs": "5",
+        "--node-monitor-grace-period": "5m",
+    }
+    return _controller_argv(
+        binaries / "kube-controller-manager",
+        credentials.kubeconfigs["kube-controller-manager"],
+        "--use-service-account-credentials=true",
+        *_pairs(flags),
     )
 
-    kubectl = [str(binaries / "kubectl"), "--kubeconfig", str(configs["admin"])]
-    manifests = folder / "manifests"
-    manifests.mkdir(exist_ok=True)
+
+def _scheduler_argv(binaries: Path, credentials: _Credentials) -> list[str]:
+    # The default client limit (50 QPS, burst 100) paces the binding of 1000 test pods at 20 s or more;
+    # kwok's own kwokctl lifts it (--disable-qps-limits) for clusters of this size.
+    limits = {"--kube-api-qps": str(UNLIMITED_QPS), "--kube-api-burst": str(UNLIMITED_BURST)}
+    return _controller_argv(binaries / "kube-scheduler", credentials.kubeconfigs["kube-scheduler"], *_pairs(limits))
+
+
+def _pairs(flags: dict[str, str]) -> list[str]:
+    """Flags with their values, in order, as argv."""
+    return [arg for flag, value in flags.items() for arg in (flag, value)]
+
+
+def _install_crds(lab: Lab, kubectl: list[str], kwok_home: Path, plan: dict[str, Any]) -> None:
+    """kwok's Logs, Kubeflow's jobs and, for OpenShift, the SecurityContextConstraints; applied and Established."""
     crds = [kwok_home / "crds" / "kwok.x-k8s.io_logs.yaml", *training_crds()]
     if plan["flavour"] == "openshift":
         from gpuready.lab import openshift
@@ -409,6 +474,9 @@ def _start(
         ["wait", "--for", "condition=Established", "--timeout", "60s", *[f"crd/{_crd_name(c)}" for c in crds]],
         "wait for the CRDs",
     )
+
+
+def _grant_gpuready_roles(lab: Lab, kubectl: list[str]) -> None:
     rbac = Path(str(importlib.resources.files("gpuready.core.platforms") / "kube_rbac.yaml"))
     _kubectl(
         lab,
@@ -416,6 +484,12 @@ def _start(
         ["apply", "--server-side", "--field-manager", "gpuready-lab", "-f", str(rbac)],
         "grant gpuready's ClusterRole and Roles",
     )
+
+
+def _create_nodes(lab: Lab, kubectl: list[str], folder: Path, plan: dict[str, Any]) -> None:
+    """The GPU nodes of the plan and the one CPU node, as Node objects kwok will manage."""
+    manifests = folder / "manifests"
+    manifests.mkdir(exist_ok=True)
     nodes_file = manifests / "nodes.yaml"
     nodes_file.write_text(
         yaml.safe_dump(
@@ -431,65 +505,64 @@ def _start(
     )
     _kubectl(lab, kubectl, ["create", "-f", str(nodes_file)], "create the kwok nodes")
 
-    logs = kwok_config.write_logs(folder / "kwok-logs")
+
+def _kwok_argv(
+    folder: Path, kwok_home: Path, plan: dict[str, Any], logs: dict[str, Path], ports: _Ports, credentials: _Credentials
+) -> list[str]:
     config_file = folder / "kwok.yaml"
     config_file.write_text(
         yaml.safe_dump_all(kwok_config.configuration(plan["nodes"], logs, kwok_home), sort_keys=False)
     )
-    pids.append(
-        _spawn(
-            lab,
-            folder,
-            "kwok",
-            [
-                str(kwok_home / "bin" / "kwok"),
-                "--kubeconfig",
-                str(configs["kwok"]),
-                "--config",
-                str(config_file),
-                "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector={kwok_config.MANAGED}",
-                "--server-address",
-                f"127.0.0.1:{kwok_port}",
-                "--node-ip",
-                "127.0.0.1",
-                "--node-port",
-                str(kwok_port),
-                "--tls-cert-file",
-                str(kwok_serving[0]),
-                "--tls-private-key-file",
-                str(kwok_serving[1]),
-                "--enable-crds",
-                "Logs",
-                "--cidr",
-                "10.128.0.0/14",
-                "--node-lease-duration-seconds",
-                "40",
-            ],
-        )
-    )
+    cert, key = credentials.kwok_serving
+    return [
+        str(kwok_home / "bin" / "kwok"),
+        "--kubeconfig",
+        str(credentials.kubeconfigs["kwok"]),
+        "--config",
+        str(config_file),
+        "--manage-all-nodes=false",
+        f"--manage-nodes-with-annotation-selector={kwok_config.MANAGED}",
+        "--server-address",
+        f"127.0.0.1:{ports.kwok}",
+        "--node-ip",
+        "127.0.0.1",
+        "--node-port",
+        str(ports.kwok),
+        "--tls-cert-file",
+        str(cert),
+        "--tls-private-key-file",
+        str(key),
+        "--enable-crds",
+        "Logs",
+        "--cidr",
+        "10.128.0.0/14",
+        "--node-lease-duration-seconds",
+        "40",
+    ]
+
+
+def _device_manager_argv(
+    folder: Path, plan: dict[str, Any], logs: dict[str, Path], credentials: _Credentials
+) -> list[str]:
+    """Our stand-in for the kubelets' device manager (kube_devices), told each GPU node's profile and fault."""
     profiles_file = folder / "gpu-nodes.json"
     profiles_file.write_text(
         json.dumps({n["name"]: {**PROFILES[n["profile"]], "fault": n["fault"]} for n in plan["nodes"]}, indent=1) + "\n"
     )
-    pids.append(
-        _spawn(
-            lab,
-            folder,
-            "devices",
-            [
-                sys.executable,
-                "-m",
-                "gpuready.lab.kube_devices",
-                "--kubeconfig",
-                str(configs["gpuready-lab-device-manager"]),
-                "--nodes",
-                str(profiles_file),
-                "--logs",
-                str(logs["plugin"].parent),
-            ],
-        )
-    )
+    return [
+        sys.executable,
+        "-m",
+        "gpuready.lab.kube_devices",
+        "--kubeconfig",
+        str(credentials.kubeconfigs["gpuready-lab-device-manager"]),
+        "--nodes",
+        str(profiles_file),
+        "--logs",
+        str(logs["plugin"].parent),
+    ]
+
+
+def _wait_nodes_ready(lab: Lab, kubectl: list[str], plan: dict[str, Any]) -> None:
     ready_s = READY_TIMEOUT_S + READY_S_PER_NODE * len(plan["nodes"])
     _kubectl(
         lab,
@@ -498,26 +571,14 @@ def _start(
         "wait for the kwok nodes to be Ready",
         timeout=ready_s + 60,
     )
-    for pid, what in zip(
-        pids, ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "devices"), strict=True
-    ):
+
+
+def _check_all_alive(lab: Lab, pids: list[int]) -> None:
+    """A process that started and then exited (a port taken, a flag refused) fails the start, with its log's
+    last line."""
+    for pid, what in zip(pids, _PROCESSES, strict=True):
         if not pid_alive(pid):
             raise Unreachable(f"lab kubernetes: {what} exited: {_last_line(lab, what)}")
-
-    inventory = lab.write_inventory("kubernetes", _hosts(plan), _settings(plan, configs["gpuready"]))
-    return {
-        "pids": pids,
-        "inventory": str(inventory),
-        "url": url,
-        "kubeconfig": str(configs["gpuready"]),
-        "admin_kubeconfig": str(configs["admin"]),
-        "kubectl": str(binaries / "kubectl"),
-        "flavour": plan["flavour"],
-        "gpu_nodes": len(plan["nodes"]),
-        # Node verdicts put here as <node>.log are what that node's node-checks pods print (kube_devices).
-        "node_verdicts": str(logs["plugin"].parent / kwok_config.NODE_VERDICTS),
-        "faults": {n["name"]: n["fault"] for n in plan["nodes"] if n["fault"]},
-    }
 
 
 def _controller_argv(binary: Path, kubeconfig: Path, *extra: str) -> list[str]:

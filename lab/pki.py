@@ -16,6 +16,20 @@ from typing import Any
 VALID_DAYS = 30
 
 
+def alternative_names(hosts: tuple[str, ...]) -> Any:
+    """The subjectAltName extension of a serving certificate for ``hosts``: addresses as IP entries, the rest
+    as DNS names."""
+    from cryptography import x509
+
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return x509.SubjectAlternativeName(names)
+
+
 def write_private(path: Path, data: bytes) -> Path:
     """A file only the owner can read: keys and kubeconfigs hold credentials."""
     path.unlink(missing_ok=True)
@@ -114,13 +128,7 @@ class Authority:
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
         if server:
-            names: list[x509.GeneralName] = []
-            for host in hosts:
-                try:
-                    names.append(x509.IPAddress(ipaddress.ip_address(host)))
-                except ValueError:
-                    names.append(x509.DNSName(host))
-            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+            builder = builder.add_extension(alternative_names(hosts), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
         cert_path = self.folder / f"{stem}.crt"
         cert_path.write_bytes(self._pem(cert))

@@ -16,7 +16,6 @@ The tests use the same functions.
 from __future__ import annotations
 
 import datetime as _dt
-import ipaddress
 import os
 import secrets
 import socket
@@ -27,6 +26,7 @@ from typing import Any
 from gpuready.core.errors import BadInput, Unreachable
 from gpuready.lab import Component, Lab, stop_pids, wait_for_port
 from gpuready.lab.gobuild import GoBuild
+from gpuready.lab.pki import alternative_names, write_private
 
 #: The GPUs every simulated host gets (see the file's "source" for where the values come from).
 DEVICE_LIST = Path(str(files("gpuready.lab") / "vcsim" / "r750xa-4xa100-pci.json"))
@@ -65,12 +65,6 @@ def make_certificate(folder: Path, names: tuple[str, ...] = ("127.0.0.1", "local
 
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpuready simulated vCenter")])
-    alt: list[x509.GeneralName] = []
-    for name in names:
-        try:
-            alt.append(x509.IPAddress(ipaddress.ip_address(name)))
-        except ValueError:
-            alt.append(x509.DNSName(name))
     now = _dt.datetime.now(_dt.timezone.utc)
     cert = (
         x509.CertificateBuilder()
@@ -80,16 +74,16 @@ def make_certificate(folder: Path, names: tuple[str, ...] = ("127.0.0.1", "local
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - _dt.timedelta(minutes=5))
         .not_valid_after(now + _dt.timedelta(days=30))
-        .add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        .add_extension(alternative_names(names), critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
     folder.mkdir(parents=True, exist_ok=True)
     cert_file, key_file = folder / "vcsim-cert.pem", folder / "vcsim-key.pem"
     cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.touch(mode=0o600)
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    write_private(
+        key_file,
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
     )
     return cert_file, key_file
 

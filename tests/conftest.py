@@ -53,6 +53,13 @@ def gpuready(
     )
 
 
+def provision_cluster(
+    inventory: str | Path, runs: Path, *options: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``gpuready provision cluster`` on ``inventory`` with ``options``, its run folders under ``runs``."""
+    return gpuready("provision", "cluster", "-i", str(inventory), *options, "--artifacts", str(runs), env=env)
+
+
 @pytest.fixture
 def artifacts(tmp_path: Path) -> Path:
     path = tmp_path / "runs"

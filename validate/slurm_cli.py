@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuready.core.command import FiniteFloatRange, artifacts_option
 from gpuready.core.report.metrics import metrics_option
-from gpuready.validate.this_node import node_options
+from gpuready.validate.this_node import NodeOptions, fail, node_options
 
 if TYPE_CHECKING:
     from gpuready.core.command import Context
@@ -67,16 +67,7 @@ def verdict_option(func: click.decorators.FC) -> click.decorators.FC:
     help="With --from-verdict: an older verdict is no verdict (nothing is drained or resumed; exit 3).",
 )
 @metrics_option
-def health_check(
-    check_set: str,
-    budget: float | None,
-    settings_file: Path | None,
-    node_class: str | None,
-    node_name: str | None,
-    verdict_path: Path | None,
-    from_verdict: Path | None,
-    max_age: float,
-) -> None:
+def health_check(node: NodeOptions, verdict_path: Path | None, from_verdict: Path | None, max_age: float) -> None:
     """HealthCheckProgram: drain this node when a check fails; resume it when they pass, if gpuready drained it.
 
     A node drained by an admin or another tool is left alone. A check that could not run changes nothing.
@@ -87,7 +78,7 @@ def health_check(
     from gpuready.validate.this_node import summary_line
 
     try:
-        name = local.node_name(node_name)
+        name = local.node_name(node.node_name)
         s.scontrol_path()
         s.show_node(name)  # a node Slurm does not know is refused before any check runs
         if from_verdict is not None:
@@ -102,12 +93,12 @@ def health_check(
     except GpureadyError as e:
         fail(str(e), e.exit_code)
     if from_verdict is None:
-        verdict, code = _run(check_set, budget, settings_file, node_class, name, verdict_path)
+        verdict, code = _run(node, name, verdict_path)
     failure = _failure(verdict)
     try:
-        node = s.show_node(name)  # again: the checks took time, and an admin may have drained it meanwhile
-        action = s.decide(str(verdict["status"]), failure, node)
-        s.apply(node, action)
+        in_slurm = s.show_node(name)  # again: the checks took time, and an admin may have drained it meanwhile
+        action = s.decide(str(verdict["status"]), failure, in_slurm)
+        s.apply(in_slurm, action)
     except GpureadyError as e:
         fail(str(e), e.exit_code)
     _say(name, action)
@@ -118,30 +109,23 @@ def _gate(which: str) -> click.Command:
     @node_options
     @verdict_option
     @metrics_option
-    def gate(
-        check_set: str,
-        budget: float | None,
-        settings_file: Path | None,
-        node_class: str | None,
-        node_name: str | None,
-        verdict_path: Path | None,
-    ) -> None:
+    def gate(node: NodeOptions, verdict_path: Path | None) -> None:
         from gpuready.core.errors import GpureadyError
         from gpuready.validate import slurm as s
         from gpuready.validate.node import local
 
         try:
-            name = local.node_name(node_name)
+            name = local.node_name(node.node_name)
         except GpureadyError as e:
             fail(str(e), e.exit_code)
-        verdict, _ = _run(check_set, budget, settings_file, node_class, name, verdict_path)
+        verdict, _ = _run(node, name, verdict_path)
         failure = _failure(verdict)
         if failure is None:
             sys.exit(0)  # passed, or could not judge: the job goes on
         try:
-            node = s.show_node(name)
-            action = s.decide("failed", failure, node)
-            s.apply(node, action)
+            in_slurm = s.show_node(name)
+            action = s.decide("failed", failure, in_slurm)
+            s.apply(in_slurm, action)
             _say(name, action)
         except GpureadyError as e:  # Slurm still drains the node for the exit code below, with its own reason
             click.echo(f"gpuready: error: {e}", err=True)
@@ -159,18 +143,14 @@ prolog = _gate("prolog")
 epilog = _gate("epilog")
 
 
-def _run(
-    check_set: str,
-    budget: float | None,
-    settings_file: Path | None,
-    node_class: str | None,
-    name: str,
-    verdict_path: Path | None,
-) -> tuple[dict[str, object], int]:
+def _run(node: NodeOptions, name: str, verdict_path: Path | None) -> tuple[dict[str, object], int]:
+    import dataclasses
+
     from gpuready.validate.this_node import finish, run_here
 
-    done = run_here(check_set, budget, settings_file, node_class, name)
-    verdict = finish(done, check_set, budget, verdict_path, None)
+    named = dataclasses.replace(node, node_name=name)
+    done = run_here(named)
+    verdict = finish(done, named, verdict_path, None)
     return verdict, done.result.exit_code()
 
 
@@ -209,11 +189,6 @@ def _say(name: str, action: Action) -> None:
         click.echo(f"gpuready: {name}: unchanged: {action.why}", err=True)
 
 
-def fail(message: str, code: int) -> NoReturn:
-    click.echo(f"gpuready: error: {message}", err=True)
-    sys.exit(code)
-
-
 @slurm.command("sweep")
 @click.option("--partition", "-p", required=True, help="The partition whose nodes are checked, one task per node.")
 @node_options
@@ -236,11 +211,7 @@ def fail(message: str, code: int) -> NoReturn:
 @metrics_option
 def sweep(
     partition: str,
-    check_set: str,
-    budget: float | None,
-    settings_file: Path | None,
-    node_class: str | None,
-    node_name: str | None,
+    node: NodeOptions,
     artifacts: Path | None,
     timeout: float,
     gpuready_command: str | None,
@@ -252,15 +223,15 @@ def sweep(
 
     options = {
         "partition": partition,
-        "set": check_set,
-        "budget": budget,
-        "settings": settings_file,
-        "node_class": node_class,
-        "node_name": node_name,
+        "set": node.check_set,
+        "budget": node.budget,
+        "settings": node.settings_file,
+        "node_class": node.node_class,
+        "node_name": node.node_name,
         "timeout": timeout,
         "gpuready": gpuready_command,
     }
-    execute(Context("slurm sweep", Path(settings_file or ""), artifacts, verbose, options), _sweep)
+    execute(Context("slurm sweep", Path(node.settings_file or ""), artifacts, verbose, options), _sweep)
 
 
 def _sweep(ctx: Context) -> RunResult:

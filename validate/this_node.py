@@ -7,9 +7,12 @@ Kubernetes pod): one node verdict as JSON (docs/fleet.md), the usual exit codes,
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -20,8 +23,38 @@ if TYPE_CHECKING:
     from gpuready.validate.node.local import LocalRun
 
 
-def node_options(func: click.decorators.FC) -> click.decorators.FC:
+@dataclass(frozen=True)
+class NodeOptions:
     """What every node-local command takes: the set, the budget, the settings and node class, the node's name."""
+
+    check_set: str
+    budget: float | None
+    settings_file: Path | None
+    node_class: str | None
+    node_name: str | None
+
+    @property
+    def budget_seconds(self) -> float:
+        from gpuready.validate.node import local
+
+        return self.budget or local.DEFAULT_BUDGET[self.check_set]
+
+
+def node_options(func: Callable[..., None]) -> Callable[..., None]:
+    """The options of NodeOptions, given to the command as one argument ``node``."""
+
+    @functools.wraps(func)
+    def with_node(
+        check_set: str,
+        budget: float | None,
+        settings_file: Path | None,
+        node_class: str | None,
+        node_name: str | None,
+        **rest: Any,
+    ) -> None:
+        func(node=NodeOptions(check_set, budget, settings_file, node_class, node_name), **rest)
+
+    command: Callable[..., None] = with_node
     for option in reversed(
         [
             click.option(
@@ -60,8 +93,8 @@ def node_options(func: click.decorators.FC) -> click.decorators.FC:
             ),
         ]
     ):
-        func = option(func)
-    return func
+        command = option(command)
+    return command
 
 
 @click.command("this-node")
@@ -81,15 +114,7 @@ def node_options(func: click.decorators.FC) -> click.decorators.FC:
     help="Also write a run folder here (summary.json, junit.xml, report.md, report.html), as validate gpu-node does.",
 )
 @metrics_option
-def this_node(
-    check_set: str,
-    budget: float | None,
-    settings_file: Path | None,
-    node_class: str | None,
-    node_name: str | None,
-    verdict_path: Path | None,
-    artifacts: Path | None,
-) -> None:
+def this_node(node: NodeOptions, verdict_path: Path | None, artifacts: Path | None) -> None:
     """Check this node with the GPU node catalogue, locally: no inventory, no SSH; writes a node verdict.
 
     Exit codes: 0 passed, 1 a check failed, 2 bad input, 3 a check could not run (or the budget ran out)."""
@@ -97,30 +122,28 @@ def this_node(
 
     with cancel.handling_signals():
         try:
-            done = run_here(check_set, budget, settings_file, node_class, node_name)
-            finish(done, check_set, budget, verdict_path, artifacts)
+            done = run_here(node)
+            finish(done, node, verdict_path, artifacts)
         except KeyboardInterrupt:
             fail(cancel.reason(), cancel.exit_code())
     sys.exit(done.result.exit_code())
 
 
-def run_here(
-    check_set: str, budget: float | None, settings_file: Path | None, node_class: str | None, node_name: str | None
-) -> LocalRun:
+def run_here(options: NodeOptions) -> LocalRun:
     """The set's checks on this node; bad input and errors leave as one line and their exit code."""
     from gpuready.core.errors import GpureadyError
     from gpuready.validate.node import local
     from gpuready.validate.node.checks.selection import check_set as ids_of
 
     try:
-        node = local.node_settings(settings_file, node_class)
-        return local.run(local.node_name(node_name), node, ids_of(check_set), budget or local.DEFAULT_BUDGET[check_set])
+        node = local.node_settings(options.settings_file, options.node_class)
+        return local.run(local.node_name(options.node_name), node, ids_of(options.check_set), options.budget_seconds)
     except GpureadyError as e:
         fail(str(e), e.exit_code)
 
 
 def finish(
-    done: LocalRun, check_set: str, budget: float | None, verdict_path: Path | None, artifacts: Path | None
+    done: LocalRun, options: NodeOptions, verdict_path: Path | None, artifacts: Path | None
 ) -> dict[str, object]:
     """Write what was asked (the verdict, a run folder, the metrics) and print the one-line summary to stderr.
     Returns the verdict."""
@@ -128,13 +151,14 @@ def finish(
     from gpuready.core.errors import GpureadyError
     from gpuready.core.report import metrics as metrics_file
     from gpuready.core.results import now_iso
-    from gpuready.validate.node import local, node_verdict
+    from gpuready.validate.node import node_verdict
 
     result = done.result
     result.finished = now_iso()
     host = result.checks[0].host if result.checks else ""
-    budget_seconds = budget or local.DEFAULT_BUDGET[check_set]
-    verdict = node_verdict.build(result, host, check_set, budget_seconds=budget_seconds, seconds=done.seconds)
+    verdict = node_verdict.build(
+        result, host, options.check_set, budget_seconds=options.budget_seconds, seconds=done.seconds
+    )
     try:
         if artifacts is not None:
             from gpuready.core.artifacts import make_private, new_run_dir

@@ -296,11 +296,12 @@ def launch_sizes(
     sizes: list[int],
     target: Target,
     folder: Path,
+    launch_size: Callable[[int], Launch],
     result: RunResult,
-    launch: Callable[[Plan, int, Path], Launch],
     note: Callable[[str], None],
 ) -> dict[int, list[dict[str, Any]]]:
-    """Run each size in turn; the ranks of every size that trained."""
+    """Run each size in turn (``launch_size(workers)``, its logs in ``folder``, where its progress is read),
+    each size's trained check added to ``result`` as it ends; the ranks of every size that trained."""
     runs: dict[int, list[dict[str, Any]]] = {}
     kind = "CPU worker" if plan.cpu else "GPU"
     for n in sizes:
@@ -310,7 +311,7 @@ def launch_sizes(
         )
         started = time.monotonic()
         with progress.Relay(folder, n, _plural(n, kind), plan.progress_s, note):
-            launched = launch(plan, n, folder)
+            launched = launch_size(n)
         if launched.written_only:
             result.add(Verdict(f"training.{n}w.trained", target.where).skipped(launched.written_only))
             continue
@@ -398,7 +399,7 @@ def run(
     note: Callable[[str], None],
 ) -> list[dict[str, Any]]:
     check_plan(plan, sizes, target)
-    runs = launch_sizes(plan, sizes, target, folder, result, launch, note)
+    runs = launch_sizes(plan, sizes, target, folder, lambda n: launch(plan, n, folder), result, note)
     if not runs:
         return []
     report.save_raw(folder, runs)

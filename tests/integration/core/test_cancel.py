@@ -15,13 +15,12 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import ROOT, gpuready, require
+from tests.playbooks import site, wait_until_task_runs, waiting_play
 from tests.processes import Child, leftovers, new_mark
 from tests.unit.core.test_bad_inputs import make_inventory, with_settings
 
@@ -38,43 +37,13 @@ def _summary(runs: Path) -> dict:
     return json.loads(path.read_text())
 
 
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A TCP listener that accepts and never says a word: an SSH host that hangs."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    yield server.getsockname()[1]
-    server.close()
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_provision_cancel_stops_ansible_playbook_and_reports(sig: int, tmp_path: Path) -> None:
-    playbooks = tmp_path / "playbooks"
-    playbooks.mkdir()
-    (playbooks / "site.yml").write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "name": "Slow | A play that waits",
-                    "hosts": "gpu_nodes",
-                    "gather_facts": False,
-                    "tags": ["slow"],
-                    "tasks": [
-                        {"name": "Slow | First task", "ansible.builtin.debug": {"msg": "first"}},
-                        {"name": "Slow | Wait", "ansible.builtin.pause": {"minutes": 30}},
-                    ],
-                }
-            ]
-        )
-    )
+    playbooks = site(tmp_path, waiting_play({"minutes": 30}))
     runs = tmp_path / "runs"
     env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
     child = Child(["provision", "cluster", "-i", str(LOCAL), "--artifacts", str(runs)], env)
-    deadline = time.monotonic() + 90
-    while not any("Slow | Wait" in p.read_text() for p in runs.glob("*/ansible/artifacts/*/job_events/*.json")):
-        assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
-        time.sleep(0.2)
+    wait_until_task_runs(child, runs)
     assert any("ansible-playbook" in p for p in leftovers(env, settle=0)), "the playbook was not running"
     child.signal_and_wait(sig, limit=15)
     assert leftovers(env) == [], "processes of the run left behind"
@@ -89,19 +58,9 @@ def test_provision_cancel_stops_ansible_playbook_and_reports(sig: int, tmp_path:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_validate_gpu_node_cancel_returns_at_once_with_finished_hosts(
-    sig: int, tmp_path: Path, silent_port: int
+    sig: int, tmp_path: Path, hanging_inventory: Path
 ) -> None:
-    if shutil.which("ssh") is None:
-        pytest.skip("no ssh client")
-    hosts = {
-        "gpu_nodes": {
-            "hosts": {
-                "here": {"ansible_connection": "local"},
-                "hangs": {"ansible_host": "127.0.0.1", "ansible_port": silent_port, "ansible_user": "root"},
-            }
-        }
-    }
-    inv = make_inventory(tmp_path, hosts=hosts, settings=with_settings(node_classes__v100__gpu_count=0))
+    inv = hanging_inventory
     runs = tmp_path / "runs"
     env = new_mark()
     child = Child(["validate", "gpu-node", "-i", str(inv), "--artifacts", str(runs), "--host-timeout", "600"], env)

@@ -14,15 +14,14 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpuready.core import cancel
 from gpuready.core.runner import PEXPECT_TIMEOUT_VAR
 from tests.conftest import ROOT
+from tests.playbooks import site, wait_until_task_runs, waiting_play
 from tests.processes import Child, leftovers, new_mark
 
 pytestmark = pytest.mark.slow
@@ -39,15 +38,7 @@ NOT_WAITING_S = 30
 
 def quiet_play(tmp: Path) -> Path:
     """A play that prints its task's start and then nothing for 30 minutes (a host that never answers)."""
-    playbooks = tmp / "playbooks"
-    playbooks.mkdir()
-    tasks = [
-        {"name": "Quiet | First task", "ansible.builtin.debug": {"msg": "first"}},
-        {"name": "Quiet | Wait", "ansible.builtin.pause": {"minutes": 30}},
-    ]
-    play = {"name": "Quiet | A play that waits", "hosts": "gpu_nodes", "gather_facts": False, "tasks": tasks}
-    (playbooks / "site.yml").write_text(yaml.safe_dump([play]))
-    return playbooks
+    return site(tmp, waiting_play({"minutes": 30}, prefix="Quiet"))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -55,10 +46,7 @@ def test_provision_cancel_does_not_wait_for_the_runner_s_next_look(sig: int, tmp
     runs = tmp_path / "runs"
     env = {"GPUREADY_PLAYBOOKS": str(quiet_play(tmp_path)), PEXPECT_TIMEOUT_VAR: str(RUNNER_LOOK_S), **new_mark()}
     child = Child(["provision", "cluster", "-i", str(LOCAL), "--artifacts", str(runs)], env)
-    deadline = time.monotonic() + 120
-    while not any("Quiet | Wait" in p.read_text() for p in runs.glob("*/ansible/artifacts/*/job_events/*.json")):
-        assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
-        time.sleep(0.05)
+    wait_until_task_runs(child, runs, "Quiet | Wait", limit=120, poll=0.05)
     # Before, the runner noticed a request at its next look, here minutes after the play fell silent.
     took = child.signal_and_wait(sig, limit=NOT_WAITING_S)
     assert child.proc.returncode == 128 + sig, child.stderr

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpuready.core.runner import TaskEvent, run_playbook
-from tests.conftest import ROOT, gpuready
+from tests.conftest import ROOT, gpuready, provision_cluster
+from tests.playbooks import site, waiting_play
 
 pytestmark = pytest.mark.slow
 
@@ -73,15 +73,8 @@ def test_run_playbook_streams_events_and_returns_per_host_results(tmp_path: Path
 def test_secrets_in_the_environment_do_not_reach_the_artifacts(tmp_path: Path) -> None:
     secret = "hunter2-very-secret"
     runs = tmp_path / "runs"
-    done = gpuready(
-        "provision",
-        "cluster",
-        "-i",
-        str(LOCAL),
-        "--check",
-        "--artifacts",
-        str(runs),
-        env={"GPUREADY_VCENTER_PASSWORD": secret, "K8S_AUTH_API_KEY": secret},
+    done = provision_cluster(
+        LOCAL, runs, "--check", env={"GPUREADY_VCENTER_PASSWORD": secret, "K8S_AUTH_API_KEY": secret}
     )
     assert done.returncode == 0, done.stderr
     for path in runs.rglob("*"):
@@ -90,24 +83,7 @@ def test_secrets_in_the_environment_do_not_reach_the_artifacts(tmp_path: Path) -
 
 
 def test_ctrl_c_cancels_the_run_cleanly_and_reports_what_ran(tmp_path: Path) -> None:
-    playbooks = tmp_path / "playbooks"
-    playbooks.mkdir()
-    (playbooks / "site.yml").write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "name": "Slow | A play that takes long",
-                    "hosts": "gpu_nodes",
-                    "gather_facts": False,
-                    "tags": ["slow"],
-                    "tasks": [
-                        {"name": "Slow | First task", "ansible.builtin.debug": {"msg": "first"}},
-                        {"name": "Slow | Wait", "ansible.builtin.pause": {"seconds": 60}},
-                    ],
-                }
-            ]
-        )
-    )
+    playbooks = site(tmp_path, waiting_play({"seconds": 60}, title="A play that takes long"))
     runs = tmp_path / "runs"
     env = {**os.environ, "GPUREADY_PLAYBOOKS": str(playbooks)}
     child = subprocess.Popen(

@@ -19,12 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import ROOT, gpuready
-from tests.integration.core.test_cancel import silent_port  # noqa: F401 (a fixture)
+from tests.playbooks import site, wait_until_task_runs, waiting_play
 from tests.processes import Child, leftovers, new_mark
-from tests.unit.core.test_bad_inputs import make_inventory, with_settings
+from tests.unit.core.test_bad_inputs import make_inventory
 from tests.unit.core.test_scope import LOCAL, marking_playbooks
 
 pytestmark = pytest.mark.slow
@@ -33,18 +32,8 @@ LOCAL_INVENTORY = ROOT / "inventories" / "local"
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def test_sighup_during_gpu_node_writes_the_results_and_exits_129(tmp_path: Path, silent_port: int) -> None:  # noqa: F811
-    if shutil.which("ssh") is None:
-        pytest.skip("no ssh client")
-    hosts = {
-        "gpu_nodes": {
-            "hosts": {
-                "here": LOCAL,
-                "hangs": {"ansible_host": "127.0.0.1", "ansible_port": silent_port, "ansible_user": "root"},
-            }
-        }
-    }
-    inv = make_inventory(tmp_path, hosts=hosts, settings=with_settings(node_classes__v100__gpu_count=0))
+def test_sighup_during_gpu_node_writes_the_results_and_exits_129(tmp_path: Path, hanging_inventory: Path) -> None:
+    inv = hanging_inventory
     runs = tmp_path / "runs"
     env = new_mark()
     child = Child(["validate", "gpu-node", "-i", str(inv), "--artifacts", str(runs), "--host-timeout", "600"], env)
@@ -60,20 +49,10 @@ def test_sighup_during_gpu_node_writes_the_results_and_exits_129(tmp_path: Path,
     assert (folder / "junit.xml").is_file() and (folder / "report.md").is_file() and (folder / "FAILURE").is_file()
 
 
-def test_a_closed_terminal_still_leaves_the_results(tmp_path: Path, silent_port: int) -> None:  # noqa: F811
+def test_a_closed_terminal_still_leaves_the_results(tmp_path: Path, hanging_inventory: Path) -> None:
     """gpuready on a real terminal (a pseudo-terminal), which then closes: the kernel hangs up the session
     (SIGHUP) and every later write to the terminal fails. The results are written all the same, exit 129."""
-    if shutil.which("ssh") is None:
-        pytest.skip("no ssh client")
-    hosts = {
-        "gpu_nodes": {
-            "hosts": {
-                "here": LOCAL,
-                "hangs": {"ansible_host": "127.0.0.1", "ansible_port": silent_port, "ansible_user": "root"},
-            }
-        }
-    }
-    inv = make_inventory(tmp_path, hosts=hosts, settings=with_settings(node_classes__v100__gpu_count=0))
+    inv = hanging_inventory
     runs = tmp_path / "runs"
     env = {**os.environ, **new_mark()}
     argv = [sys.executable, "-m", "gpuready.core.cli", "validate", "gpu-node", "-i", str(inv)]
@@ -103,22 +82,11 @@ def test_a_closed_terminal_still_leaves_the_results(tmp_path: Path, silent_port:
 
 
 def test_sighup_during_provision_stops_ansible_and_writes_the_results(tmp_path: Path) -> None:
-    playbooks = tmp_path / "playbooks"
-    playbooks.mkdir()
-    play = {
-        "name": "Slow | A play that waits",
-        "hosts": "gpu_nodes",
-        "gather_facts": False,
-        "tasks": [{"name": "Slow | Wait", "ansible.builtin.pause": {"minutes": 30}}],
-    }
-    (playbooks / "site.yml").write_text(yaml.safe_dump([play]))
+    playbooks = site(tmp_path, waiting_play({"minutes": 30}, first_task=False))
     runs = tmp_path / "runs"
     env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
     child = Child(["provision", "cluster", "-i", str(LOCAL_INVENTORY), "--artifacts", str(runs)], env)
-    deadline = time.monotonic() + 90
-    while not any("Slow | Wait" in p.read_text() for p in runs.glob("*/ansible/artifacts/*/job_events/*.json")):
-        assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
-        time.sleep(0.2)
+    wait_until_task_runs(child, runs)
     child.signal_and_wait(signal.SIGHUP, limit=15)
     assert leftovers(env) == [], "processes of the run left behind"
     assert child.proc.returncode == 129, child.stderr

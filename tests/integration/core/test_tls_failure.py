@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import http.server
 import json
 import ssl
@@ -11,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.conftest import ROOT, gpuready
+from tests.conftest import ROOT, provision_cluster
+from tests.playbooks import site
 
 LOCAL = ROOT / "inventories" / "local"
 
@@ -21,32 +20,12 @@ LOCAL = ROOT / "inventories" / "local"
 @pytest.fixture
 def https_url(tmp_path: Path) -> Iterator[str]:
     """A real HTTPS server on loopback whose certificate no CA vouches for (self-signed)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
+    from gpuready.lab.vsphere import make_certificate
 
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .sign(key, hashes.SHA256())
-    )
-    pem = tmp_path / "server.pem"
-    pem.write_bytes(
-        cert.public_bytes(serialization.Encoding.PEM)
-        + key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    cert, key = make_certificate(tmp_path / "tls")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(pem)
+    context.load_cert_chain(cert, key)
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -55,35 +34,26 @@ def https_url(tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_certificate_that_does_not_verify_is_exit_3_not_a_finding(https_url: str, tmp_path: Path) -> None:
-    playbooks = tmp_path / "playbooks"
-    playbooks.mkdir()
-    (playbooks / "site.yml").write_text(
-        yaml.safe_dump(
-            [
+    playbooks = site(
+        tmp_path,
+        {
+            "name": "Api | Talk to an API over TLS",
+            "hosts": "gpu_nodes",
+            "gather_facts": False,
+            "tasks": [
                 {
-                    "name": "Api | Talk to an API over TLS",
-                    "hosts": "gpu_nodes",
-                    "gather_facts": False,
-                    "tasks": [
-                        {
-                            "name": "Api | Read the API",
-                            "check_mode": False,
-                            "ansible.builtin.uri": {"url": https_url, "validate_certs": True},
-                        }
-                    ],
+                    "name": "Api | Read the API",
+                    "check_mode": False,
+                    "ansible.builtin.uri": {"url": https_url, "validate_certs": True},
                 }
-            ]
-        )
+            ],
+        },
     )
     runs = tmp_path / "runs"
-    done = gpuready(
-        "provision",
-        "cluster",
-        "-i",
-        str(LOCAL),
+    done = provision_cluster(
+        LOCAL,
+        runs,
         "--check",
-        "--artifacts",
-        str(runs),
         env={"GPUREADY_PLAYBOOKS": str(playbooks), "SSL_CERT_FILE": "", "REQUESTS_CA_BUNDLE": ""},
     )
     assert done.returncode == 3, done.stdout + done.stderr

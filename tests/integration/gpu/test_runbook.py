@@ -33,6 +33,30 @@ sys.path.insert(0, str(GPU))
 import probe  # noqa: E402
 
 
+def _probe(*args: str, timeout: int) -> subprocess.CompletedProcess[str]:
+    """gpu/probe.py with ``args``, from the repository's root."""
+    return subprocess.run(
+        [sys.executable, str(GPU / "probe.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def _record(args: list[str], path: str, timeout: int) -> subprocess.CompletedProcess[str]:
+    """gpu/record.py with ``args``, its PATH ``path``."""
+    return subprocess.run(
+        [sys.executable, str(GPU / "record.py"), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": path},
+        timeout=timeout,
+        check=False,
+    )
+
+
 def _runbook(tmp_path: Path, path: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(GPU / "runbook.sh"), str(tmp_path / "out")],
@@ -101,13 +125,8 @@ def test_recorder_saves_every_catalogue_command_raw_with_its_source(tmp_path: Pa
     require(importlib.util.find_spec("torch"), "torch not installed (make .venv/.stamp-torch)")
     tools = replay.build("h100-x8", tmp_path / "replay")
     out = tmp_path / "recorded"
-    done = subprocess.run(
-        [sys.executable, str(GPU / "record.py"), str(out), "--note", "idle"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PATH": f"{tools}:{Path(sys.executable).parent}:{os.environ['PATH']}"},
-        timeout=600,
-        check=False,
+    done = _record(
+        [str(out), "--note", "idle"], path=f"{tools}:{Path(sys.executable).parent}:{os.environ['PATH']}", timeout=600
     )
     assert done.returncode == 0, done.stderr
     index = json.loads((out / "commands.json").read_text())
@@ -141,14 +160,7 @@ def test_recorder_saves_every_catalogue_command_raw_with_its_source(tmp_path: Pa
 
 def test_recorder_writes_the_inventory_alone_when_asked(tmp_path: Path) -> None:
     tools = replay.build("a100-x4", tmp_path / "replay")
-    done = subprocess.run(
-        [sys.executable, str(GPU / "record.py"), "--inventory-only", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"},
-        timeout=120,
-        check=False,
-    )
+    done = _record(["--inventory-only", str(tmp_path / "out")], path=f"{tools}:{os.environ['PATH']}", timeout=120)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["inventory"]
     inv = inventory.load(tmp_path / "out" / "inventory")
@@ -157,14 +169,7 @@ def test_recorder_writes_the_inventory_alone_when_asked(tmp_path: Path) -> None:
 
 
 def test_recorder_refuses_without_nvidia_smi(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(GPU / "record.py"), str(tmp_path / "r")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PATH": "/usr/bin:/bin"},
-        timeout=60,
-        check=False,
-    )
+    done = _record([str(tmp_path / "r")], path="/usr/bin:/bin", timeout=60)
     assert done.returncode == 3 and done.stderr.startswith("record: no working nvidia-smi here")
 
 
@@ -199,14 +204,7 @@ def test_peaks_and_mfu() -> None:
 def cpu_probe(*args: str) -> dict:
     """probe.py on this machine's CPU (the probes that need no GPU): its JSON answer."""
     require(importlib.util.find_spec("torchvision"), "torch and torchvision not installed (make .venv/.stamp-torch)")
-    done = subprocess.run(
-        [sys.executable, str(GPU / "probe.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-        check=False,
-    )
+    done = _probe(*args, timeout=600)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -411,23 +409,9 @@ def test_noisy_verdict_holds_only_when_busy_runs_fail_and_later_pass(tmp_path: P
 
 def test_gpu_probes_refuse_in_one_line_without_a_cuda_device() -> None:
     require(importlib.util.find_spec("torchvision"), "torch and torchvision not installed (make .venv/.stamp-torch)")
-    done = subprocess.run(
-        [sys.executable, str(GPU / "probe.py"), "baseline", "--steps", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        check=False,
-    )
+    done = _probe("baseline", "--steps", "1", timeout=300)
     assert done.returncode == 1 and json.loads(done.stdout) == {"passed": False, "reason": "torch sees no CUDA device"}
-    neighbour = subprocess.run(
-        [sys.executable, str(GPU / "probe.py"), "noisy", "--ready", "/nonexistent/ready"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        check=False,
-    )
+    neighbour = _probe("noisy", "--ready", "/nonexistent/ready", timeout=300)
     assert neighbour.returncode == 1 and json.loads(neighbour.stdout)["reason"] == "torch sees no CUDA device"
     bad = subprocess.run(
         [sys.executable, str(GPU / "probe.py"), "baseline", "--variants", "eager,turbo"],

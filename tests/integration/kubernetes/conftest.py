@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import gpuready, require
+from tests.conftest import ROOT, gpuready, require
 from tests.processes import Child, leftovers
 
 
@@ -70,6 +70,17 @@ class LabCluster:
         summary = json.loads(runs[-1].read_text()) if runs else {}
         return r.returncode, r.stdout, r.stderr, summary
 
+    @contextlib.contextmanager
+    def without(self, *binding: str) -> Iterator[None]:
+        """With one of gpuready's RBAC bindings deleted (kubectl's ``kind name [-n namespace]``); gpuready's RBAC
+        applied again afterwards."""
+        self.kubectl.run("delete", *binding)
+        try:
+            yield
+        finally:
+            rbac = ROOT / "core" / "platforms" / "kube_rbac.yaml"
+            self.kubectl.run("apply", "--server-side", "--field-manager", "gpuready-lab", "-f", str(rbac))
+
     def test_pods(self) -> list[dict]:
         return self.kubectl.json("get", "pods", "-n", "gpuready-validation")["items"]
 
@@ -98,6 +109,14 @@ class LabCluster:
                     "patch", "node", node["metadata"]["name"], "--subresource=status", "--type=json",
                     "-p", json.dumps(patch),
                 )  # fmt: skip
+
+
+def the_one_error(rc: int, err: str) -> str:
+    """The one ``gpuready: error:`` line of a run that could not run (exit 3), without a traceback."""
+    assert rc == 3, err
+    errors = [line for line in err.splitlines() if line.startswith("gpuready: error:")]
+    assert len(errors) == 1 and "Traceback" not in err
+    return errors[0]
 
 
 def eventually(probe: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:

@@ -191,6 +191,19 @@ def test_an_admins_drain_is_left_alone_fault_or_not(lab: dict[str, Any]) -> None
         scontrol(lab, "update", f"NodeName={node}", "State=RESUME")
 
 
+def submit(lab: dict[str, Any], node: str, command: str) -> str:
+    """sbatch ``command`` on ``node`` of the lab's gpu partition; the job's id."""
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "-p", "gpu", "-w", node, "-o", "/dev/null", "--wrap", command],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+        env={**os.environ, "SLURM_CONF": lab["slurm_conf"]},
+    )
+    return submitted.stdout.strip().split(";")[0]
+
+
 def test_the_prolog_gate_fails_a_job_start_on_the_faulty_node(lab: dict[str, Any]) -> None:
     node = NODES[1]
     env = {"SLURM_CONF": lab["slurm_conf"]}
@@ -200,15 +213,7 @@ def test_the_prolog_gate_fails_a_job_start_on_the_faulty_node(lab: dict[str, Any
     job = ""
     try:
         profile(lab, node, FAULTY)
-        submitted = subprocess.run(
-            ["sbatch", "--parsable", "-p", "gpu", "-w", node, "-o", "/dev/null", "--wrap", "hostname"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-            env={**os.environ, **env},
-        )
-        job = submitted.stdout.strip().split(";")[0]
+        job = submit(lab, node, "hostname")
 
         def held() -> str:
             shown = scontrol(lab, "show", "job", job).stdout
@@ -234,15 +239,7 @@ def test_the_epilog_gate_drains_a_node_that_went_bad_during_the_job(lab: dict[st
     time.sleep(2 * INTERVAL)
     job = ""
     try:
-        submitted = subprocess.run(
-            ["sbatch", "--parsable", "-p", "gpu", "-w", node, "-o", "/dev/null", "--wrap", "sleep 8"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-            env=env,
-        )
-        job = submitted.stdout.strip().split(";")[0]
+        job = submit(lab, node, "sleep 8")
         wait_for(f"job {job} running", lambda: "JobState=RUNNING" in scontrol(lab, "show", "job", job).stdout)
         profile(lab, node, FAULTY)  # the GPU goes bad while the job runs
         reason = wait_for(f"{node} drained by the epilog", lambda: ours(reasons(lab).get(node, "")))

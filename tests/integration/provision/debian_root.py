@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -20,10 +21,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from email.utils import formatdate
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from gpuready.lab import cache_dir
+from tests.conftest import gpuready
 from tests.integration.provision import nvidia_ctk
 
 CACHE = cache_dir() / "debian-roots"
@@ -467,3 +470,25 @@ def snapshot(root: Path, *parts: str) -> dict[str, tuple[int, int, int]]:
                 st = path.lstat()
                 state[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns, st.st_mode)
     return state
+
+
+def provision(inventory: Path, runs: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``gpuready provision cluster`` on a root's inventory: what it printed, and the summary of its run."""
+    done = gpuready("provision", "cluster", "-i", str(inventory), "--artifacts", str(runs), *args, timeout=900)
+    [summary] = sorted(runs.glob("*/summary.json"))[-1:]
+    return done, json.loads(summary.read_text())
+
+
+def checks_by_id(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in summary["checks"]}
+
+
+def installed_packages(root: Path) -> dict[str, str]:
+    """The packages dpkg has installed in ``root`` ("ii"), with their versions."""
+    out = subprocess.run(
+        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {p: v for p, v, status in (line.split(" ", 2) for line in out.splitlines()) if status.startswith("ii")}

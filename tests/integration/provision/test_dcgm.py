@@ -8,15 +8,13 @@ nvidia-smi as recorded on an H100 with driver 580.159.04.
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, gpuready, require
+from tests.conftest import ROOT, require
 from tests.integration.provision import debian_root as dr
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -44,30 +42,10 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
     yield from _node(repo, tmp_path_factory.mktemp("node"))
 
 
-def _provision(inventory: Path, runs: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    done = gpuready("provision", "cluster", "-i", str(inventory), "--artifacts", str(runs), *args, timeout=900)
-    [summary] = sorted(runs.glob("*/summary.json"))[-1:]
-    return done, json.loads(summary.read_text())
-
-
-def _checks(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["id"]: c for c in summary["checks"]}
-
-
-def _installed(root: Path) -> set[str]:
-    out = subprocess.run(
-        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${db:Status-Abbrev}\n"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return {p for p, status in (line.split(" ", 1) for line in out.splitlines()) if status.startswith("ii")}
-
-
 @pytest.fixture(scope="module")
 def first(node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
     _, inventory = node
-    return _provision(inventory, tmp_path_factory.mktemp("first"), "--tags", "driver,dcgm")
+    return dr.provision(inventory, tmp_path_factory.mktemp("first"), "--tags", "driver,dcgm")
 
 
 def test_dcgm_for_the_driver_branchs_cuda_major_comes_from_the_cuda_repository(
@@ -76,13 +54,13 @@ def test_dcgm_for_the_driver_branchs_cuda_major_comes_from_the_cuda_repository(
     root, _ = node
     done, summary = first
     assert done.returncode == 0, done.stdout + done.stderr
-    checks = _checks(summary)
+    checks = dr.checks_by_id(summary)
     # The stand-in nvidia-smi names no CUDA version (no GPU to ask): the 550 branch's major, CUDA 12.
     assert checks["dcgm.install"]["status"] == "passed", checks["dcgm.install"]
     assert checks["dcgm.install"]["message"] == (
         "datacenter-gpu-manager-4-cuda12 installed (CUDA 12, from driver branch 550)"
     )
-    installed = _installed(root)
+    installed = set(dr.installed_packages(root))
     assert {"datacenter-gpu-manager-4-cuda12", "datacenter-gpu-manager-4-core"} <= installed
     assert "datacenter-gpu-manager-4-cuda13" not in installed
     # The role adds no source: apt found it through the driver role's CUDA repository only.
@@ -98,7 +76,7 @@ def test_dcgm_for_the_driver_branchs_cuda_major_comes_from_the_cuda_repository(
 def second(first: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
     root, inventory = node
     before = dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
-    done, summary = _provision(inventory, tmp_path_factory.mktemp("second"), "--tags", "dcgm")
+    done, summary = dr.provision(inventory, tmp_path_factory.mktemp("second"), "--tags", "dcgm")
     return done, summary, before, dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
 
 
@@ -107,7 +85,9 @@ def test_the_second_run_changes_nothing(second: Any) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert summary["metrics"]["changed"] == 0, summary["metrics"]["playbooks"]
     assert after == before
-    assert _checks(summary)["dcgm.install"]["message"].startswith("datacenter-gpu-manager-4-cuda12 already installed")
+    assert dr.checks_by_id(summary)["dcgm.install"]["message"].startswith(
+        "datacenter-gpu-manager-4-cuda12 already installed"
+    )
 
 
 def test_a_driver_of_another_cuda_major_gets_its_dcgm_build(
@@ -117,12 +97,12 @@ def test_a_driver_of_another_cuda_major_gets_its_dcgm_build(
     root, inventory = node
     smi = root / "usr/bin/nvidia-smi"
     smi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{H100_NVIDIA_SMI.read_text()}EOF\n")
-    done, summary = _provision(inventory, tmp_path / "runs", "--tags", "dcgm")
+    done, summary = dr.provision(inventory, tmp_path / "runs", "--tags", "dcgm")
     assert done.returncode == 0, done.stdout + done.stderr
-    finding = _checks(summary)["dcgm.install"]
+    finding = dr.checks_by_id(summary)["dcgm.install"]
     assert finding["message"] == "datacenter-gpu-manager-4-cuda13 installed (CUDA 13, from nvidia-smi)", finding
     assert "CUDA Version: 13.0" in finding["evidence"]
-    installed = _installed(root)
+    installed = set(dr.installed_packages(root))
     assert "datacenter-gpu-manager-4-cuda13" in installed
     assert "datacenter-gpu-manager-4-cuda12" not in installed  # built for a driver the node no longer has
 
@@ -135,19 +115,19 @@ def fresh(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
 def test_check_mode_on_a_fresh_root_changes_nothing(fresh: tuple[Path, Path], tmp_path: Path) -> None:
     root, inventory = fresh
     before = dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
-    done, summary = _provision(inventory, tmp_path / "runs", "--check", "--tags", "driver,dcgm")
+    done, summary = dr.provision(inventory, tmp_path / "runs", "--check", "--tags", "driver,dcgm")
     assert done.returncode == 0, done.stdout + done.stderr
     assert dr.snapshot(root, "etc", "usr", "var/lib/dpkg") == before
-    finding = _checks(summary)["dcgm.install"]
+    finding = dr.checks_by_id(summary)["dcgm.install"]
     assert finding["status"] == "skipped", finding
     assert finding["message"].startswith("check mode: would install datacenter-gpu-manager-4-cuda12 (CUDA 12,")
 
 
 def test_without_the_cuda_repository_the_install_fails_in_one_line(fresh: tuple[Path, Path], tmp_path: Path) -> None:
     _, inventory = fresh
-    done, summary = _provision(inventory, tmp_path / "runs", "--tags", "dcgm")
+    done, summary = dr.provision(inventory, tmp_path / "runs", "--tags", "dcgm")
     assert done.returncode == 1, done.stdout + done.stderr
-    finding = _checks(summary)["dcgm.install"]
+    finding = dr.checks_by_id(summary)["dcgm.install"]
     assert finding["status"] == "failed"
     assert finding["message"].startswith("cannot install datacenter-gpu-manager-4-cuda12: ")
     assert "\n" not in finding["message"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import gpuready, require
+from tests.conftest import require
 from tests.integration.provision import debian_root as dr
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -83,16 +83,6 @@ def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple
         yield root, inventory
 
 
-def _provision(inventory: Path, runs: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    done = gpuready("provision", "cluster", "-i", str(inventory), "--artifacts", str(runs), *args, timeout=900)
-    [summary] = sorted(runs.glob("*/summary.json"))[-1:]
-    return done, json.loads(summary.read_text())
-
-
-def _checks(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["id"]: c for c in summary["checks"]}
-
-
 def _events(summary_run: Path, task: str) -> list[dict[str, Any]]:
     events = []
     for path in sorted(summary_run.glob("ansible/artifacts/*/job_events/*.json")):
@@ -100,16 +90,6 @@ def _events(summary_run: Path, task: str) -> list[dict[str, Any]]:
         if event.get("event_data", {}).get("task") == task:
             events.append(event)
     return events
-
-
-def _dpkg(root: Path) -> dict[str, str]:
-    out = subprocess.run(
-        ["chroot", str(root), "dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\n"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return {p: v for p, v, status in (line.split(" ", 2) for line in out.splitlines()) if status.startswith("ii")}
 
 
 def _original(member: str) -> bytes:
@@ -121,7 +101,7 @@ def _original(member: str) -> bytes:
 def first(node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
     _, inventory = node
     runs = tmp_path_factory.mktemp("first")
-    done, summary = _provision(inventory, runs, "--diff")
+    done, summary = dr.provision(inventory, runs, "--diff")
     return done, summary, next(runs.iterdir())
 
 
@@ -129,7 +109,7 @@ def first(node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> 
 def second(first: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
     root, inventory = node
     before = dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
-    done, summary = _provision(inventory, tmp_path_factory.mktemp("second"))
+    done, summary = dr.provision(inventory, tmp_path_factory.mktemp("second"))
     return done, summary, before, dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
 
 
@@ -147,20 +127,20 @@ def drifted(second: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempP
     # And the NIC's firmware was reset since (the stand-in's NVRAM: Next Boot becomes Current).
     ats = root / "var/lib/mlxconfig-standin/mt4123_pciconf0"
     ats.with_name(ats.name + ".current").write_bytes(ats.read_bytes())
-    done, summary = _provision(inventory, tmp_path_factory.mktemp("drifted"))
+    done, summary = dr.provision(inventory, tmp_path_factory.mktemp("drifted"))
     return done, summary, wanted
 
 
 @pytest.fixture(scope="module")
 def removed(drifted: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict]:
     _, inventory = node
-    return _provision(inventory, tmp_path_factory.mktemp("removed"), "--remove")
+    return dr.provision(inventory, tmp_path_factory.mktemp("removed"), "--remove")
 
 
 def test_first_apply_passes_and_reports_what_a_root_cannot_do(first: Any) -> None:
     done, summary, _ = first
     assert done.returncode == 0, done.stdout + done.stderr
-    checks = _checks(summary)
+    checks = dr.checks_by_id(summary)
     assert checks["provision.apply"]["status"] == "passed"
     assert summary["metrics"]["changed"] > 0
     # Reboot, services and initramfs are impossible in a root: said, with the variable that switched them off. The
@@ -184,7 +164,7 @@ def test_the_cuda_repository_is_configured_with_its_signing_key(first: Any, node
 
 def test_the_pinned_version_is_installed_and_the_other_branch_replaced(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
-    installed = _dpkg(root)
+    installed = dr.installed_packages(root)
     # 550.90.07 is newer in the repository: the pin, not the newest, must win; the 535 branch must be gone.
     assert installed["nvidia-driver"] == "550.54.15-1"
     assert installed["cuda-drivers-550"] == "550.54.15-1"
@@ -201,11 +181,11 @@ def test_the_pinned_version_is_installed_and_the_other_branch_replaced(first: An
 
 def test_fabric_manager_is_installed_at_the_pinned_driver_version(first: Any, node: tuple[Path, Path]) -> None:
     root, _ = node
-    installed = _dpkg(root)
+    installed = dr.installed_packages(root)
     # 550.90.07 is newer in the repository: Fabric Manager must follow the driver's pin, not the newest.
     assert installed["nvidia-fabricmanager-550"] == "550.54.15-1" == installed["nvidia-driver"]
     assert "nvidia-fabricmanager-535" not in installed  # the old branch's goes with its driver
-    finding = _checks(first[1])["driver.fabric_manager"]
+    finding = dr.checks_by_id(first[1])["driver.fabric_manager"]
     assert finding["status"] == "skipped"
     assert finding["message"] == (
         "Fabric Manager 550.54.15 installed, matches the driver; nvidia-fabricmanager not enabled here: "
@@ -218,7 +198,7 @@ def test_nouveau_is_blacklisted_and_the_initramfs_rebuild_requested(first: Any, 
     _, summary, _ = first
     blacklist = (root / "etc/modprobe.d/blacklist-nouveau.conf").read_text()
     assert "blacklist nouveau" in blacklist and "options nouveau modeset=0" in blacklist
-    finding = _checks(summary)["driver.nouveau"]
+    finding = dr.checks_by_id(summary)["driver.nouveau"]
     assert finding["status"] == "skipped"
     assert "initramfs rebuild needed, not run here (nvidia_driver_rebuild_initramfs is false)" in finding["message"]
     assert finding["remedy"] == "run update-initramfs -u -k all on the booted node"
@@ -243,7 +223,7 @@ def test_containerd_gets_the_nvidia_runtime_and_its_backup_is_kept(first: Any, n
     assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in drop_in
     assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in drop_in
     assert (root / f"{CONTAINERD}.gpuready-backup").read_bytes() == _original(CONTAINERD)
-    assert "nvidia-container-toolkit" in _dpkg(root)
+    assert "nvidia-container-toolkit" in dr.installed_packages(root)
 
 
 def test_the_selinux_rules_in_the_diff_equal_the_seed_table(first: Any, node: tuple[Path, Path]) -> None:
@@ -306,7 +286,7 @@ def test_containers_may_open_the_gpu_devices_persistently(first: Any, node: tupl
     root, _ = node
     _, summary, _ = first
     assert dr.persistent_booleans(root)["container_use_xserver_devices"] == "on"
-    finding = _checks(summary)["selinux.device_boolean"]
+    finding = dr.checks_by_id(summary)["selinux.device_boolean"]
     assert (finding["status"], finding["message"]) == (
         "passed",
         "switched on container_use_xserver_devices (persistent)",
@@ -318,7 +298,7 @@ def test_fabric_ats_is_enabled_with_a_reboot_required_and_the_port_map_reported(
 ) -> None:
     root, _ = node
     _, summary, _ = first
-    checks = _checks(summary)
+    checks = dr.checks_by_id(summary)
     assert (root / "dev/mst/mt4123_pciconf0").exists()  # mst start ran before mlxconfig needed the device
     assert (root / "var/lib/mlxconfig-standin/mt4123_pciconf0").read_text().strip() == "True(1)"
     assert checks["fabric.ats"]["status"] == "pending"
@@ -349,7 +329,7 @@ def test_fabric_ports_come_up_at_every_boot_through_debians_ifupdown(first: Any,
     would = _root_run(root, "ifup", "--no-act", "--force", "ens1f1np1")
     assert "ip link set dev ens1f1np1 mtu 9000" in would
     assert "ip link set dev ens1f1np1 up" in would
-    finding = _checks(summary)["fabric.links"]
+    finding = dr.checks_by_id(summary)["fabric.links"]
     assert finding["status"] == "passed"
     assert finding["message"] == (
         "ens1f0np0, ens1f1np1 up at boot, MTU 9000 through /etc/network/interfaces.d/gpuready-fabric (written)"
@@ -361,7 +341,7 @@ def test_nvidia_peermem_loads_at_every_boot_on_a_gpudirect_node(first: Any, node
     _, summary, _ = first
     # systemd-modules-load reads one module name per line (modules-load.d(5)).
     assert (root / "etc/modules-load.d/nvidia-peermem.conf").read_text() == "nvidia_peermem\n"
-    finding = _checks(summary)["fabric.peermem"]
+    finding = dr.checks_by_id(summary)["fabric.peermem"]
     assert finding["status"] == "skipped"
     assert finding["message"] == (
         "nvidia_peermem not loaded here (fabric_load_modules is false), listed in "
@@ -375,7 +355,7 @@ def test_the_second_run_changes_nothing(second: Any) -> None:
     assert summary["metrics"]["changed"] == 0, summary["metrics"]["playbooks"]
     assert after == before
     # Nothing reset the NIC's firmware since: ATS is still only set for the next boot, still pending.
-    ats = _checks(summary)["fabric.ats"]
+    ats = dr.checks_by_id(summary)["fabric.ats"]
     assert (ats["status"], ats["message"]) == ("pending", ATS_WAITING)
 
 
@@ -394,7 +374,7 @@ def test_files_changed_behind_gpuready_are_put_back(drifted: Any) -> None:
 
 def test_ats_is_passed_once_a_firmware_reset_made_it_current(drifted: Any) -> None:
     _, summary, _ = drifted
-    ats = _checks(summary)["fabric.ats"]
+    ats = dr.checks_by_id(summary)["fabric.ats"]
     assert (ats["status"], ats["message"]) == ("passed", "ATS already enabled on /dev/mst/mt4123_pciconf0")
 
 
@@ -411,9 +391,9 @@ def test_remove_restores_the_backup_and_drops_the_rules_but_keeps_the_driver(
     ).stdout
     assert not [line for line in local.splitlines() if line.startswith("/")]
     assert dr.persistent_booleans(root)["container_use_xserver_devices"] == "on"  # left as it is, as documented
-    checks = _checks(summary)
+    checks = dr.checks_by_id(summary)
     assert checks["driver.remove"]["status"] == "skipped"  # gpuready.driver.remove_on_uninstall is false
-    assert _dpkg(root)["nvidia-driver"] == "550.54.15-1"
+    assert dr.installed_packages(root)["nvidia-driver"] == "550.54.15-1"
     assert "preflight.os" not in checks  # removal does not depend on preflight
 
 
@@ -427,10 +407,10 @@ def fresh(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
 def test_check_mode_on_a_fresh_root_changes_nothing(fresh: tuple[Path, Path], tmp_path: Path) -> None:
     root, inventory = fresh
     before = dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
-    done, summary = _provision(inventory, tmp_path / "runs", "--check", "--diff")
+    done, summary = dr.provision(inventory, tmp_path / "runs", "--check", "--diff")
     assert done.returncode == 0, done.stdout + done.stderr
     assert dr.snapshot(root, "etc", "usr", "var/lib/dpkg") == before
-    checks = _checks(summary)
+    checks = dr.checks_by_id(summary)
     assert checks["driver.packages"]["status"] == "skipped"
     assert (
         "would install linux-headers-6.1.0-gpuready-standin cuda-drivers-550=550.54.15-*"
@@ -443,9 +423,9 @@ def test_check_mode_on_a_fresh_root_changes_nothing(fresh: tuple[Path, Path], tm
 def test_selinux_disabled_reports_and_changes_nothing(fresh: tuple[Path, Path], tmp_path: Path) -> None:
     root, inventory = fresh
     before = dr.snapshot(root, "etc", "var/lib/selinux")
-    done, summary = _provision(inventory, tmp_path / "runs", "--tags", "selinux")
+    done, summary = dr.provision(inventory, tmp_path / "runs", "--tags", "selinux")
     assert done.returncode == 0, done.stdout + done.stderr
-    finding = _checks(summary)["selinux.file_contexts"]
+    finding = dr.checks_by_id(summary)["selinux.file_contexts"]
     assert (finding["status"], finding["message"]) == ("skipped", "SELinux disabled: nothing changed")
     assert summary["metrics"]["changed"] == 0
     assert dr.snapshot(root, "etc", "var/lib/selinux") == before
@@ -454,7 +434,7 @@ def test_selinux_disabled_reports_and_changes_nothing(fresh: tuple[Path, Path], 
 def test_a_runtime_that_is_not_installed_is_one_clear_failure(fresh: tuple[Path, Path], tmp_path: Path) -> None:
     root, _ = fresh
     inventory = dr.write_inventory(tmp_path / "inventory", {"fresh1": root}, settings={"container_runtime": "crio"})
-    done, summary = _provision(inventory, tmp_path / "runs", "--check", "--tags", "container_runtime")
+    done, summary = dr.provision(inventory, tmp_path / "runs", "--check", "--tags", "container_runtime")
     assert done.returncode == 1, done.stdout + done.stderr
     [failure] = [c for c in summary["checks"] if c["status"] == "failed"]
     assert "container runtime crio is not installed on this host" in failure["message"]
@@ -474,13 +454,13 @@ def test_with_the_kernel_managed_the_loaded_modules_are_read_from_sysfs(
     (module / "nvidia" / "version").write_text("550.54.15\n")
     (module / "nouveau").mkdir()
     try:
-        done, summary = _provision(inventory, tmp_path / "runs", "--check", "--tags", "driver")
+        done, summary = dr.provision(inventory, tmp_path / "runs", "--check", "--tags", "driver")
     finally:
         (module / "nvidia" / "version").unlink()
         (module / "nvidia").rmdir()
         (module / "nouveau").rmdir()
     assert done.returncode == 0, done.stdout + done.stderr
-    loaded = _checks(summary)["driver.loaded"]
+    loaded = dr.checks_by_id(summary)["driver.loaded"]
     assert "/sys/module/nvidia/version 550.54.15; nouveau loaded" in loaded["evidence"], loaded
 
 
@@ -499,8 +479,8 @@ def test_a_first_install_reaches_the_reboot_decision_while_persistenced_cannot_s
             settings={"node_classes": {"standin": {"gpu_count": 0, "nvswitch": True}}},
             host_vars={"nvidia_driver_manage_services": True, "nvidia_driver_manage_kernel": True},
         )
-        done, summary = _provision(inventory, tmp_path / "runs", "--tags", "driver")
-        checks = _checks(summary)
+        done, summary = dr.provision(inventory, tmp_path / "runs", "--tags", "driver")
+        checks = dr.checks_by_id(summary)
         assert not [c for c in summary["checks"] if c["status"] in ("failed", "error")], summary["checks"]
         loaded = checks["driver.loaded"]
         assert (loaded["status"], loaded["message"]) == (
@@ -537,7 +517,7 @@ def test_a_node_set_up_the_way_nvidia_documents_keeps_a_working_apt(repo: Path, 
             {"nvidia1": root},
             host_vars={"nvidia_container_toolkit_repo_url": f"file://{dr.TOOLKIT_ARCH_BASE}amd64/"},
         )
-        done, summary = _provision(inventory, tmp_path / "first", "--tags", "driver,container_runtime")
+        done, summary = dr.provision(inventory, tmp_path / "first", "--tags", "driver,container_runtime")
         assert done.returncode == 0, done.stdout + done.stderr
         update = subprocess.run(["chroot", str(root), "apt-get", "update"], capture_output=True, text=True)
         assert update.returncode == 0, update.stdout + update.stderr
@@ -549,30 +529,32 @@ def test_a_node_set_up_the_way_nvidia_documents_keeps_a_working_apt(repo: Path, 
             "gpuready-debian-components.sources",
             "nvidia-container-toolkit.list",
         ]
-        assert _checks(summary)["driver.repository"]["message"] == (
+        assert dr.checks_by_id(summary)["driver.repository"]["message"] == (
             "CUDA repository served by /etc/apt/sources.list.d/cuda-debian12-x86_64.list "
             "(Signed-By /usr/share/keyrings/cuda-archive-keyring.gpg): kept, no second entry"
         )
-        installed = _dpkg(root)
+        installed = dr.installed_packages(root)
         assert installed["nvidia-driver"] == "550.54.15-1"
         assert installed["nvidia-container-toolkit"] == f"{dr.TOOLKIT_VERSION}-1"
-        again, summary = _provision(inventory, tmp_path / "second", "--tags", "driver,container_runtime")
+        again, summary = dr.provision(inventory, tmp_path / "second", "--tags", "driver,container_runtime")
         assert again.returncode == 0, again.stdout + again.stderr
         assert summary["metrics"]["changed"] == 0, summary["metrics"]["playbooks"]
+
+
+def _apply_driver_branch(root: Path, host: str, branch: str, tmp_path: Path) -> tuple[Any, dict[str, Any]]:
+    """The driver role alone on ``root`` (as ``host``), with ``branch`` from the stand-in repository, no version."""
+    settings = {"driver": {"branch": branch, "version": "", "repo_url": dr.REPO_URL}}
+    inventory = dr.write_inventory(tmp_path / "inventory", {host: root}, settings=settings)
+    return dr.provision(inventory, tmp_path / "runs", "--tags", "driver")
 
 
 def test_debian_holds_the_branch_against_a_newer_one_in_the_same_repository(repo: Path, tmp_path: Path) -> None:
     """The stand-in repository, as NVIDIA's, has a newer branch (590) under the same unversioned names: with branch
     550 and no version, apt must install and keep 550's newest, by apt's own candidate choice."""
     for root in _root(tmp_path, repo):
-        inventory = dr.write_inventory(
-            tmp_path / "inventory",
-            {"hold1": root},
-            settings={"driver": {"branch": "550", "version": "", "repo_url": dr.REPO_URL}},
-        )
-        done, _ = _provision(inventory, tmp_path / "runs", "--tags", "driver")
+        done, _ = _apply_driver_branch(root, "hold1", "550", tmp_path)
         assert done.returncode == 0, done.stdout + done.stderr
-        assert _dpkg(root)["nvidia-driver"] == "550.90.07-1"
+        assert dr.installed_packages(root)["nvidia-driver"] == "550.90.07-1"
         policy = subprocess.run(
             ["chroot", str(root), "apt-cache", "policy", "nvidia-driver"], capture_output=True, text=True, check=True
         ).stdout
@@ -582,16 +564,11 @@ def test_debian_holds_the_branch_against_a_newer_one_in_the_same_repository(repo
 
 def test_a_branch_the_repository_does_not_offer_is_refused_with_what_it_offers(repo: Path, tmp_path: Path) -> None:
     for root in _root(tmp_path, repo):
-        inventory = dr.write_inventory(
-            tmp_path / "inventory",
-            {"absent1": root},
-            settings={"driver": {"branch": "580", "version": "", "repo_url": dr.REPO_URL}},
-        )
-        done, summary = _provision(inventory, tmp_path / "runs", "--tags", "driver")
+        done, summary = _apply_driver_branch(root, "absent1", "580", tmp_path)
         assert done.returncode != 0
         [failure] = [c for c in summary["checks"] if c["status"] == "failed"]
         assert (
             f"driver branch 580 with proprietary kernel modules is not in {dr.REPO_URL} (branches there: "
             "535 proprietary only, 550 proprietary only, 590 proprietary only)"
         ) in " ".join(failure["message"].split())
-        assert "nvidia-driver" not in _dpkg(root)
+        assert "nvidia-driver" not in dr.installed_packages(root)

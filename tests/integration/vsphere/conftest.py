@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,3 +164,21 @@ def provision(inventory: str | Path, artifacts: Path, env: dict[str, str], *flag
 
     args = ["provision", "cluster", "-i", str(inventory), "--tags", "vsphere", *flags]
     return gpuready(*args, "--artifacts", str(artifacts), env=env)
+
+
+def password_in_vault(inventory: Path, tmp_path: Path) -> dict[str, str]:
+    """Put the vCenter password in the inventory as an Ansible Vault string (ansible-vault encrypt_string, into
+    group_vars/vcenter/vault.yml); the environment of a run that reads it from there, not from the environment."""
+    vault_password = tmp_path / "vault-password"
+    vault_password.write_text("a-vault-password")
+    vault = str(Path(sys.executable).parent / "ansible-vault")
+    encrypted = subprocess.run(
+        [vault, "encrypt_string", "--vault-password-file", str(vault_password), PASSWORD, "--name", "vcenter_password"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    (inventory / "group_vars" / "vcenter").mkdir(parents=True)
+    (inventory / "group_vars" / "vcenter" / "vault.yml").write_text(encrypted)
+    return {"GPUREADY_VCENTER_PASSWORD": "", "ANSIBLE_VAULT_PASSWORD_FILE": str(vault_password)}

@@ -62,26 +62,11 @@ def _provision(inventory: str, artifacts: Path, env: dict[str, str]) -> Any:
 
 def test_the_play_refuses_a_bios_vm_too(old_vcsim: Vcsim, tmp_path: Path, artifacts: Path) -> None:
     """With the password in Ansible Vault, the play's plan module makes the plan: it refuses the same VM."""
-    import subprocess
-    import sys
-
-    from tests.integration.vsphere.conftest import PASSWORD
+    from tests.integration.vsphere.conftest import password_in_vault
 
     inventory = old_vcsim.inventory("vault-inv")
-    vault_password = tmp_path / "vault-password"
-    vault_password.write_text("a-vault-password")
-    vault = str(Path(sys.executable).parent / "ansible-vault")
-    encrypted = subprocess.run(
-        [vault, "encrypt_string", "--vault-password-file", str(vault_password), PASSWORD, "--name", "vcenter_password"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    ).stdout
-    (inventory / "group_vars" / "vcenter").mkdir(parents=True)
-    (inventory / "group_vars" / "vcenter" / "vault.yml").write_text(encrypted)
+    env = password_in_vault(inventory, tmp_path)
     before = _vms(old_vcsim)
-    env = {"GPUREADY_VCENTER_PASSWORD": "", "ANSIBLE_VAULT_PASSWORD_FILE": str(vault_password)}
     refused = _provision(str(inventory), artifacts, env)
     assert refused.returncode != 0
     assert "boots BIOS" in refused.stdout + refused.stderr, refused.stdout + refused.stderr

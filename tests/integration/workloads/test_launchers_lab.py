@@ -33,6 +33,13 @@ TINY = [*sizes.TINY, "--cpu"]
 HOSTS = ["v100-x4-00", "v100-x4-01"]
 
 
+def _train_on_two(inventory: str | Path, artifacts: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """`validate training` on 2 workers, the tiny run, with ``options``."""
+    return gpuready(
+        "validate", "training", "-i", str(inventory), *options, "--gpus", "2", *TINY, "--artifacts", str(artifacts)
+    )
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     from gpuready.lab import slurm
@@ -135,9 +142,7 @@ def test_lab_cluster_has_a_node_per_host_with_its_gpus(lab: dict[str, Any]) -> N
 @pytest.mark.train
 def test_slurm_job_across_two_nodes_and_collect(lab: dict[str, Any], tmp_path: Path, horovod: None) -> None:
     artifacts = tmp_path / "runs"
-    proc = gpuready(
-        "validate", "training", "-i", str(lab["inventory"]), "--gpus", "2", *TINY, "--artifacts", str(artifacts)
-    )
+    proc = _train_on_two(lab["inventory"], artifacts)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     script = (run / "train-2w.sbatch").read_text()
@@ -165,9 +170,7 @@ def test_every_hint_lab_up_prints_runs_as_printed(lab: dict[str, Any], tmp_path:
 
 def test_slurm_bad_partition_is_reported(lab: dict[str, Any], tmp_path: Path) -> None:
     inventory = _inventory(lab, tmp_path / "inv", slurm_partition="nosuch")
-    proc = gpuready(
-        "validate", "training", "-i", str(inventory), "--gpus", "2", *TINY, "--artifacts", str(tmp_path / "runs")
-    )
+    proc = _train_on_two(inventory, tmp_path / "runs")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = json.loads((_run(tmp_path / "runs") / "summary.json").read_text())
     (check,) = summary["checks"]
@@ -177,19 +180,7 @@ def test_slurm_bad_partition_is_reported(lab: dict[str, Any], tmp_path: Path) ->
 
 @pytest.mark.train
 def test_slurm_crashing_worker_gives_job_state_and_output(lab: dict[str, Any], tmp_path: Path, horovod: None) -> None:
-    proc = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(lab["inventory"]),
-        "--gpus",
-        "2",
-        *TINY,
-        "--data",
-        "/nonexistent-tfrecords",
-        "--artifacts",
-        str(tmp_path / "runs"),
-    )
+    proc = _train_on_two(lab["inventory"], tmp_path / "runs", "--data", "/nonexistent-tfrecords")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (check,) = json.loads((_run(tmp_path / "runs") / "summary.json").read_text())["checks"]
     message = check["message"]
@@ -201,17 +192,7 @@ def test_slurm_crashing_worker_gives_job_state_and_output(lab: dict[str, Any], t
 def test_slurm_drained_node_cancels_the_job(lab: dict[str, Any], tmp_path: Path) -> None:
     _scontrol(lab, "update", f"nodename={HOSTS[1]}", "state=drain", "reason=gpuready test")
     try:
-        proc = gpuready(
-            "validate",
-            "training",
-            "-i",
-            str(lab["inventory"]),
-            "--gpus",
-            "2",
-            *TINY,
-            "--artifacts",
-            str(tmp_path / "runs"),
-        )
+        proc = _train_on_two(lab["inventory"], tmp_path / "runs")
     finally:
         _scontrol(lab, "update", f"nodename={HOSTS[1]}", "state=resume")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -225,21 +206,7 @@ def test_ssh_launcher_across_two_hosts(lab: dict[str, Any], tmp_path: Path, runn
     if runner == "mpirun":
         require(shutil.which("mpirun"), "mpirun (Debian: openmpi-bin; scripts/install-system-deps)")
     artifacts = tmp_path / "runs"
-    proc = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(lab["inventory"]),
-        "--launcher",
-        "ssh",
-        "--ssh-runner",
-        runner,
-        "--gpus",
-        "2",
-        *TINY,
-        "--artifacts",
-        str(artifacts),
-    )
+    proc = _train_on_two(lab["inventory"], artifacts, "--launcher", "ssh", "--ssh-runner", runner)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     assert (run / "workers-2.cmd").read_text().split()[0] == ("mpirun" if runner == "mpirun" else "ssh")
@@ -255,19 +222,7 @@ def test_ssh_unreachable_host_stops_before_launch(lab: dict[str, Any], tmp_path:
     # an address on the lab's bridge where nothing listens, listed first: a host that is down
     hosts["gpu_nodes"]["hosts"] = {"down-99": {**first, "ansible_host": f"{subnet}.250"}, **hosts["gpu_nodes"]["hosts"]}
     hosts_file.write_text(yaml.safe_dump(hosts, sort_keys=False))
-    proc = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(inventory),
-        "--launcher",
-        "ssh",
-        "--gpus",
-        "2",
-        *TINY,
-        "--artifacts",
-        str(tmp_path / "runs"),
-    )
+    proc = _train_on_two(inventory, tmp_path / "runs", "--launcher", "ssh")
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "host down-99" in proc.stderr and f"{subnet}.250" in proc.stderr
 
@@ -287,21 +242,7 @@ def test_pytorch_slurm_job_runs_srun_torchrun_across_two_nodes(
     lab: dict[str, Any], tmp_path: Path, torch: None
 ) -> None:
     artifacts = tmp_path / "runs"
-    proc = gpuready(
-        "validate",
-        "training",
-        "-i",
-        str(lab["inventory"]),
-        "--framework",
-        "pytorch",
-        "--gpus",
-        "2",
-        "--cpu-threads",
-        "1",
-        *TINY,
-        "--artifacts",
-        str(artifacts),
-    )
+    proc = _train_on_two(lab["inventory"], artifacts, "--framework", "pytorch", "--cpu-threads", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = _run(artifacts)
     (srun,) = [ln for ln in (run / "train-2w.sbatch").read_text().splitlines() if ln.startswith("srun ")]

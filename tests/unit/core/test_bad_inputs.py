@@ -80,22 +80,12 @@ CASES: dict[str, tuple[Case, int, str]] = {
         "unknown key 'typo'",
     ),
     "wrong type": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(make_inventory(t, settings=with_settings(node_classes__v100__gpu_count="four"))),
-        ],
+        lambda t: inventory_check(make_inventory(t, settings=with_settings(node_classes__v100__gpu_count="four"))),
         2,
         "gpuready.node_classes.v100.gpu_count",
     ),
     "wrong type of a boolean": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(make_inventory(t, settings=with_settings(driver__allow_reboot="sometimes"))),
-        ],
+        lambda t: inventory_check(make_inventory(t, settings=with_settings(driver__allow_reboot="sometimes"))),
         2,
         "gpuready.driver.allow_reboot",
     ),
@@ -110,52 +100,26 @@ CASES: dict[str, tuple[Case, int, str]] = {
         "missing required variable 'gpuready'",
     ),
     "unknown gpuready host variable": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(make_inventory(t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_klass": "v100"}}}})),
-        ],
+        lambda t: inventory_check(
+            make_inventory(t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_klass": "v100"}}}})
+        ),
         2,
         "unknown variable 'gpuready_node_klass'",
     ),
     "node class that does not exist": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(make_inventory(t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_class": "a100"}}}})),
-        ],
+        lambda t: inventory_check(
+            make_inventory(t, hosts={"gpu_nodes": {"hosts": {"gpu01": {"gpuready_node_class": "a100"}}}})
+        ),
         2,
         "gpuready_node_class 'a100' is not one of",
     ),
     "unknown --tags": (
-        lambda t: [
-            "provision",
-            "cluster",
-            "-i",
-            str(make_inventory(t)),
-            "--check",
-            "--tags",
-            "preflight,nope",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "provision cluster", "--check", "--tags", "preflight,nope"),
         2,
         "unknown tag(s) nope",
     ),
     "--limit matching no host": (
-        lambda t: [
-            "provision",
-            "cluster",
-            "-i",
-            str(make_inventory(t)),
-            "--check",
-            "--limit",
-            "gpu99",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "provision cluster", "--check", "--limit", "gpu99"),
         2,
         "--limit 'gpu99' matches no host",
     ),
@@ -164,178 +128,83 @@ CASES: dict[str, tuple[Case, int, str]] = {
     "a value out of range": (lambda t: ["validate", "training", "--steps", "0"], 2, "--steps"),
     "a flag of the wrong type": (lambda t: ["provision", "cluster", "--limit"], 2, "--limit"),
     "bytes that are not UTF-8 in hosts.yml": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(raw_file(make_inventory(t), "hosts.yml", b"gpu_nodes:\n  hosts:\n    gpu\xe901:\n")),
-        ],
+        lambda t: inventory_check(raw_file(make_inventory(t), "hosts.yml", b"gpu_nodes:\n  hosts:\n    gpu\xe901:\n")),
         2,
         "hosts.yml:3: not UTF-8",
     ),
     "bytes that are not UTF-8 in group_vars": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(raw_file(make_inventory(t), "group_vars/all/site.yml", b"# caf\xe9\nntp: pool\n")),
-        ],
+        lambda t: inventory_check(raw_file(make_inventory(t), "group_vars/all/site.yml", b"# caf\xe9\nntp: pool\n")),
         2,
         "site.yml:1: not UTF-8",
     ),
     "a YAML alias bomb in group_vars": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(raw_file(make_inventory(t), "group_vars/all/bomb.yml", ALIAS_BOMB.encode())),
-        ],
+        lambda t: inventory_check(raw_file(make_inventory(t), "group_vars/all/bomb.yml", ALIAS_BOMB.encode())),
         2,
         "alias bomb",
     ),
     "a YAML alias that refers to itself": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(raw_file(make_inventory(t), "group_vars/all/loop.yml", b"a: &x [1, *x]\n")),
-        ],
+        lambda t: inventory_check(raw_file(make_inventory(t), "group_vars/all/loop.yml", b"a: &x [1, *x]\n")),
         2,
         "loop.yml",
     ),
     "the same host twice in hosts.yml": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(
-                raw_file(
-                    make_inventory(t),
-                    "hosts.yml",
-                    (
-                        b"gpu_nodes:\n  hosts:\n"
-                        b"    gpu01: {ansible_host: 10.0.0.1}\n"
-                        b"    gpu01: {ansible_host: 10.0.0.2}\n"
-                    ),
-                )
-            ),
-        ],
+        lambda t: inventory_check(
+            raw_file(
+                make_inventory(t),
+                "hosts.yml",
+                (b"gpu_nodes:\n  hosts:\n    gpu01: {ansible_host: 10.0.0.1}\n    gpu01: {ansible_host: 10.0.0.2}\n"),
+            )
+        ),
         2,
         "hosts.yml:4: malformed YAML: duplicate key 'gpu01' (first at line 3",
     ),
     "a host in no gpuready group": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(
-                make_inventory(
-                    t,
-                    hosts={
-                        "all": {"hosts": {"stray": None}},
-                        "gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}},
-                    },
-                )
-            ),
-        ],
+        lambda t: inventory_check(
+            make_inventory(
+                t,
+                hosts={
+                    "all": {"hosts": {"stray": None}},
+                    "gpu_nodes": {"hosts": {"gpu01": {"ansible_connection": "local"}}},
+                },
+            )
+        ),
         2,
         "host 'stray' is in no gpuready group",
     ),
     "a host under ungrouped": (
-        lambda t: [
-            "inventory",
-            "check",
-            "-i",
-            str(
-                make_inventory(
-                    t, hosts={"ungrouped": {"hosts": {"stray": None}}, "gpu_nodes": {"hosts": {"gpu01": None}}}
-                )
-            ),
-        ],
+        lambda t: inventory_check(
+            make_inventory(t, hosts={"ungrouped": {"hosts": {"stray": None}}, "gpu_nodes": {"hosts": {"gpu01": None}}})
+        ),
         2,
         "host 'stray' is in no gpuready group",
     ),
     "--limit with a regular expression that does not compile": (
-        lambda t: [
-            "provision",
-            "cluster",
-            "-i",
-            str(make_inventory(t)),
-            "--check",
-            "--limit",
-            "~[unclosed",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "provision cluster", "--check", "--limit", "~[unclosed"),
         2,
         "not a valid regular expression",
     ),
     "--limit empty": (
-        lambda t: [
-            "provision",
-            "cluster",
-            "-i",
-            str(make_inventory(t)),
-            "--check",
-            "--limit",
-            "",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "provision cluster", "--check", "--limit", ""),
         2,
         "--limit '': empty pattern",
     ),
     "--limit only commas": (
-        lambda t: [
-            "validate",
-            "gpu-node",
-            "-i",
-            str(make_inventory(t)),
-            "--limit",
-            ",,",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate gpu-node", "--limit", ",,"),
         2,
         "empty pattern",
     ),
     "--limit with a broken subscript": (
-        lambda t: [
-            "validate",
-            "gpu-node",
-            "-i",
-            str(make_inventory(t)),
-            "--limit",
-            "gpu_nodes[1:x]",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate gpu-node", "--limit", "gpu_nodes[1:x]"),
         2,
         "--limit 'gpu_nodes[1:x]'",
     ),
     "gpu-node against nodes reached only through the Kubernetes API": (
-        lambda t: [
-            "validate",
-            "gpu-node",
-            "-i",
-            str(make_inventory(t, hosts=KUBE_ONLY)),
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate gpu-node", hosts=KUBE_ONLY),
         2,
         "(kwok-0, kwok-1) are in group kube_only_nodes, reached only through the Kubernetes API",
     ),
     "gpu-node --limit to a node reached only through the Kubernetes API": (
-        lambda t: [
-            "validate",
-            "gpu-node",
-            "-i",
-            str(make_inventory(t, hosts=MIXED)),
-            "--limit",
-            "kwok-1",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate gpu-node", "--limit", "kwok-1", hosts=MIXED),
         2,
         "(kwok-1) are in group kube_only_nodes",
     ),
@@ -345,44 +214,17 @@ CASES: dict[str, tuple[Case, int, str]] = {
         "--host-timeout",
     ),
     "--gpus absurdly large": (
-        lambda t: [
-            "validate",
-            "training",
-            "-i",
-            str(make_inventory(t)),
-            "--gpus",
-            "99999999999999999999999",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate training", "--gpus", "99999999999999999999999"),
         2,
         "--gpus '99999999999999999999999': give worker counts of 1 or more, at most",
     ),
     "--gpus with empty items": (
-        lambda t: [
-            "validate",
-            "training",
-            "-i",
-            str(make_inventory(t)),
-            "--gpus",
-            "1,,2,",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate training", "--gpus", "1,,2,"),
         2,
         "--gpus '1,,2,': an empty item",
     ),
     "--gpus with a duplicate": (
-        lambda t: [
-            "validate",
-            "training",
-            "-i",
-            str(make_inventory(t)),
-            "--gpus",
-            "2,1,2",
-            "--artifacts",
-            str(t / "runs"),
-        ],
+        lambda t: a_run(t, "validate training", "--gpus", "2,1,2"),
         2,
         "given twice",
     ),
@@ -421,6 +263,15 @@ ALIAS_BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".j
     f"{chr(ord('a') + i)}: &{chr(ord('a') + i)} [{', '.join(['*' + chr(ord('a') + i - 1)] * 10)}]\n"
     for i in range(1, 9)
 )
+
+
+def inventory_check(inventory: Path) -> list[str]:
+    return ["inventory", "check", "-i", str(inventory)]
+
+
+def a_run(t: Path, command: str, *options: str, hosts: object = None) -> list[str]:
+    """``command`` (``provision cluster``, say) on a new inventory, with ``options`` and --artifacts under ``t``."""
+    return [*command.split(), "-i", str(make_inventory(t, hosts=hosts)), *options, "--artifacts", str(t / "runs")]
 
 
 def raw_file(inv: Path, name: str, content: bytes) -> Path:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.conftest import gpuready
+from tests.conftest import gpuready, provision_cluster
+from tests.playbooks import site
 from tests.unit.core.test_bad_inputs import make_inventory
 
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
@@ -19,8 +19,6 @@ def marking_playbooks(tmp_path: Path) -> tuple[Path, Path]:
     """A site.yml whose one play (tag ``gpu``) leaves a file per host it ran on: what a run reached."""
     marks = tmp_path / "reached"
     marks.mkdir()
-    playbooks = tmp_path / "playbooks"
-    playbooks.mkdir()
     play = {
         "name": "Mark | Leave a mark",
         "hosts": "all",
@@ -33,8 +31,7 @@ def marking_playbooks(tmp_path: Path) -> tuple[Path, Path]:
             }
         ],
     }
-    (playbooks / "site.yml").write_text(yaml.safe_dump([play]))
-    return playbooks, marks
+    return site(tmp_path, play), marks
 
 
 def one_line(done: object, expected: str) -> None:
@@ -47,10 +44,7 @@ def one_line(done: object, expected: str) -> None:
 def test_provision_with_empty_tags_is_refused_and_runs_nothing(tags: str, tmp_path: Path, artifacts: Path) -> None:
     playbooks, marks = marking_playbooks(tmp_path)
     inv = make_inventory(tmp_path, hosts=TWO_HOSTS)
-    done = gpuready(
-        "provision", "cluster", "-i", str(inv), "--artifacts", str(artifacts), "--tags", tags,
-        env={"GPUREADY_PLAYBOOKS": str(playbooks)},
-    )  # fmt: skip
+    done = provision_cluster(inv, artifacts, "--tags", tags, env={"GPUREADY_PLAYBOOKS": str(playbooks)})
     one_line(done, "--tags")
     assert "names nothing" in done.stderr
     assert list(marks.iterdir()) == []
@@ -69,10 +63,7 @@ def test_gpu_node_with_empty_only_is_refused(only: str, tmp_path: Path, artifact
 def test_a_limit_that_matches_the_group_all_is_refused(pattern: str, tmp_path: Path, artifacts: Path) -> None:
     playbooks, marks = marking_playbooks(tmp_path)
     inv = make_inventory(tmp_path, hosts=TWO_HOSTS)
-    done = gpuready(
-        "provision", "cluster", "-i", str(inv), "--artifacts", str(artifacts), "--limit", pattern,
-        env={"GPUREADY_PLAYBOOKS": str(playbooks)},
-    )  # fmt: skip
+    done = provision_cluster(inv, artifacts, "--limit", pattern, env={"GPUREADY_PLAYBOOKS": str(playbooks)})
     one_line(done, "also matches the group 'all'")
     assert list(marks.iterdir()) == []
 

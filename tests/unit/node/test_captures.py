@@ -275,11 +275,26 @@ def test_corrected_errors_just_after_boot_count_over_one_hour() -> None:
     assert one(node_for(xml, answers=answers), "gpu.ecc_correctable_rate")[0] == "passed"
 
 
-def test_corrected_error_rate_off_and_not_applicable() -> None:
-    xml = edit(capture("a100-sxm4-v12.xml"), "ecc_errors/volatile/dram_correctable", "900")
-    node = node_for(xml, answers=UPTIME_85_MIN)
-    node.settings = node.settings.model_copy(update={"node_checks": NodeChecks(correctable_errors_per_hour=0)})
-    assert one(node, "gpu.ecc_correctable_rate")[0] == "skipped"
+@pytest.mark.parametrize(
+    ("name", "field", "value", "limit", "check_id"),
+    [
+        (
+            "a100-sxm4-v12.xml",
+            "ecc_errors/volatile/dram_correctable",
+            "900",
+            "correctable_errors_per_hour",
+            "gpu.ecc_correctable_rate",
+        ),
+        ("tesla-t4.xml", "pci/replay_counter", "90000", "pcie_replays_per_minute", "gpu.pcie_replay"),
+    ],
+)
+def test_a_rate_limit_of_0_turns_its_check_off(name: str, field: str, value: str, limit: str, check_id: str) -> None:
+    node = node_for(edit(capture(name), field, value), answers=UPTIME_85_MIN)
+    node.settings = node.settings.model_copy(update={"node_checks": NodeChecks(**{limit: 0})})
+    assert one(node, check_id)[0] == "skipped"
+
+
+def test_corrected_error_rate_not_applicable() -> None:
     # GeForce without ECC: every counter N/A.
     status, message = one(node_for(capture("rtx-3090-v12.xml"), answers=UPTIME_85_MIN), "gpu.ecc_correctable_rate")
     assert status == "skipped" and "no GPU reports corrected-error counters" in message
@@ -493,11 +508,8 @@ def test_pcie_replays_just_after_boot_count_over_one_minute() -> None:
     assert one(node_for(xml, answers=answers), "gpu.pcie_replay")[0] == "failed"
 
 
-def test_pcie_replay_rate_off_and_not_applicable() -> None:
+def test_pcie_replay_rate_not_applicable() -> None:
     xml = edit(capture("tesla-t4.xml"), "pci/replay_counter", "90000")
-    node = node_for(xml, answers=UPTIME_85_MIN)
-    node.settings = node.settings.model_copy(update={"node_checks": NodeChecks(pcie_replays_per_minute=0)})
-    assert one(node, "gpu.pcie_replay")[0] == "skipped"
     # Replays but no uptime: the rate cannot be told, so it is not judged.
     status, message = one(node_for(xml), "gpu.pcie_replay")
     assert status == "skipped" and "uptime cannot be read" in message

@@ -33,6 +33,22 @@ def run_local_play(
     )
 
 
+SAVED = "saved.json"
+
+
+def save(expression: str, tmp_path: Path) -> dict[str, Any]:
+    """A last task that writes the Jinja ``expression`` as JSON to ``tmp_path``/saved.json (read by run_and_read)."""
+    content = "{{ " + expression + " | to_json }}"
+    return {"name": "Save", "ansible.builtin.copy": {"content": content, "dest": str(tmp_path / SAVED), "mode": "0644"}}
+
+
+def run_and_read(tmp_path: Path, play: list[dict], *args: str) -> Any:
+    """Run the play, which must pass, and return what its ``save`` task wrote."""
+    done = run_local_play(tmp_path, play, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads((tmp_path / SAVED).read_text())
+
+
 def run_role_tasks(
     tmp_path: Path,
     role: str,

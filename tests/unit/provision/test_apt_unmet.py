@@ -9,13 +9,12 @@ also equal package_facts'.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
 
 from tests.conftest import ROOT, require
-from tests.unit.provision.local_play import collection_filter, run_local_play
+from tests.unit.provision.local_play import collection_filter, run_and_read, save
 
 READ_APT_STATE = ROOT / "playbooks" / "roles" / "nvidia_driver" / "files" / "read-apt-state.sh"
 
@@ -83,20 +82,11 @@ def test_agrees_with_the_apt_module_in_check_mode(tmp_path: Path) -> None:
                     "register": "apt",
                     "ignore_errors": True,
                 },
-                {
-                    "name": "Save",
-                    "ansible.builtin.copy": {
-                        "content": "{{ {'results': apt.results, 'packages': ansible_facts['packages']} | to_json }}",
-                        "dest": str(tmp_path / "out.json"),
-                        "mode": "0644",
-                    },
-                },
+                save("{'results': apt.results, 'packages': ansible_facts['packages']}", tmp_path),
             ],
         }
     ]
-    done = run_local_play(tmp_path, play)
-    assert done.returncode == 0, done.stdout + done.stderr
-    out = json.loads((tmp_path / "out.json").read_text())
+    out = run_and_read(tmp_path, play)
     # apt acts when it would install, or fails because it cannot: either way the task must run.
     apt_acts = {r["item"]: bool(r.get("changed") or r.get("failed")) for r in out["results"]}
     assert {r: acts for r, acts in apt_acts.items() if r not in wildcards} == {

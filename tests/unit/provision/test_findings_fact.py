@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.unit.provision.local_play import run_local_play
+from tests.unit.provision.local_play import run_and_read, run_local_play, save
 
 
 def _finding(check_id: str) -> dict[str, str]:
@@ -25,20 +25,11 @@ def test_the_findings_of_every_role_are_kept(tmp_path: Path) -> None:
             "tasks": [
                 {"name": "First", "gpuready.gpu.findings": {"findings": [_finding("first.check")]}},
                 {"name": "Second", "gpuready.gpu.findings": {"findings": [_finding("second.check")]}},
-                {
-                    "name": "Save",
-                    "ansible.builtin.copy": {
-                        "content": "{{ ansible_facts['gpuready_checks'] | to_json }}",
-                        "dest": str(tmp_path / "out.json"),
-                        "mode": "0644",
-                    },
-                },
+                save("ansible_facts['gpuready_checks']", tmp_path),
             ],
         }
     ]
-    done = run_local_play(tmp_path, play)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert [f["id"] for f in json.loads((tmp_path / "out.json").read_text())] == ["first.check", "second.check"]
+    assert [f["id"] for f in run_and_read(tmp_path, play)] == ["first.check", "second.check"]
 
 
 def test_findings_are_cached_as_plain_data(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ connection), not against gpuready's own description of its configuration.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import ROOT
-from tests.unit.provision.local_play import run_local_play
+from tests.unit.provision.local_play import run_and_read, run_local_play, save
 
 PLAYBOOKS = ROOT / "playbooks"
 # Facts the roles read that no fact gathering provides: set by their own modules (package_facts, getent).
@@ -62,21 +61,10 @@ def test_every_fact_the_roles_read_is_in_the_one_gathering(tmp_path: Path) -> No
             "gather_facts": True,
             "gather_subset": subset,
             "vars": {"ansible_python_interpreter": sys.executable},
-            "tasks": [
-                {
-                    "name": "Save the facts",
-                    "ansible.builtin.copy": {
-                        "content": "{{ ansible_facts | to_json }}",
-                        "dest": str(tmp_path / "f.json"),
-                        "mode": "0644",
-                    },
-                }
-            ],
+            "tasks": [save("ansible_facts", tmp_path)],
         }
     ]
-    done = run_local_play(tmp_path, play)
-    assert done.returncode == 0, done.stdout + done.stderr
-    gathered = json.loads((tmp_path / "f.json").read_text())
+    gathered = run_and_read(tmp_path, play)
     wanted = _facts_the_roles_read()
     assert {"distribution", "os_family", "kernel", "mounts"} <= wanted  # the scan finds the roles' reads
     assert wanted - set(gathered) == set()
