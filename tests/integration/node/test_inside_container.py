@@ -74,7 +74,8 @@ def test_on_the_node_itself_wrong_labels_fail(tmp_path: Path) -> None:
 def test_in_a_mount_namespace_other_than_pid_1s_the_labels_are_not_judged(tmp_path: Path) -> None:
     got = this_node(tmp_path, container=True)
     assert got["status"] == "skipped", got
-    assert got["message"].startswith("not judged: run inside a container (its mount namespace is not that of PID 1")
+    said = "not judged: the checks run inside a container (its mount namespace is not that of PID 1"
+    assert got["message"].startswith(said), got
     assert "gpuready validate gpu-node` over SSH on the node" in got["message"]
 
 

@@ -170,10 +170,24 @@ def test_inside_a_container_the_hosts_own_files_are_not_judged() -> None:
     ]:
         status, message = verdicts[id]
         assert status == "skipped", (id, message)
-        assert message.startswith("not judged: run inside a container (Docker's /.dockerenv is there)"), message
+        said = "not judged: the checks run inside a container (Docker's /.dockerenv is there)"
+        assert message.startswith(said), message
         assert what in message and "`gpuready validate gpu-node` over SSH on the node" in message
     # node.devices reads the container's own /dev: still judged (the VM's device files are all there).
     assert verdicts["node.devices"][0] == "passed"
     # Outside a container the kubelet's directory is the host's: the socket is judged (and missing here).
     outside = replayed(H100, **{checks.commands.KUBELET_COMMAND: kubelet})
     assert judged(outside)["node.device_plugin_socket"][0] == "failed"
+
+
+def test_inside_a_container_fabric_manager_judges_the_fabric_not_the_service() -> None:
+    # Named edits: the VM's class declared NVSwitch (its H100 registered with no fabric: N/A), and the container
+    # test answering as where podman's marker is. systemctl there asks the container: the service is not judged.
+    inside = Answer(checks.CONTAINER_COMMAND, 0, "podman /run/.containerenv\n", "")
+    verdicts = []
+    for edits in ({}, {checks.CONTAINER_COMMAND: inside}):
+        node = replayed(H100, **edits)
+        node.node_class = node.node_class.model_copy(update={"nvswitch": True})
+        verdicts.append(judged(node)["node.fabric_manager"])
+    assert verdicts[0] == ("failed", "nvidia-fabricmanager is not installed; GPU 0: fabric N/A/N/A")
+    assert verdicts[1] == ("failed", "GPU 0: fabric N/A/N/A")

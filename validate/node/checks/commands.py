@@ -72,7 +72,9 @@ JUDGE_ON_HOST = "judge it with `gpuready validate gpu-node` over SSH on the node
 def inside_container(node: Node) -> str:
     """Why the node's commands run inside a container ("" where they do not, or it cannot be told)."""
     words = node.run(CONTAINER_COMMAND).stdout.split()
-    return f"run inside a container ({_CONTAINER_SIGNS[words[0]]})" if words and words[0] in _CONTAINER_SIGNS else ""
+    if not words or words[0] not in _CONTAINER_SIGNS:
+        return ""
+    return f"the checks run inside a container ({_CONTAINER_SIGNS[words[0]]})"
 
 
 # Where dmesg is refused (kernel.dmesg_restrict and no become), the journal's kernel log, read in the same
