@@ -175,11 +175,11 @@ def up_hosts(root: Path, profiles: list[str], prefix: str, spawn: Callable[[list
                     "exec",
                     ns,
                     "unshare",
-                    "-m",
-                    "-u",
+                    "--mount",
+                    "--uts",
                     # The host's own PID namespace and /proc: start.sh's sshd is its PID 1 (the spawned pid is
-                    # unshare's, in the host's mount namespace, waiting for it).
-                    "-p",
+                    # unshare's, in the host's mount namespace, waiting for it; `lab down` names it so).
+                    "--pid",
                     "--fork",
                     "--mount-proc",
                     "--propagation",
