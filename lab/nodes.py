@@ -33,7 +33,7 @@ MAX_HOSTS = 200
 HOSTS_MARK = "# gpuready lab hosts\n"
 
 START = """#!/bin/sh
-# Runs inside the host's network namespace and its own mount and UTS namespaces: its own hostname
+# Runs inside the host's network namespace and its own mount, UTS and PID namespaces: its own hostname
 # (resolved by every lab host, as on a site), a private /dev, then sshd.
 set -e
 H={home}
@@ -55,6 +55,10 @@ for f in bashrc profile; do
   if [ -f "$D" ] && [ -f /root/.$f ]; then mount --bind "$D" /root/.$f; fi
 done
 sh "$H/devices.sh"
+# A host, not a container, to the checks' container test (validate/node/checks/commands.py, CONTAINER_COMMAND):
+# sshd is PID 1 of the host's own PID namespace, as a host's init is (so its sessions share PID 1's mount
+# namespace), and the marker of the container this machine may itself be is masked with a device node.
+for f in /.dockerenv /run/.containerenv; do if [ -f "$f" ]; then mount --bind /dev/null "$f"; fi; done
 exec /usr/sbin/sshd -D -e -f "$H/sshd_config"
 """
 
@@ -171,8 +175,13 @@ def up_hosts(root: Path, profiles: list[str], prefix: str, spawn: Callable[[list
                     "exec",
                     ns,
                     "unshare",
-                    "-m",
-                    "-u",
+                    "--mount",
+                    "--uts",
+                    # The host's own PID namespace and /proc: start.sh's sshd is its PID 1 (the spawned pid is
+                    # unshare's, in the host's mount namespace, waiting for it; `lab down` names it so).
+                    "--pid",
+                    "--fork",
+                    "--mount-proc",
                     "--propagation",
                     "private",
                     "sh",

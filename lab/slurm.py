@@ -254,6 +254,9 @@ class SlurmLab(Component):
                         "-n",
                         "-m",
                         "-u",
+                        # the host's PID namespace too: its /proc is that namespace's (the host's pid is unshare's,
+                        # whose children are in it)
+                        f"--pid=/proc/{host['pid']}/ns/pid_for_children",
                         "unshare",
                         "--mount",
                         "--propagation",

@@ -7,12 +7,12 @@ downward API, and prints the node verdict on stdout; gpuready reads the pod's lo
 and reports its checks as those of the node, in the same run folder as over SSH. A pod that does not run, or
 whose log is not a node verdict, is an error for its node (the checks could not run), never a failure.
 
-The pod is privileged (the checks read the kernel log and the GPUs' device files as the node's own tools do)
-and takes no ``nvidia.com/gpu``: the NVIDIA runtime mounts every GPU and the driver's tools through
-NVIDIA_VISIBLE_DEVICES (NVIDIA Container Toolkit, "Specialized Configurations with Docker"), so it holds none a
-workload is waiting for. The RBAC is validate cluster's (pods and pods/log in the validation namespace,
-kube_rbac.yaml); on OpenShift the namespace's default service account needs the SCC of
-kube_node_checks_openshift.yaml (docs/fleet.md).
+The pod is privileged (the checks read the kernel log and the GPUs' device files as the node's own tools do),
+in the host's PID namespace (so the checks know they run in a container), and takes no ``nvidia.com/gpu``: the
+NVIDIA runtime mounts every GPU and the driver's tools through NVIDIA_VISIBLE_DEVICES (NVIDIA Container Toolkit,
+"Specialized Configurations with Docker"), so it holds none a workload is waiting for. The RBAC is validate
+cluster's (pods and pods/log in the validation namespace, kube_rbac.yaml); on OpenShift the namespace's default
+service account needs the SCC of kube_node_checks_openshift.yaml (docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ def node_checks_pod(node: str, image: str, run: str, check_set: str, budget_s: f
         },
         "spec": {
             "restartPolicy": "Never",
+            # The host's PID namespace, as the DaemonSet's: PID 1 is the host's init, so the checks can tell that
+            # their mount namespace (their /dev, their /etc) is not the host's and leave what only the host's
+            # files show unjudged (checks/commands.py, CONTAINER_COMMAND); containerd and CRI-O leave no marker.
+            "hostPID": True,
             "affinity": {
                 "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [by_name]}}
             },

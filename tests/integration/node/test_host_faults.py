@@ -57,7 +57,9 @@ def as_root_too(lab: dict[str, Any], index: int, on: bool = True) -> Iterator[No
         yield
         return
     sbin, smi = "/usr/local/sbin", _smi(lab, index)
-    enter = ["nsenter", "-t", str(lab["hosts"][index]["pid"]), "-m", "--"]
+    # the host's PID namespace too, whose /proc its mount namespace shows (umount reads /proc/self/mountinfo)
+    pid = lab["hosts"][index]["pid"]
+    enter = ["nsenter", "-t", str(pid), "-m", f"--pid=/proc/{pid}/ns/pid_for_children", "--"]
     subprocess.run([*enter, "mount", "-t", "tmpfs", "tmpfs", sbin], check=True)
     try:
         subprocess.run([*enter, "ln", "-s", str(smi), f"{sbin}/nvidia-smi"], check=True)
@@ -95,7 +97,9 @@ def on_node(host: dict[str, Any], settle: float = 10.0) -> list[str]:
                 continue
             try:
                 stat = Path(f"/proc/{pid}/stat").read_bytes()
-                if stat[stat.rfind(b")") + 2 :][:1] == b"Z":
+                state, parent = stat[stat.rfind(b")") + 2 :].split()[:2]
+                # zombies, and the sshd listener: the host's PID 1, whose parent is the host's unshare
+                if state == b"Z" or int(parent) == host["pid"]:
                     continue
                 found.append(f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
             except OSError:

@@ -51,7 +51,8 @@ def test_lab_up_validate_down(tmp_path: Path) -> None:
     finally:
         down = gpuready("lab", "down", *lab)
     assert down.returncode == 0, down.stderr
-    assert "nodes: stopping 2 process(es) (sshd x2) and 2 network namespace(s)" in down.stderr
+    # each host's process is the unshare whose PID namespace the host's sshd is PID 1 of
+    assert "nodes: stopping 2 process(es) (unshare x2) and 2 network namespace(s)" in down.stderr
     assert prefix not in namespaces()
     assert f"{prefix}br" not in subprocess.run(["ip", "link"], capture_output=True, text=True).stdout
 

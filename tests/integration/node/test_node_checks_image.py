@@ -69,6 +69,9 @@ def test_the_image_finds_a_replayed_fault_with_its_check_id(image: str, tmp_path
     assert checks["driver.nvidia_smi"]["message"] == "nvidia-smi answers (4 GPUs)"
     assert checks["gpu.pci_bus"]["status"] == "passed", checks["gpu.pci_bus"]
     assert checks["node.devices"]["status"] == "passed", checks["node.devices"]
+    # the container's own device files are not the host's: their labels are not judged there, and it says why
+    labels = checks["node.selinux_labels"]
+    assert labels["status"] == "skipped" and "podman's /run/.containerenv is there" in labels["message"], labels
     assert checks["gpu.ecc_volatile"]["status"] == "failed" and checks["gpu.xid"]["status"] == "failed"
     assert verdict["failure"]["id"] == "gpu.ecc_volatile"
     assert "GPU 1 (00000000:1C:00.0): 2 volatile uncorrectable ECC errors" in verdict["failure"]["message"]

@@ -124,3 +124,7 @@ def test_the_acceptance_pod_is_valid_kubernetes_and_pinned_to_its_node(version: 
     [container] = pod["spec"]["containers"]
     assert container["command"][-2:] == ["--verdict", "-"] and "$(NODE_NAME)" in container["command"]
     assert "resources" not in container  # no nvidia.com/gpu held
+    # PID 1 is the host's init, as in the DaemonSet: the checks tell their container from the host (and the SCC
+    # the docs grant the namespace's service account allows it)
+    scc = _one("kube_node_checks_openshift.yaml", "SecurityContextConstraints")
+    assert pod["spec"]["hostPID"] is scc["allowHostPID"] is True

@@ -99,9 +99,15 @@ def test_replayed_verdicts_equal_the_live_ones(machine: str) -> None:
     assert got == dict.fromkeys(CHECK_IDS, "skipped") | dict.fromkeys(PASSED[machine], "passed")
 
 
+#: Commands the catalogue gained after the machines were recorded. Unanswered, the replay reads the container test
+#: as "not a container" (Node.recorded: a command not recorded is not installed), as the VM ran the checks itself.
+AFTER_RECORDING = {checks.CONTAINER_COMMAND}
+
+
 def test_every_catalogue_command_was_recorded() -> None:
     for machine in MACHINES:
-        assert set(checks.PREFETCH) <= set(answers(machine)), machine
+        assert set(checks.PREFETCH) - AFTER_RECORDING <= set(answers(machine)), machine
+        assert not AFTER_RECORDING & set(answers(machine)), "recorded now: drop it from AFTER_RECORDING"
 
 
 H100 = "h100-80gb-hbm3-580.159.04"
@@ -148,3 +154,40 @@ def test_declared_expectations_judged_on_the_real_h100() -> None:
     assert verdicts["topology.nvlink"] == ("failed", "GPU 0: 0/18 links up")
     # No counters were printed either: that is no evidence of healthy links, so no pass.
     assert verdicts["topology.nvlink_errors"][0] == "skipped"
+
+
+def test_inside_a_container_the_hosts_own_files_are_not_judged() -> None:
+    # One named edit: the container test answers as it does where Docker's marker is (a Kubernetes node's
+    # container_runtime and kubelet asked for too, which the VM had not).
+    inside = Answer(checks.CONTAINER_COMMAND, 0, "docker /.dockerenv\n", "")
+    kubelet = Answer(checks.commands.KUBELET_COMMAND, 0, "", "")
+    node = replayed(H100, **{checks.CONTAINER_COMMAND: inside, checks.commands.KUBELET_COMMAND: kubelet})
+    node.settings = node.settings.model_copy(update={"container_runtime": "containerd"})
+    verdicts = judged(node)
+    for id, what in [
+        ("node.container_runtime", f"{checks.RUNTIME_CONFIG['containerd'][0]} is the image's"),
+        ("node.device_plugin_socket", "/var/lib/kubelet"),
+    ]:
+        status, message = verdicts[id]
+        assert status == "skipped", (id, message)
+        said = "not judged: the checks run inside a container (Docker's /.dockerenv is there)"
+        assert message.startswith(said), message
+        assert what in message and "`gpuready validate gpu-node` over SSH on the node" in message
+    # node.devices reads the container's own /dev: still judged (the VM's device files are all there).
+    assert verdicts["node.devices"][0] == "passed"
+    # Outside a container the kubelet's directory is the host's: the socket is judged (and missing here).
+    outside = replayed(H100, **{checks.commands.KUBELET_COMMAND: kubelet})
+    assert judged(outside)["node.device_plugin_socket"][0] == "failed"
+
+
+def test_inside_a_container_fabric_manager_judges_the_fabric_not_the_service() -> None:
+    # Named edits: the VM's class declared NVSwitch (its H100 registered with no fabric: N/A), and the container
+    # test answering as where podman's marker is. systemctl there asks the container: the service is not judged.
+    inside = Answer(checks.CONTAINER_COMMAND, 0, "podman /run/.containerenv\n", "")
+    verdicts = []
+    for edits in ({}, {checks.CONTAINER_COMMAND: inside}):
+        node = replayed(H100, **edits)
+        node.node_class = node.node_class.model_copy(update={"nvswitch": True})
+        verdicts.append(judged(node)["node.fabric_manager"])
+    assert verdicts[0] == ("failed", "nvidia-fabricmanager is not installed; GPU 0: fabric N/A/N/A")
+    assert verdicts[1] == ("failed", "GPU 0: fabric N/A/N/A")

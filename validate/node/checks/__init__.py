@@ -13,6 +13,7 @@ from gpuready.validate.node.checks import driver, gpu, topology, compute, node, 
 
 # isort: on
 from gpuready.validate.node.checks.commands import (
+    CONTAINER_COMMAND,
     DCGM_COMMAND,
     DCGM_PERF_COMMAND,
     DCGM_TIMEOUTS,
@@ -47,6 +48,7 @@ CHECK_IDS = [c.id for c in CATALOGUE]
 __all__ = [
     "CATALOGUE",
     "CHECK_IDS",
+    "CONTAINER_COMMAND",
     "DCGM_COMMAND",
     "DCGM_PERF_COMMAND",
     "DCGM_TIMEOUTS",

@@ -44,6 +44,39 @@ LSPCI_COMMAND = (
     "done 2>/dev/null; true; }"
 )
 UPTIME_COMMAND = "cat /proc/uptime"
+# Whether these commands run inside a container, whose /dev and /etc are its own, not the host's: a runtime makes
+# a container's device files with the container's label (container_file_t), and its /etc is the image's. Podman
+# creates /run/.containerenv "in each container to indicate to programs they are running in a container"
+# (podman-run(1), DESCRIPTION); Docker creates /.dockerenv; systemd-detect-virt reads the same two files
+# (systemd src/basic/virt.c, detect_container_files). Regular files only: a lab host masks its machine's marker
+# with a device node. A Kubernetes pod has neither, but a DaemonSet with hostPID: true sees the host's init as
+# PID 1, so a mount namespace other than PID 1's (namespaces(7): two processes share a namespace when their
+# /proc/PID/ns links match) means our /dev is not the host's. Without the right to read PID 1's link
+# (not root), nothing is printed: not known to be a container.
+CONTAINER_COMMAND = (
+    "if [ -f /run/.containerenv ]; then echo 'podman /run/.containerenv'; "
+    "elif [ -f /.dockerenv ]; then echo 'docker /.dockerenv'; "
+    "else s=$(readlink /proc/self/ns/mnt 2>/dev/null); o=$(readlink /proc/1/ns/mnt 2>/dev/null); "
+    '[ -n "$o" ] && [ "$s" != "$o" ] && echo "mount-namespace $s $o"; fi; true'
+)
+#: What each answer of CONTAINER_COMMAND says, as a check's message puts it.
+_CONTAINER_SIGNS = {
+    "podman": "podman's /run/.containerenv is there",
+    "docker": "Docker's /.dockerenv is there",
+    "mount-namespace": "its mount namespace is not that of PID 1, the host's init (hostPID)",
+}
+#: Where a check that cannot be judged from inside a container is judged instead.
+JUDGE_ON_HOST = "judge it with `gpuready validate gpu-node` over SSH on the node"
+
+
+def inside_container(node: Node) -> str:
+    """Why the node's commands run inside a container ("" where they do not, or it cannot be told)."""
+    words = node.run(CONTAINER_COMMAND).stdout.split()
+    if not words or words[0] not in _CONTAINER_SIGNS:
+        return ""
+    return f"the checks run inside a container ({_CONTAINER_SIGNS[words[0]]})"
+
+
 # Where dmesg is refused (kernel.dmesg_restrict and no become), the journal's kernel log, read in the same
 # batch so the host still costs one connection; it prints nothing where dmesg works. short-monotonic stamps
 # each line with the seconds since boot, as dmesg does (CLOCK_MONOTONIC: sd_journal_get_monotonic_usec(3)),
@@ -253,6 +286,7 @@ PREFETCH = [
     "nvidia-smi nvlink -e",
     "nvidia-smi topo -p2p r",
     "getenforce",
+    CONTAINER_COMMAND,
     DEVICES_COMMAND,
     LABELS_COMMAND,
     VECTOR_ADD_COMMAND,

@@ -14,6 +14,7 @@ from gpuready.validate.node.checks.commands import (
     DEVICE_PLUGIN_SOCKET,
     DEVICES_COMMAND,
     FABRIC_MANAGER_COMMAND,
+    JUDGE_ON_HOST,
     KUBELET_COMMAND,
     LABELS_COMMAND,
     NO_FABRIC_REGISTRATION,
@@ -23,6 +24,7 @@ from gpuready.validate.node.checks.commands import (
     SOCKET_COMMAND,
     dcgm_command,
     ibstat_command,
+    inside_container,
     mlxconfig_command,
     tool_absent,
 )
@@ -47,7 +49,11 @@ def devices(node: Node, v: Verdict) -> Check:
     paths = ["/dev/nvidiactl", "/dev/nvidia-uvm", *(f"/dev/nvidia{m}" for m in minors)]
     missing = [p for p in paths if kinds.get(p) != "character"]
     if missing:
-        return v.failed("missing: " + ", ".join(missing), answer.evidence(600))
+        # A container's device files are made from the host's when it starts: one the host made later (nvidia-uvm
+        # at the first CUDA call) is missing there until the container restarts, so the message says where it ran.
+        container = inside_container(node)
+        where = f" ({container}: its device files date from its start; {JUDGE_ON_HOST})" if container else ""
+        return v.failed("missing: " + ", ".join(missing) + where, answer.evidence(600))
     return v.passed(f"{len(paths)} device files present", answer.evidence(600))
 
 
@@ -64,6 +70,12 @@ def devices(node: Node, v: Verdict) -> Check:
     "selinux.manage_file_contexts is on).",
 )
 def selinux_labels(node: Node, v: Verdict) -> Check:
+    # A container's /dev/nvidia* are the runtime's copies under the container's label, not the host's files.
+    container = inside_container(node)
+    if container:
+        return v.skipped(
+            f"not judged: {container}, where the device files carry the container's labels; {JUDGE_ON_HOST}"
+        )
     mode = node.run("getenforce")
     if not mode.ok:
         return v.skipped("SELinux not installed (no getenforce)")
@@ -95,6 +107,9 @@ def container_runtime(node: Node, v: Verdict) -> Check:
     if runtime == "none":
         return v.skipped("container_runtime is none in the settings")
     path, needle = RUNTIME_CONFIG[runtime]
+    container = inside_container(node)
+    if container:  # its /etc is the image's: the host's runtime configuration is not there to read
+        return v.skipped(f"not judged: {container}, where {path} is the image's, not the host's; {JUDGE_ON_HOST}")
     config = node.host.file(path)
     if not config.exists:
         return v.failed(f"{path} does not exist ({runtime})")
@@ -110,6 +125,9 @@ def container_runtime(node: Node, v: Verdict) -> Check:
     "Deploy the NVIDIA device plugin on this node (gpuready provision cluster) and check its pod log.",
 )
 def device_plugin_socket(node: Node, v: Verdict) -> Check:
+    container = inside_container(node)
+    if container:  # the kubelet's directory is the host's, not mounted into the checks' container
+        return v.skipped(f"not judged: {container}, which does not see the host's /var/lib/kubelet; {JUDGE_ON_HOST}")
     if not node.run(KUBELET_COMMAND).ok:
         return v.skipped("not a Kubernetes node (no /var/lib/kubelet)")
     if node.run(SOCKET_COMMAND).ok:
@@ -238,7 +256,10 @@ def fabric_manager(node: Node, v: Verdict) -> Check:
         return v.skipped("the node class has no NVSwitch (nvswitch: false)")
     service = node.run(FABRIC_MANAGER_COMMAND)
     problems = []
-    if service.stdout.strip() != "active":
+    # Inside a container systemctl asks the container, not the host's systemd: the service is not judged there,
+    # the GPUs' fabric registration (from nvidia-smi, the same inside) still is.
+    container = inside_container(node)
+    if not container and service.stdout.strip() != "active":
         problems.append(f"nvidia-fabricmanager is {service.stdout.strip() or 'not installed'}")
     # Hopper and later report their NVSwitch fabric registration in the XML (<fabric><state>, <status>): the fabric
     # came up when it is Completed/Success ("In Progress" is still training). Their N/A is no registration at all;
@@ -252,7 +273,7 @@ def fabric_manager(node: Node, v: Verdict) -> Check:
         and (state != "Completed" or status not in ("Success", *nvsmi.NOT_AVAILABLE))
     ]
     evidence = (
-        service.evidence(300)
+        (f"service not judged: {container}; {JUDGE_ON_HOST}" if container else service.evidence(300))
         + "\nfabric state/status per GPU: "
         + ", ".join(f"{i}={a or 'N/A'}/{b or 'N/A'}" for i, (a, b) in states.items())
     )
@@ -264,7 +285,8 @@ def fabric_manager(node: Node, v: Verdict) -> Check:
             problems.append("NVLink Subnet Manager (nvlsm) is not running: an HGX Blackwell fabric needs it")
     if problems:
         return v.failed("; ".join(problems), evidence)
-    return v.passed("nvidia-fabricmanager active, fabric registration complete", evidence)
+    said = "fabric registration complete" if container else "nvidia-fabricmanager active, fabric registration complete"
+    return v.passed(said, evidence)
 
 
 @check(
