@@ -41,9 +41,10 @@ def make_nih(root: Path, images: int, side: int) -> None:
 def rate(kind: str, data: Path, batches: int, cores: int | None, workers: int = 1) -> float:
     import tensorflow as tf
 
+    from gpuready.workloads.dataset.reading import Reading
     from gpuready.workloads.tensorflow import data as pipeline
 
-    ds = pipeline.build(kind, pipeline.shard_files(str(data), "train"), batch_size=32, image_size=224, workers=workers)
+    ds = pipeline.build(kind, pipeline.shard_files(str(data), "train"), Reading(32, 224, workers=workers))
     if cores:
         options = tf.data.Options()
         options.threading.private_threadpool_size = cores

@@ -75,14 +75,14 @@ def comma_list(ctx: click.Context, param: click.Parameter, value: str | None) ->
     return items
 
 
-def artifacts_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--artifacts",
-        type=click.Path(),
-        default=None,
-        callback=folder_path,
-        help="Folder for run artifacts [default: ./gpuready-runs, or $GPUREADY_ARTIFACTS].",
-    )(func)
+def folder_option(flag: str, help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """An option naming a folder, checked by :func:`folder_path`; left out, None: the command picks its default."""
+    return click.option(flag, type=click.Path(), default=None, callback=folder_path, help=help)
+
+
+artifacts_option = folder_option(
+    "--artifacts", "Folder for run artifacts [default: ./gpuready-runs, or $GPUREADY_ARTIFACTS]."
+)
 
 
 def limit_option(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -5,27 +5,19 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from gpuready.core.command import fail, folder_path
+from gpuready.core.command import fail, folder_option
 from gpuready.core.errors import GpureadyError
 
 if TYPE_CHECKING:
     from gpuready.lab import Component, Lab
 
 
-def _lab_dir_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option(
-        "--lab-dir",
-        type=click.Path(),
-        default=None,
-        callback=folder_path,
-        help="Lab folder [default: ./gpuready-lab, or $GPUREADY_LAB_DIR].",
-    )(func)
+_lab_dir_option = folder_option("--lab-dir", "Lab folder [default: ./gpuready-lab, or $GPUREADY_LAB_DIR].")
 
 
 def _names(components: str | None, default: list[str]) -> list[str]:

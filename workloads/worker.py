@@ -1,5 +1,6 @@
 """What the workers of both frameworks share: their common options, when to compile, the one-line refusal
-without a GPU, the compile time, AUROC, and the ``GPUREADY_RESULT {json}`` line every launcher collects."""
+without a GPU, the timed steps and the compile time, AUROC, and the ``GPUREADY_RESULT {json}`` line every
+launcher collects."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
+
+from gpuready.workloads.dataset.reading import PIPELINES, Reading
 
 RESULT_PREFIX = "GPUREADY_RESULT "
 #: Rank 0's progress lines (how far the steps are, images/s so far), which the controller relays.
@@ -28,7 +33,7 @@ def common_arguments(prog: str, doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=50, help="timed steps, after the warm-up")
     p.add_argument("--warmup-steps", type=int, default=10, help="steps run first and not timed")
     p.add_argument("--data", default="synthetic", help="'synthetic' or a folder of TFRecords made by the converter")
-    p.add_argument("--pipeline", default="new", choices=("new", "old"))
+    p.add_argument("--pipeline", default="new", choices=PIPELINES)
     p.add_argument("--learning-rate", type=float, default=1e-3, help="for one worker; scaled by the worker count")
     p.add_argument("--eval-batches", type=int, default=0, help="held-out batches for AUROC (real data only)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads per worker (0: cores / local workers)")
@@ -47,6 +52,11 @@ def common_arguments(prog: str, doc: str | None) -> argparse.ArgumentParser:
         help="graph compilation (torch.compile; XLA for TensorFlow): auto = on GPUs only",
     )
     return p
+
+
+def evaluation(args: argparse.Namespace) -> Reading:
+    """How the held-out records are read for AUROC: in order, once, in the training's batch and image size."""
+    return Reading(args.batch_size, args.image_size, training=False, epochs=1)
 
 
 def compiles(mode: str, on_gpu: bool) -> bool:
@@ -121,3 +131,52 @@ class Progress:
             line["images_per_second"] = round(self.batch_size * self.workers * len(step_times) / sum(step_times), 2)
         sys.stdout.write(PROGRESS_PREFIX + json.dumps(line) + "\n")
         sys.stdout.flush()
+
+
+@dataclass
+class Timing:
+    """What :func:`timed_steps` measured: the losses of every step, the warm-up steps' and the timed steps'
+    seconds, and when the first step began."""
+
+    warmup: int
+    first_step_unix: float
+    losses: list[float] = field(default_factory=list)
+    step_times: list[float] = field(default_factory=list)
+    warmup_times: list[float] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        """The result line's fields for the steps: from them the report recomputes every figure."""
+        return {
+            "compile_s": compile_seconds(self.warmup_times, self.step_times),
+            "warmup_steps": self.warmup,
+            "warmup_step_times": self.warmup_times,
+            "process_start_unix": PROCESS_START_UNIX,
+            "first_step_unix": self.first_step_unix,
+            "step_times": self.step_times,
+            "losses": self.losses,
+        }
+
+
+def timed_steps(
+    args: argparse.Namespace,
+    rank: int,
+    workers: int,
+    step: Callable[[], float],
+    after_first: Callable[[], None] = lambda: None,
+) -> Timing:
+    """``--warmup-steps`` (at least one: the first step compiles, traces or autotunes, so it is never timed) and
+    then ``--steps`` timed steps, each timed with fetching its batch; ``step`` returns the loss once the step
+    has finished, so the time is the real one. ``after_first`` runs after the first step, outside its time."""
+    warmup = max(1, args.warmup_steps)
+    progress = Progress(args.progress_seconds, rank, workers, warmup, args.steps, args.batch_size)
+    timing = Timing(warmup, first_step_unix=time.time())
+    for i in range(timing.warmup + args.steps):
+        start = time.perf_counter()
+        loss = step()
+        elapsed = time.perf_counter() - start
+        if i == 0:
+            after_first()
+        timing.losses.append(loss)
+        (timing.step_times if i >= timing.warmup else timing.warmup_times).append(elapsed)
+        progress.step(i + 1, timing.step_times)
+    return timing

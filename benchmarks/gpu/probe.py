@@ -101,9 +101,10 @@ def make_shards(folder: Path, images: int, side: int = 512, shards: int = 8) -> 
 
 
 def pipeline_rate(files: list[str], loader_workers: int, batches: int, batch_size: int = 32) -> float:
+    from gpuready.workloads.dataset.reading import Reading
     from gpuready.workloads.pytorch import data as torch_data
 
-    loader = torch_data.new(files, batch_size=batch_size, image_size=224, loader_workers=loader_workers)
+    loader = torch_data.new(files, Reading(batch_size, 224), loader_workers=loader_workers)
     it = iter(loader)
     for _ in range(max(2, loader_workers)):  # warm-up: worker start, first files opened
         next(it)

@@ -23,10 +23,7 @@ from torchvision.transforms.v2 import functional as F
 
 from gpuready.workloads.dataset import tfrecord
 from gpuready.workloads.dataset.labels import PATHOLOGIES
-
-PIPELINES = ("new", "old")
-_MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics, as CheXNet normalised its inputs
-_STD = (0.229, 0.224, 0.225)
+from gpuready.workloads.dataset.reading import MEAN, STD, Reading, check_kind
 
 
 def shard_files(data_dir: str, split: str) -> list[str]:
@@ -44,7 +41,7 @@ def decode(record: bytes, image_size: int, training: bool, rng: random.Random) -
     image = F.resize(image, [image_size, image_size], antialias=True)
     if training and rng.random() < 0.5:
         image = F.horizontal_flip(image)
-    image = F.normalize(image.float() / 255.0, _MEAN, _STD)
+    image = F.normalize(image.float() / 255.0, MEAN, STD)
     labels = torch.tensor(example["labels"], dtype=torch.float32)
     return image, labels
 
@@ -52,26 +49,15 @@ def decode(record: bytes, image_size: int, training: bool, rng: random.Random) -
 class NewRecords(IterableDataset):
     """This process's shard of the files, split again between the DataLoader's worker processes."""
 
-    def __init__(
-        self,
-        files: list[str],
-        *,
-        image_size: int,
-        rank: int,
-        workers: int,
-        training: bool,
-        epochs: int | None,
-        shuffle_buffer: int,
-        seed: int,
-    ) -> None:
-        self.files = files[rank::workers]  # first: each training process reads only its own files
+    def __init__(self, files: list[str], reading: Reading, shuffle_buffer: int) -> None:
+        self.files = files[reading.rank :: reading.workers]  # first: each training process reads only its own files
         if not self.files:
             raise ValueError(
-                f"{len(files)} files cannot be shared by {workers} workers: convert with "
+                f"{len(files)} files cannot be shared by {reading.workers} workers: convert with "
                 "--shards of at least the worker count"
             )
-        self.image_size, self.training, self.epochs = image_size, training, epochs
-        self.shuffle_buffer, self.seed = shuffle_buffer, seed + rank
+        self.image_size, self.training, self.epochs = reading.image_size, reading.training, reading.epochs
+        self.shuffle_buffer, self.seed = shuffle_buffer, (reading.seed or 0) + reading.rank
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
         info = get_worker_info()
@@ -111,50 +97,27 @@ def _quiet_worker(_: int) -> None:
 
 
 def new(
-    files: list[str],
-    *,
-    batch_size: int,
-    image_size: int,
-    rank: int = 0,
-    workers: int = 1,
-    training: bool = True,
-    epochs: int | None = None,
-    shuffle_buffer: int = 256,
-    loader_workers: int = 2,
-    pin_memory: bool = False,
-    seed: int = 0,
+    files: list[str], reading: Reading, *, shuffle_buffer: int = 256, loader_workers: int = 2, pin_memory: bool = False
 ) -> Any:
-    dataset = NewRecords(
-        files,
-        image_size=image_size,
-        rank=rank,
-        workers=workers,
-        training=training,
-        epochs=epochs,
-        shuffle_buffer=shuffle_buffer,
-        seed=seed,
-    )
+    """The DataLoader; ``loader_workers`` decode processes (0: in this process), ``pin_memory`` for a GPU."""
+    dataset = NewRecords(files, reading, shuffle_buffer)
     extra: dict[str, Any] = (
         {"prefetch_factor": 2, "persistent_workers": True, "worker_init_fn": _quiet_worker} if loader_workers else {}
     )
     return DataLoader(
-        dataset, batch_size=batch_size, num_workers=loader_workers, pin_memory=pin_memory, drop_last=training, **extra
+        dataset,
+        batch_size=reading.batch_size,
+        num_workers=loader_workers,
+        pin_memory=pin_memory,
+        drop_last=reading.training,
+        **extra,
     )
 
 
-def old(
-    files: list[str],
-    *,
-    batch_size: int,
-    image_size: int,
-    rank: int = 0,
-    workers: int = 1,
-    training: bool = True,
-    epochs: int | None = None,
-    seed: int = 0,
-    **_: Any,
-) -> Iterator[tuple[Any, Any]]:
-    rng = random.Random(seed + rank)
+def old(files: list[str], reading: Reading) -> Iterator[tuple[Any, Any]]:
+    batch_size, image_size, rank, workers = reading.batch_size, reading.image_size, reading.rank, reading.workers
+    training, epochs = reading.training, reading.epochs
+    rng = random.Random((reading.seed or 0) + rank)
     epoch = 0
     while epochs is None or epoch < epochs:
         batch: list[tuple[Any, Any]] = []
@@ -174,15 +137,10 @@ def old(
         epoch += 1
 
 
-def build(kind: str, files: list[str], **kwargs: Any) -> Any:
-    if kind not in PIPELINES:
-        raise ValueError(f"unknown pipeline {kind!r}; choose one of {', '.join(PIPELINES)}")
-    if kind == "old":
-        kwargs.pop("loader_workers", None)
-        kwargs.pop("pin_memory", None)
-        kwargs.pop("shuffle_buffer", None)
-        return old(files, **kwargs)
-    return new(files, **kwargs)
+def build(kind: str, files: list[str], reading: Reading, **new_only: Any) -> Any:
+    """The ``kind`` pipeline; ``new_only`` are :func:`new`'s own options, which the old pipeline has not."""
+    check_kind(kind)
+    return new(files, reading, **new_only) if kind == "new" else old(files, reading)
 
 
 def synthetic(

@@ -17,20 +17,11 @@ import argparse
 import hashlib
 import os
 import socket
-import time
 from typing import Any
 
 from gpuready.workloads import gpu_sharing
-from gpuready.workloads.worker import (
-    PROCESS_START_UNIX,
-    Progress,
-    auroc,
-    common_arguments,
-    compile_seconds,
-    compiles,
-    emit,
-    no_gpu,
-)
+from gpuready.workloads.dataset.reading import Reading
+from gpuready.workloads.worker import auroc, common_arguments, compiles, emit, evaluation, no_gpu, timed_steps
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -196,24 +187,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             torch_data.build(
                 args.pipeline,
                 torch_data.shard_files(args.data, "train"),
-                batch_size=args.batch_size,
-                image_size=args.image_size,
-                rank=rank,
-                workers=size,
+                Reading(args.batch_size, args.image_size, rank=rank, workers=size),
                 loader_workers=loader_workers,
                 pin_memory=on_gpu,
             )
         )
     before = weights_digest(model)
-    losses: list[float] = []
-    step_times: list[float] = []
-    warmup_times: list[float] = []
-    # the first step compiles (and autotunes cuDNN): never timed, whatever --warmup-steps says
-    warmup = max(1, args.warmup_steps)
-    progress = Progress(args.progress_seconds, rank, size, warmup, args.steps, args.batch_size)
-    first_step_unix = time.time()
-    for i in range(warmup + args.steps):
-        start = time.perf_counter()
+
+    def step() -> float:
         images, labels = on_device(*next(batches), device, on_gpu)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.mixed_precision):
             logits = trained(images)
@@ -221,11 +202,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        value = loss.item()  # waits for the step to finish: the time is the real one
-        elapsed = time.perf_counter() - start
-        losses.append(value)
-        (step_times if i >= warmup else warmup_times).append(elapsed)
-        progress.step(i + 1, step_times)
+        return float(loss.item())  # waits for the step to finish: the time is the real one
+
+    # the first step compiles (and autotunes cuDNN): never timed, whatever --warmup-steps says
+    timing = timed_steps(args, rank, size, step)
     sharing = (
         gpu_sharing.others(gpus_before, gpu_sharing.compute_apps(), gpu_uuid(device), gpu_sharing.own_pids())
         if on_gpu
@@ -257,17 +237,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "xla": False,
         "compile": args.compile,
         "compiled": compiled,
-        "compile_s": compile_seconds(warmup_times, step_times),
         "compile_cache": cache_dir() if compiled else "",
         "optimizer": optimizer_name,
-        "warmup_steps": warmup,
-        "warmup_step_times": warmup_times,
-        "process_start_unix": PROCESS_START_UNIX,
-        "first_step_unix": first_step_unix,
-        "step_times": step_times,
-        "losses": losses,
         "weights_sha256_before": before,
         "weights_sha256": weights_digest(model),
+        **timing.record(),
     }
     if args.eval_batches and args.data != "synthetic" and rank == 0:
         result["auroc"] = evaluate(model, args, device)
@@ -284,14 +258,7 @@ def evaluate(model: Any, args: argparse.Namespace, device: Any) -> list[float | 
     from gpuready.workloads.pytorch import data as torch_data
 
     model.eval()
-    loader = torch_data.new(
-        torch_data.shard_files(args.data, "test"),
-        batch_size=args.batch_size,
-        image_size=args.image_size,
-        training=False,
-        epochs=1,
-        loader_workers=0,
-    )
+    loader = torch_data.new(torch_data.shard_files(args.data, "test"), evaluation(args), loader_workers=0)
     labels, scores = [], []
     with torch.no_grad():
         for i, (images, y) in enumerate(loader):

@@ -13,10 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from gpuready.workloads.dataset.labels import PATHOLOGIES
-
-PIPELINES = ("new", "old")
-_MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics, as CheXNet normalised its inputs
-_STD = (0.229, 0.224, 0.225)
+from gpuready.workloads.dataset.reading import MEAN, STD, Reading, check_kind
 
 FEATURES = {
     "image": tf.io.FixedLenFeature([], tf.string),
@@ -39,7 +36,7 @@ def _parser(image_size: int, training: bool, with_names: bool) -> Callable[[Any]
         image = tf.image.resize(image, (image_size, image_size))
         if training:
             image = tf.image.random_flip_left_right(image)
-        image = (image / 255.0 - _MEAN) / _STD
+        image = (image / 255.0 - MEAN) / STD
         labels = tf.cast(example["labels"], tf.float32)
         return (image, labels, example["name"]) if with_names else (image, labels)
 
@@ -47,22 +44,13 @@ def _parser(image_size: int, training: bool, with_names: bool) -> Callable[[Any]
 
 
 def new(
-    files: list[str],
-    *,
-    batch_size: int,
-    image_size: int,
-    rank: int = 0,
-    workers: int = 1,
-    training: bool = True,
-    epochs: int | None = None,
-    shuffle_buffer: int = 1024,
-    cycle_length: int = 8,
-    with_names: bool = False,
-    seed: int | None = None,
+    files: list[str], reading: Reading, *, shuffle_buffer: int = 1024, cycle_length: int = 8, with_names: bool = False
 ) -> tf.data.Dataset:
+    """``cycle_length`` files read at once; ``with_names`` adds each image's name to its batch."""
+    batch_size, image_size, training, seed = reading.batch_size, reading.image_size, reading.training, reading.seed
     autotune = tf.data.AUTOTUNE
     ds = tf.data.Dataset.from_tensor_slices(files)
-    ds = ds.shard(workers, rank)  # first: each worker reads only its own files
+    ds = ds.shard(reading.workers, reading.rank)  # first: each worker reads only its own files
     if training:
         ds = ds.shuffle(len(files), seed=seed)
     ds = ds.interleave(
@@ -71,7 +59,7 @@ def new(
     ds = ds.prefetch(batch_size)
     if training:
         ds = ds.shuffle(shuffle_buffer, seed=seed)
-    ds = ds.repeat(epochs)
+    ds = ds.repeat(reading.epochs)
     # map then batch: tf.data's map_and_batch_fusion turns these into the one fused parallel op
     ds = ds.map(_parser(image_size, training, with_names), num_parallel_calls=autotune, deterministic=not training)
     ds = ds.batch(batch_size, drop_remainder=training)
@@ -79,33 +67,23 @@ def new(
 
 
 def old(
-    files: list[str],
-    *,
-    batch_size: int,
-    image_size: int,
-    rank: int = 0,
-    workers: int = 1,
-    training: bool = True,
-    epochs: int | None = None,
-    shuffle_buffer: int = 1024,
-    with_names: bool = False,
-    seed: int | None = None,
-    **_: Any,
+    files: list[str], reading: Reading, *, shuffle_buffer: int = 1024, with_names: bool = False, **_: Any
 ) -> tf.data.Dataset:
+    training = reading.training
     ds = tf.data.TFRecordDataset(tf.data.Dataset.list_files(files, shuffle=False))
-    ds = ds.map(_parser(image_size, training, with_names))
-    ds = ds.shard(workers, rank)
+    ds = ds.map(_parser(reading.image_size, training, with_names))
+    ds = ds.shard(reading.workers, reading.rank)
     if training:
-        ds = ds.shuffle(shuffle_buffer, seed=seed)
-    ds = ds.repeat(epochs)
-    ds = ds.batch(batch_size, drop_remainder=training)
+        ds = ds.shuffle(shuffle_buffer, seed=reading.seed)
+    ds = ds.repeat(reading.epochs)
+    ds = ds.batch(reading.batch_size, drop_remainder=training)
     return ds.prefetch(1)
 
 
-def build(kind: str, files: list[str], **kwargs: Any) -> tf.data.Dataset:
-    if kind not in PIPELINES:
-        raise ValueError(f"unknown pipeline {kind!r}; choose one of {', '.join(PIPELINES)}")
-    return (new if kind == "new" else old)(files, **kwargs)
+def build(kind: str, files: list[str], reading: Reading, **options: Any) -> tf.data.Dataset:
+    """The ``kind`` pipeline; ``options`` are :func:`new`'s own, of which the old pipeline takes those it has."""
+    check_kind(kind)
+    return (new if kind == "new" else old)(files, reading, **options)
 
 
 def synthetic(*, batch_size: int, image_size: int, rank: int = 0) -> tf.data.Dataset:

@@ -13,19 +13,10 @@ import hashlib
 import json
 import os
 import socket
-import time
 from typing import Any
 
-from gpuready.workloads.worker import (
-    PROCESS_START_UNIX,
-    Progress,
-    auroc,
-    common_arguments,
-    compile_seconds,
-    compiles,
-    emit,
-    no_gpu,
-)
+from gpuready.workloads.dataset.reading import Reading
+from gpuready.workloads.worker import auroc, common_arguments, compiles, emit, evaluation, no_gpu, timed_steps
 
 DISTRIBUTIONS = ("horovod", "mwms")
 
@@ -190,10 +181,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return pipeline.build(
             args.pipeline,
             pipeline.shard_files(args.data, "train"),
-            batch_size=args.batch_size,
-            image_size=args.image_size,
-            rank=rank,
-            workers=workers,
+            Reading(args.batch_size, args.image_size, rank=rank, workers=workers),
         )
 
     with dist.scope():
@@ -208,23 +196,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     step = dist.make_step(model, optimizer, loss_fn, args.mixed_precision)
     before = weights_digest(model.trainable_variables)
 
-    losses: list[float] = []
-    step_times: list[float] = []
-    warmup_times: list[float] = []
-    # the first step traces the graph (and compiles it with XLA): never timed
-    warmup = max(1, args.warmup_steps)
-    progress = Progress(args.progress_seconds, dist.rank, dist.size, warmup, args.steps, args.batch_size)
-    first_step_unix = time.time()
-    for i in range(warmup + args.steps):
-        start = time.perf_counter()
-        loss = float(step(iterator))  # float() waits for the step to finish: the time is the real one
-        elapsed = time.perf_counter() - start
-        if i == 0:
-            # optimizer slots exist only after the first step; every worker continues from rank 0's state
-            dist.broadcast(model, optimizer)
-        losses.append(loss)
-        (step_times if i >= warmup else warmup_times).append(elapsed)
-        progress.step(i + 1, step_times)
+    # the first step traces the graph (and compiles it with XLA): never timed.
+    # float() waits for the step to finish: the time is the real one. The optimizer's slots exist only after
+    # the first step; then every worker continues from rank 0's state.
+    timing = timed_steps(
+        args, dist.rank, dist.size, lambda: float(step(iterator)), after_first=lambda: dist.broadcast(model, optimizer)
+    )
 
     result: dict[str, Any] = {
         "rank": dist.rank,
@@ -243,15 +220,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "xla": xla,
         "compile": args.compile,
         "compiled": xla,
-        "compile_s": compile_seconds(warmup_times, step_times),
-        "warmup_steps": warmup,
-        "warmup_step_times": warmup_times,
-        "step_times": step_times,
-        "losses": losses,
-        "process_start_unix": PROCESS_START_UNIX,
-        "first_step_unix": first_step_unix,
         "weights_sha256_before": before,
         "weights_sha256": weights_digest(model.trainable_variables),
+        **timing.record(),
     }
     if args.eval_batches and args.data != "synthetic" and dist.rank == 0:
         result["auroc"] = evaluate(model, args)
@@ -263,13 +234,7 @@ def evaluate(model: Any, args: argparse.Namespace) -> list[float | None]:
 
     from gpuready.workloads.tensorflow import data as pipeline
 
-    ds = pipeline.new(
-        pipeline.shard_files(args.data, "test"),
-        batch_size=args.batch_size,
-        image_size=args.image_size,
-        training=False,
-        epochs=1,
-    )
+    ds = pipeline.new(pipeline.shard_files(args.data, "test"), evaluation(args))
     labels, scores = [], []
     for images, y in ds.take(args.eval_batches):
         labels.append(y.numpy())

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuready.core.results import Check
 from gpuready.core.runner import run_playbook
 
 pytestmark = pytest.mark.slow
@@ -23,18 +24,10 @@ FINDINGS = """\
 """
 
 
-def test_a_mapping_evidence_is_yaml_text_not_a_python_repr(tmp_path: Path) -> None:
-    (tmp_path / "findings.yml.j2").write_text(FINDINGS)
+def _only_finding(tmp_path: Path, task: dict) -> Check:
+    """``task`` played in check mode on one local host by the runner; the one finding it reported."""
     playbook = tmp_path / "play.yml"
-    tasks = [
-        {
-            "name": "Report a finding with a mapping as evidence",
-            "gpuready.gpu.findings": {
-                "findings": "{{ lookup('ansible.builtin.template', 'findings.yml.j2') | from_yaml }}"
-            },
-        }
-    ]
-    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": tasks}], sort_keys=False))
+    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [task]}], sort_keys=False))
     inventory = tmp_path / "inventory"
     inventory.mkdir()
     (inventory / "hosts.yml").write_text(
@@ -43,6 +36,18 @@ def test_a_mapping_evidence_is_yaml_text_not_a_python_repr(tmp_path: Path) -> No
     # run_playbook joins the playbook onto the collection's folder; an absolute path stands for itself.
     run = run_playbook(str(playbook), inventory, tmp_path / "runs", check=True)
     [check] = run.hosts["node-1"].checks
+    return check
+
+
+def test_a_mapping_evidence_is_yaml_text_not_a_python_repr(tmp_path: Path) -> None:
+    (tmp_path / "findings.yml.j2").write_text(FINDINGS)
+    task = {
+        "name": "Report a finding with a mapping as evidence",
+        "gpuready.gpu.findings": {
+            "findings": "{{ lookup('ansible.builtin.template', 'findings.yml.j2') | from_yaml }}"
+        },
+    }
+    check = _only_finding(tmp_path, task)
     # Jinja's tojson sorts the keys.
     assert check.evidence == "changed: false\ncheck_mode: true\nfailed_checks: []\nresult: passed"
 
@@ -64,14 +69,6 @@ def test_the_roles_cite_the_manual_where_it_is_installed(tmp_path: Path) -> None
             ]
         },
     }
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [task]}], sort_keys=False))
-    inventory = tmp_path / "inventory"
-    inventory.mkdir()
-    (inventory / "hosts.yml").write_text(
-        yaml.safe_dump({"all": {"hosts": {"node-1": {"ansible_connection": "local"}}}})
-    )
-    run = run_playbook(str(playbook), inventory, tmp_path / "runs", check=True)
-    [check] = run.hosts["node-1"].checks
+    check = _only_finding(tmp_path, task)
     assert check.message == docs.page("provisioning-nvidia.md")
     assert Path(check.message).is_file()

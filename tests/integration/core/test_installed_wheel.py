@@ -69,6 +69,17 @@ class Installed:
             timeout=900,
         )
 
+    def python(self, code: str) -> subprocess.CompletedProcess[str]:
+        """``code`` run by the installed environment's Python from the user's home, as a user would."""
+        return subprocess.run(
+            [str(self.venv / "bin" / "python"), "-c", code],
+            cwd=self.home,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
@@ -110,14 +121,7 @@ def test_the_installed_package_comes_from_the_wheel_not_the_repository(installed
         "import gpuready.core.runner as r\n"
         "print(json.dumps([str(r.collection_dir()), sys.path]))"
     )
-    done = subprocess.run(
-        [str(installed.venv / "bin" / "python"), "-c", code],
-        cwd=installed.home,
-        env=installed.env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = installed.python(code)
     assert done.returncode == 0, done.stderr
     collection, path = json.loads(done.stdout)
     assert Path(collection) == installed.site / "gpuready" / "playbooks"
@@ -225,12 +229,5 @@ def test_every_page_a_message_cites_ships_in_the_wheel(installed: Installed) -> 
     assert f"pip install 'gpuready[torch]' (see {shipped / 'pytorch.md'})" in done.stderr
     # The roles get the same folder: the runner hands it to Ansible.
     code = "from gpuready.core import docs; print(docs.folder())"
-    where = subprocess.run(
-        [str(installed.venv / "bin" / "python"), "-c", code],
-        cwd=installed.home,
-        env=installed.env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    where = installed.python(code)
     assert where.returncode == 0 and Path(where.stdout.strip()) == shipped, where.stderr

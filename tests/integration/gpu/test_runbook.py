@@ -223,8 +223,9 @@ def test_shards_probe_writes_what_training_reads(tmp_path: Path) -> None:
     # torch in a child process: in pytest's own, Ansible's patch of sys.intern breaks torch._dynamo's import.
     read = (
         "from gpuready.workloads.pytorch import data as t; "
+        "from gpuready.workloads.dataset.reading import Reading; "
         f"f = t.shard_files({str(tmp_path / 'shards')!r}, 'train'); "
-        "i, l = next(iter(t.new(f, batch_size=4, image_size=32, loader_workers=0))); "
+        "i, l = next(iter(t.new(f, Reading(4, 32), loader_workers=0))); "
         "print(len(f), tuple(i.shape), tuple(l.shape))"
     )
     done = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, timeout=300, check=False)

@@ -10,6 +10,7 @@ import yaml
 
 from tests.conftest import ROOT, gpuready
 from tests.doc_samples import owned_block
+from tests.playbooks import site
 from tests.unit.core.test_bad_inputs import make_inventory
 
 LOCAL = {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
@@ -17,8 +18,6 @@ SECRET = "s3cr3t-vault-value"
 
 
 def _site(tmp_path: Path, files: Path) -> Path:
-    playbooks = tmp_path / "playbooks"
-    playbooks.mkdir()
     play = {
         "name": "Config | Write each node's settings",
         "hosts": "gpu_nodes",
@@ -38,8 +37,7 @@ def _site(tmp_path: Path, files: Path) -> Path:
             },
         ],
     }
-    (playbooks / "site.yml").write_text(yaml.safe_dump([play], sort_keys=False))
-    return playbooks
+    return site(tmp_path, play)
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.core.errors import BadInput
+from gpuready.core.results import RunResult
 from gpuready.core.settings.training import TrainingReference
 from gpuready.workloads.controller import references, sweep
 from gpuready.workloads.controller.references import Conditions
@@ -245,6 +246,7 @@ def test_a_worker_that_trained_on_the_cpu_fails_a_gpu_run(tmp_path: Path) -> Non
 
 
 def test_worker_arguments_carry_compile_and_cpu() -> None:
+    from gpuready.workloads import worker
     from gpuready.workloads.pytorch import train as torch_train
     from gpuready.workloads.smoke_run import compile_mode
     from gpuready.workloads.tensorflow import train
@@ -260,9 +262,25 @@ def test_worker_arguments_carry_compile_and_cpu() -> None:
         "on",
         "off",
     ]
-    assert train.compiles("auto", True) and not train.compiles("auto", False) and train.compiles("on", False)
-    assert train.compile_seconds([12.5, 0.2], [0.1, 0.1, 0.3]) == 12.4
-    assert train.compile_seconds([], [0.1]) == 0.0
+    assert worker.compiles("auto", True) and not worker.compiles("auto", False) and worker.compiles("on", False)
+    assert worker.compile_seconds([12.5, 0.2], [0.1, 0.1, 0.3]) == 12.4
+    assert worker.compile_seconds([], [0.1]) == 0.0
+
+
+def test_timed_steps_time_every_step_but_the_warm_up_and_run_the_first_step_hook_once_outside_its_time() -> None:
+    import argparse
+
+    from gpuready.workloads import worker
+
+    losses, hooked = iter([0.9, 0.8, 0.7, 0.6]), []
+    args = argparse.Namespace(warmup_steps=0, steps=3, progress_seconds=0, batch_size=2)
+    timing = worker.timed_steps(args, 0, 1, lambda: next(losses), after_first=lambda: hooked.append(len(hooked)))
+    # --warmup-steps 0 still leaves the first step out of the timed ones: it compiles
+    assert (timing.warmup, len(timing.warmup_times), len(timing.step_times)) == (1, 1, 3)
+    assert timing.losses == [0.9, 0.8, 0.7, 0.6] and hooked == [0]
+    record = timing.record()
+    assert record["warmup_steps"] == 1 and record["losses"] == timing.losses
+    assert record["first_step_unix"] >= record["process_start_unix"]
 
 
 def test_the_docs_table_is_the_per_gpu_reference_table() -> None:
@@ -316,29 +334,33 @@ def test_a_workers_own_refusal_is_the_reason_not_its_launchers_traceback(tmp_pat
     )
 
 
+def _sweep_on_h200s(results: dict[int, list[dict]], folder: Path, result: RunResult) -> list[dict]:
+    """sweep.run of a compiled bf16 PyTorch plan over the worker counts ``results`` has, on one host with as
+    many H200s, each launch answering with the workers' results given for its count."""
+    return sweep.run(
+        Plan(framework="pytorch", batch_size=256, image_size=224, mixed_precision=True, steps=10),
+        sorted(results),
+        Target("local", "localhost", "NVIDIA H200", max(results)),
+        folder,
+        result,
+        lambda _plan, n, _folder: Launch(n, results=results[n]),
+        lambda _line: None,
+    )
+
+
 def test_a_sweep_on_a_gpu_without_a_gpuready_reference_records_one_gpu_and_judges_two_by_their_mates(
     tmp_path: Path,
 ) -> None:
     """sweep.run end to end, from the workers' results to the checks: an H200 (no gpuready figure yet) at
     half speed beside a healthy mate. Alone, its figure is recorded, not judged (never "passed"); with a mate,
     it fails by name."""
-    from gpuready.core.results import RunResult
-
     gpu = "GPU NVIDIA H200"
     results = {
         1: [_rank(0, 900.0, device=gpu)],
         2: [_rank(0, 1900.0, device=gpu), _rank(1, 900.0, device=gpu)],
     }
     result = RunResult(command="validate training")
-    rows = sweep.run(
-        Plan(framework="pytorch", batch_size=256, image_size=224, mixed_precision=True, steps=10),
-        [1, 2],
-        Target("local", "localhost", "NVIDIA H200", 2),
-        tmp_path,
-        result,
-        lambda _plan, n, _folder: Launch(n, results=results[n]),
-        lambda _line: None,
-    )
+    rows = _sweep_on_h200s(results, tmp_path, result)
     statuses = {c.id: (c.status, c.message) for c in result.checks}
     assert [r["workers"] for r in rows] == [1, 2]
     assert statuses["training.1w.trained"][0] == statuses["training.2w.trained"][0] == "passed"
@@ -359,20 +381,10 @@ def test_a_sweep_on_a_gpu_without_a_gpuready_reference_records_one_gpu_and_judge
 def test_a_figure_without_a_reference_never_passes_the_auroc_included(tmp_path: Path) -> None:
     """sweep.run with real data's AUROC on rank 0: no reference judges a smoke run's AUROC, so it is recorded,
     not judged, as the images/s without a reference are; the only check that passes is what was proven."""
-    from gpuready.core.results import RunResult
-
     gpu = "GPU NVIDIA H200"
     results = {1: [_rank(0, 900.0, device=gpu, auroc=[0.5, 0.6, None, 0.7])]}
     result = RunResult(command="validate training")
-    sweep.run(
-        Plan(framework="pytorch", batch_size=256, image_size=224, mixed_precision=True, steps=10),
-        [1],
-        Target("local", "localhost", "NVIDIA H200", 1),
-        tmp_path,
-        result,
-        lambda _plan, n, _folder: Launch(n, results=results[n]),
-        lambda _line: None,
-    )
+    _sweep_on_h200s(results, tmp_path, result)
     statuses = {c.id: (c.status, c.message) for c in result.checks}
     assert statuses["training.1w.auroc"] == (
         "skipped",

@@ -50,17 +50,13 @@ def records(nih: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def _read_all(kind: str, records: Path, rank: int, workers: int) -> list[tuple[str, list[int], float, tuple]]:
+    from gpuready.workloads.dataset.reading import Reading
     from gpuready.workloads.tensorflow import data as pipeline
 
     ds = pipeline.build(
         kind,
         pipeline.shard_files(str(records), "train"),
-        batch_size=3,
-        image_size=32,
-        rank=rank,
-        workers=workers,
-        training=False,
-        epochs=1,
+        Reading(3, 32, rank=rank, workers=workers, training=False, epochs=1),
         with_names=True,
     )
     seen = []

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.workloads.dataset import tfrecord
+from gpuready.workloads.dataset.reading import MEAN, STD, Reading
 from tests.conftest import import_torch_stack
 
 pytestmark = pytest.mark.skipif(
@@ -39,15 +40,13 @@ def _shards(folder: Path, count: int, per_shard: int) -> list[str]:
 
 
 def _seen(loader, batches: int | None = None) -> list[int]:
-    from gpuready.workloads.pytorch.data import _MEAN, _STD
-
     ids = []
     for n, (images, labels) in enumerate(loader):
         if batches is not None and n >= batches:
             break
         assert images.shape[1:] == (3, 32, 32) and labels.shape[1:] == (14,)
         # undo the normalisation of the red channel to read back the record's pixel value
-        ids += [round(float(v)) for v in (images[:, 0, 0, 0] * _STD[0] + _MEAN[0]) * 255]
+        ids += [round(float(v)) for v in (images[:, 0, 0, 0] * STD[0] + MEAN[0]) * 255]
     return ids
 
 
@@ -59,14 +58,7 @@ def test_each_rank_reads_only_its_files_and_every_record_once(tmp_path: Path, lo
     per_rank = []
     for rank in range(2):
         loader = torch_data.new(
-            files,
-            batch_size=1,
-            image_size=32,
-            rank=rank,
-            workers=2,
-            training=False,
-            epochs=1,
-            loader_workers=loader_workers,
+            files, Reading(1, 32, rank=rank, workers=2, training=False, epochs=1), loader_workers=loader_workers
         )
         assert loader.dataset.files == files[rank::2]  # sharded by file before anything is read
         per_rank.append(sorted(_seen(loader)))
@@ -78,9 +70,7 @@ def test_old_pipeline_decodes_everything_then_keeps_its_share(tmp_path: Path) ->
     from gpuready.workloads.pytorch import data as torch_data
 
     files = _shards(tmp_path, 2, 4)
-    ids = _seen(
-        torch_data.build("old", files, batch_size=2, image_size=32, rank=1, workers=2, training=False, epochs=1)
-    )
+    ids = _seen(torch_data.build("old", files, Reading(2, 32, rank=1, workers=2, training=False, epochs=1)))
     assert ids == [1, 3, 5, 7]
 
 
@@ -88,7 +78,7 @@ def test_too_few_files_for_the_workers_is_a_clear_error(tmp_path: Path) -> None:
     from gpuready.workloads.pytorch import data as torch_data
 
     with pytest.raises(ValueError, match="1 files cannot be shared by 2 workers"):
-        torch_data.new(_shards(tmp_path, 1, 2), batch_size=1, image_size=32, rank=1, workers=2)
+        torch_data.new(_shards(tmp_path, 1, 2), Reading(1, 32, rank=1, workers=2))
 
 
 @pytest.mark.slow
