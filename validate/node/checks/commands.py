@@ -45,7 +45,7 @@ LSPCI_COMMAND = (
 )
 UPTIME_COMMAND = "cat /proc/uptime"
 # Whether these commands run inside a container, whose /dev and /etc are its own, not the host's: a runtime makes
-# a container's device files with the container's label (container_file_t), and its /etc is the image's. Podman
+# a container's device files with the container's own SELinux label, and its /etc is the image's. Podman
 # creates /run/.containerenv "in each container to indicate to programs they are running in a container"
 # (podman-run(1), DESCRIPTION); Docker creates /.dockerenv; systemd-detect-virt reads the same two files
 # (systemd src/basic/virt.c, detect_container_files). Regular files only: a lab host masks its machine's marker
