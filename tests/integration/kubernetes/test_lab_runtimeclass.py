@@ -45,24 +45,34 @@ def inventory(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     lab.forget_removed_plugin()
 
 
-def _watched_pods(lab: LabCluster, run: Any) -> tuple[Any, list[dict[str, Any]]]:
+def _watched_pods(lab: LabCluster, run: Any, folder: Path) -> tuple[Any, list[dict[str, Any]]]:
     """Run ``run()`` while kubectl watches the validation namespace; every pod version kubectl saw."""
     args = [lab.kubectl.binary, "--kubeconfig", lab.kubectl.kubeconfig, "get", "pods", "-n", "gpuready-validation"]
-    watch = subprocess.Popen([*args, "-w", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        # kubectl lists, then watches: pods created before its watch opened are in its first listing, and
-        # `validate cluster` deletes its pods only at the end, seconds after kubectl started.
-        time.sleep(1)
-        assert watch.poll() is None, watch.stderr.read() if watch.stderr else ""
-        result = run()
-    finally:
-        watch.terminate()
-        out, _ = watch.communicate(timeout=30)
+    # Into a file, not a pipe read only at the end: a pipe holds 64 KiB, a few pod versions, and kubectl would
+    # block on it and see no more.
+    seen_file = folder / "watch.json"
+    with seen_file.open("w") as sink:
+        watch = subprocess.Popen([*args, "-w", "-o", "json"], stdout=sink, stderr=subprocess.PIPE, text=True)
+        try:
+            # kubectl lists, then watches: pods created before its watch opened are in its first listing, and
+            # `validate cluster` deletes its pods only at the end, seconds after kubectl started.
+            time.sleep(1)
+            assert watch.poll() is None, watch.stderr.read() if watch.stderr else ""
+            result = run()
+        finally:
+            watch.terminate()
+            watch.communicate(timeout=30)
+    out = seen_file.read_text()
     decoder, seen, at = json.JSONDecoder(), [], 0
     while at < len(out.strip()):
         while out[at].isspace():
             at += 1
-        obj, at = decoder.raw_decode(out, at)
+        try:
+            obj, at = decoder.raw_decode(out, at)
+        except json.JSONDecodeError:
+            # Only the last object may be cut, by the terminate that ended the watch.
+            assert "\n}\n{" not in out[at:], out[at:][:2000]
+            break
         seen.append(obj)
     return result, seen
 
@@ -73,7 +83,7 @@ def test_test_pods_name_the_runtimeclass_and_pin_by_the_nodes_hostname_label(
     lab.kubectl.run("label", "node", GPU_NODES[0], f"kubernetes.io/hostname={OTHER_HOSTNAME}", "--overwrite")
     try:
         (rc, out, err, summary), pods = _watched_pods(
-            lab, lambda: lab.run("validate", "cluster", artifacts=tmp_path / "runs", inventory=inventory)
+            lab, lambda: lab.run("validate", "cluster", artifacts=tmp_path / "runs", inventory=inventory), tmp_path
         )
     finally:
         lab.kubectl.run("label", "node", GPU_NODES[0], f"kubernetes.io/hostname={GPU_NODES[0]}", "--overwrite")
