@@ -57,6 +57,13 @@ def devices(node: Node, v: Verdict) -> Check:
     return v.passed(f"{len(paths)} device files present", answer.evidence(600))
 
 
+def _host_only(node: Node, v: Verdict, why: str) -> Check | None:
+    """Skipped, not judged, where the checks run inside a container (``why``: what the container shows instead of
+    the host); None on the host itself."""
+    container = inside_container(node)
+    return v.skipped(f"not judged: {container}, {why}; {JUDGE_ON_HOST}") if container else None
+
+
 @check(
     "node.selinux_labels",
     "with SELinux enforcing, NVIDIA files carry the seed's labels",
@@ -71,11 +78,8 @@ def devices(node: Node, v: Verdict) -> Check:
 )
 def selinux_labels(node: Node, v: Verdict) -> Check:
     # A container's /dev/nvidia* are the runtime's copies under the container's label, not the host's files.
-    container = inside_container(node)
-    if container:
-        return v.skipped(
-            f"not judged: {container}, where the device files carry the container's labels; {JUDGE_ON_HOST}"
-        )
+    if skip := _host_only(node, v, "where the device files carry the container's labels"):
+        return skip
     mode = node.run("getenforce")
     if not mode.ok:
         return v.skipped("SELinux not installed (no getenforce)")
@@ -107,9 +111,9 @@ def container_runtime(node: Node, v: Verdict) -> Check:
     if runtime == "none":
         return v.skipped("container_runtime is none in the settings")
     path, needle = RUNTIME_CONFIG[runtime]
-    container = inside_container(node)
-    if container:  # its /etc is the image's: the host's runtime configuration is not there to read
-        return v.skipped(f"not judged: {container}, where {path} is the image's, not the host's; {JUDGE_ON_HOST}")
+    # Its /etc is the image's: the host's runtime configuration is not there to read.
+    if skip := _host_only(node, v, f"where {path} is the image's, not the host's"):
+        return skip
     config = node.host.file(path)
     if not config.exists:
         return v.failed(f"{path} does not exist ({runtime})")
@@ -125,9 +129,9 @@ def container_runtime(node: Node, v: Verdict) -> Check:
     "Deploy the NVIDIA device plugin on this node (gpuready provision cluster) and check its pod log.",
 )
 def device_plugin_socket(node: Node, v: Verdict) -> Check:
-    container = inside_container(node)
-    if container:  # the kubelet's directory is the host's, not mounted into the checks' container
-        return v.skipped(f"not judged: {container}, which does not see the host's /var/lib/kubelet; {JUDGE_ON_HOST}")
+    # The kubelet's directory is the host's, not mounted into the checks' container.
+    if skip := _host_only(node, v, "which does not see the host's /var/lib/kubelet"):
+        return skip
     if not node.run(KUBELET_COMMAND).ok:
         return v.skipped("not a Kubernetes node (no /var/lib/kubelet)")
     if node.run(SOCKET_COMMAND).ok:
