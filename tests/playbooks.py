@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from tests.runner_events import written_events
+
 if TYPE_CHECKING:
     from tests.processes import Child
 
@@ -43,6 +45,11 @@ def wait_until_task_runs(
 ) -> None:
     """Until the run's Ansible events (under ``runs``) show ``task`` started; the child must still run."""
     deadline = time.monotonic() + limit
-    while not any(task in p.read_text() for p in runs.glob("*/ansible/artifacts/*/job_events/*.json")):
+    seen: set[Path] = set()
+    while not any(_task_of(event) == task for event in written_events(runs, seen)):
         assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
         time.sleep(poll)
+
+
+def _task_of(event: dict[str, Any]) -> str:
+    return str((event.get("event_data") or {}).get("task", ""))

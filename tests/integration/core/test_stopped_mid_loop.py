@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.processes import Child, leftovers, new_mark
+from tests.runner_events import written_events
 from tests.unit.core.test_bad_inputs import GOOD, make_inventory
 
 pytestmark = pytest.mark.slow
@@ -58,13 +59,8 @@ def _playbooks(tmp_path: Path, timeout: int | None) -> Path:
 def _wait_for_first_item(runs: Path, child: Child) -> None:
     deadline = time.monotonic() + 90
     while True:
-        for path in runs.glob("*/ansible/artifacts/*/job_events/*.json"):
-            try:
-                event = json.loads(path.read_text())
-            except ValueError:
-                continue
-            if event.get("event") == "runner_item_on_ok":
-                return
+        if any(event.get("event") == "runner_item_on_ok" for event in written_events(runs)):
+            return
         assert child.proc.poll() is None and time.monotonic() < deadline, child.stderr
         time.sleep(0.05)
 

@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import gpuready
 from tests.integration.vsphere.conftest import Vcsim, start_vcsim
 from tests.processes import Child, leftovers, new_mark
+from tests.runner_events import written_events
 
 pytestmark = pytest.mark.slow
 TIMEOUT_S = 3
@@ -86,14 +87,7 @@ def first_change(runs: Path, child: Child, timeout: float = 240) -> str:
     seen: set[Path] = set()
     deadline = time.monotonic() + timeout
     while True:
-        for path in runs.glob("*/ansible/artifacts/*/job_events/*.json"):
-            if path in seen:
-                continue
-            try:
-                event = json.loads(path.read_text())
-            except ValueError:
-                continue  # being written: read again next time
-            seen.add(path)
+        for event in written_events(runs, seen):
             data = event.get("event_data", {})
             if event.get("event") == "runner_on_ok" and (data.get("res") or {}).get("changed"):
                 return str(data["task"])
