@@ -75,6 +75,8 @@ ANSIBLE_SETTINGS: dict[str, dict[str, str]] = {
 
 #: The message Ansible's command, shell and raw give a command that exited non-zero.
 COMMAND_FAILED = "non-zero return code"
+#: ansible-core's message for a loop task with a failed item (lib/ansible/executor/task_executor.py, TaskExecutor.run).
+LOOP_FAILED = "One or more items failed"
 
 #: ansible-core 2.17's message for a task past its ``timeout:`` (lib/ansible/executor/task_executor.py; its
 #: test/integration/targets/adhoc/runme.sh greps for it).
@@ -409,8 +411,7 @@ def run_playbook(
         timed_out=None if cancel.requested() or not timeouts else timeouts[0],
     )
     _apply_stats(result, hosts)
-    if run.stopped:
-        _keep_half_applied(hosts)
+    _keep_half_applied(hosts)
     for host, items in findings.items():
         hosts.setdefault(host, HostResult(host)).checks = [_finding(host, item) for item in items]
     try:
@@ -514,8 +515,15 @@ def _timed_out(event: dict[str, Any]) -> TimedOut | None:
 
 def _failure(res: dict[str, Any]) -> str:
     """What a failed task said. Commands (command, shell, raw) fail with Ansible's bare "non-zero return
-    code"; what the command itself said, on stderr (else stdout), is what tells the user why."""
+    code"; what the command itself said, on stderr (else stdout), is what tells the user why. A loop fails with
+    "One or more items failed": the first failed item and what it said tell why."""
     msg = str(res.get("msg") or "")
+    items = [r for r in res.get("results") or () if isinstance(r, dict) and r.get("failed")]
+    if items and msg == LOOP_FAILED:
+        first = items[0]
+        label = first.get("_ansible_item_label", first.get("item", ""))
+        more = f" (+{len(items) - 1} more failed items)" if len(items) > 1 else ""
+        return f"item {label}: {_failure(first)}{more}"
     said = str(res.get("stderr") or res.get("stdout") or "").strip()
     if said and (not msg or msg == COMMAND_FAILED):
         return f"exit {res.get('rc', '?')}: {said}" if msg else said
@@ -546,7 +554,8 @@ def _scrub(private: Path) -> None:
 
 
 def _keep_half_applied(hosts: dict[str, HostResult]) -> None:
-    """A run stopped inside a loop: the items that had changed count as a change of their task."""
+    """A loop that did not finish (stopped, or failed on a later item): the items that had changed count as a change
+    of their task. Ansible's recap counts none for a failed task, though its items before the failure were applied."""
     for record in hosts.values():
         for task, items in record.changed_items.values():
             record.changed += 1

@@ -12,7 +12,8 @@ NAMED_CHANGES = 3
 
 
 def changes_so_far(r: HostResult, verb: str) -> str:
-    """``N ok, M changed so far``, and which tasks changed: a stopped run's changes are applied all the same."""
+    """``N ok, M changed so far``, and which tasks changed: a stopped or failed run's changes are applied all the
+    same."""
     text = f"{r.ok} ok, {r.changed} {verb} so far"
     if r.changed_tasks:
         named = "; ".join(r.changed_tasks[:NAMED_CHANGES])
@@ -71,11 +72,14 @@ def add_playbook_run(result: RunResult, run: PlaybookRun, *, check_mode: bool, h
             task, message = r.failed_tasks[0]
             more = f" (+{len(r.failed_tasks) - 1} more)" if len(r.failed_tasks) > 1 else ""
             evidence = "\n".join(f"{t}: {m}" for t, m in r.failed_tasks)
+            # What changed before the failure is applied all the same (a loop's earlier items included).
+            applied = f"; {changes_so_far(r, verb)}" if r.changed_tasks else ""
+            evidence += "".join(f"\n{verb}: {t}" for t in r.changed_tasks)
             result.add(
                 failed(
                     "provision.apply",
                     host,
-                    f"{task}: {message}{more}",
+                    f"{task}: {message}{more}{applied}",
                     evidence=evidence,
                     remedy=f"see {run.artifacts} for the full Ansible output",
                 )

@@ -1,7 +1,8 @@
-"""A run stopped inside a loop -- at a step that timed out on the vCenter host, or by Ctrl-C -- reports the items
-that had changed before the stop: Ansible reports a loop's change only when every item is done, so without them a
-half-applied loop would read as nothing changed. Real Ansible through the real command line, with a playbook of
-our own in place of site.yml (GPUREADY_PLAYBOOKS): one item changes, the next hangs."""
+"""A run stopped inside a loop -- at a step that timed out on the vCenter host, or by Ctrl-C -- or a loop that failed
+on a later item reports the items that had changed before: Ansible reports a loop's change only when every item is
+done (and none for a failed loop), so without them a half-applied loop would read as nothing changed. Real Ansible
+through the real command line, with a playbook of our own in place of site.yml (GPUREADY_PLAYBOOKS): one item
+changes, the next hangs (or fails)."""
 
 from __future__ import annotations
 
@@ -119,3 +120,26 @@ def test_a_cancel_mid_loop_reports_the_items_changed_before(tmp_path: Path) -> N
     assert apply["host"] == "vc" and apply["status"] == "error", apply
     assert apply["message"] == f"cancelled before the playbook finished: 0 ok, 1 changed so far: {TASK} (true)", apply
     assert apply["evidence"] == f"{TASK} (true)", apply
+
+
+def test_a_loop_that_fails_on_a_later_item_reports_the_items_changed_before(tmp_path: Path) -> None:
+    # Ansible's recap counts no change for a failed task, though its items before the failure were applied.
+    playbooks = _playbooks(tmp_path, None)
+    site = yaml.safe_load((playbooks / "site.yml").read_text())
+    site[0]["tasks"][0]["loop"] = ["true", "false"]
+    (playbooks / "site.yml").write_text(yaml.safe_dump(site, sort_keys=False))
+    runs = tmp_path / "runs"
+    env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
+    args = ["provision", "cluster", "-i", str(_inventory(tmp_path)), "--tags", "loop", "--artifacts", str(runs)]
+    child = Child(args, env)
+    child.proc.wait(timeout=120)
+    child.reader.join(5)
+    assert child.proc.returncode == 1, child.stderr
+    summary = _summary(runs)
+    assert summary["metrics"]["changed"] == 1, summary["metrics"]
+    [apply] = [c for c in summary["checks"] if c["id"] == "provision.apply"]
+    assert apply["host"] == "vc" and apply["status"] == "failed", apply
+    assert apply["message"] == (f"{TASK}: item false: non-zero return code; 0 ok, 1 changed so far: {TASK} (true)"), (
+        apply
+    )
+    assert apply["evidence"].splitlines()[-1] == f"changed: {TASK} (true)", apply
