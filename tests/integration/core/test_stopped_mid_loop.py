@@ -126,7 +126,8 @@ def test_a_loop_that_fails_on_a_later_item_reports_the_items_changed_before(tmp_
     # Ansible's recap counts no change for a failed task, though its items before the failure were applied.
     playbooks = _playbooks(tmp_path, None)
     site = yaml.safe_load((playbooks / "site.yml").read_text())
-    site[0]["tasks"][0]["loop"] = ["true", "false"]
+    # Ansible runs every item of a loop, also those after a failed one.
+    site[0]["tasks"][0]["loop"] = ["true first", "false second", "true third", "false fourth"]
     (playbooks / "site.yml").write_text(yaml.safe_dump(site, sort_keys=False))
     runs = tmp_path / "runs"
     env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
@@ -139,7 +140,8 @@ def test_a_loop_that_fails_on_a_later_item_reports_the_items_changed_before(tmp_
     assert summary["metrics"]["changed"] == 1, summary["metrics"]
     [apply] = [c for c in summary["checks"] if c["id"] == "provision.apply"]
     assert apply["host"] == "vc" and apply["status"] == "failed", apply
-    assert apply["message"] == (f"{TASK}: item false: non-zero return code; 0 ok, 1 changed so far: {TASK} (true)"), (
-        apply
-    )
-    assert apply["evidence"].splitlines()[-1] == f"changed: {TASK} (true)", apply
+    assert apply["message"] == (
+        f"{TASK}: item false second: non-zero return code (+1 more failed items); "
+        f"0 ok, 1 changed so far: {TASK} (true first, true third)"
+    ), apply
+    assert apply["evidence"].splitlines()[-1] == f"changed: {TASK} (true first, true third)", apply
