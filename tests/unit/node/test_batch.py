@@ -88,7 +88,6 @@ def streaming_node(tmp_path: Path, **kwargs: Any) -> tuple[Node, CountingHost, l
 
 
 def test_measuring_commands_ride_the_fixed_batchs_connection(tmp_path: Path) -> None:
-
     node, host, started = streaming_node(tmp_path)
     measured = tmp_path / "measured"
     measuring = [
