@@ -449,9 +449,11 @@ def _record(
     if not kind.startswith("runner_on_") or kind in ("runner_on_start",):
         return
     record = hosts.setdefault(host, HostResult(host))
-    if kind == "runner_on_ok":
-        # The task's change is counted now; items of a task that failed stay, for a stop to report (Ansible's recap
-        # counts no change for a failed task, though its items before the failure were applied).
+    ignored = kind == "runner_on_failed" and bool(data.get("ignore_errors"))
+    if kind == "runner_on_ok" or ignored:
+        # The task's change is counted now (Ansible's recap counts an ignored failure's change too); the items of a
+        # task that failed stay, counted at the end (the recap counts no change for a failed task, though its items
+        # before the failure were applied).
         record.changed_items.pop(str(data.get("task_uuid", task)), None)
     status = {
         "runner_on_ok": "changed" if res.get("changed") else "ok",
@@ -461,8 +463,8 @@ def _record(
     }.get(kind)
     if status is None:
         return
-    if kind == "runner_on_failed" and data.get("ignore_errors"):
-        status = "ok"
+    if ignored:
+        status = "changed" if res.get("changed") else "ok"
     message = ""
     # Counted as the events come, so a run stopped before Ansible's recap still says what it did; the recap's
     # figures replace these when there is one.

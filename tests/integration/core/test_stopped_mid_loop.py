@@ -145,3 +145,23 @@ def test_a_loop_that_fails_on_a_later_item_reports_the_items_changed_before(tmp_
         f"0 ok, 1 changed so far: {TASK} (true first, true third)"
     ), apply
     assert apply["evidence"].splitlines()[-1] == f"changed: {TASK} (true first, true third)", apply
+
+
+def test_a_failed_loop_whose_errors_are_ignored_counts_its_change_once(tmp_path: Path) -> None:
+    # Ansible's recap counts the change of a task whose failure is ignored: the items are not counted again.
+    playbooks = _playbooks(tmp_path, None)
+    site = yaml.safe_load((playbooks / "site.yml").read_text())
+    site[0]["tasks"][0]["loop"] = ["true first", "false second"]
+    site[0]["tasks"][0]["ignore_errors"] = True
+    (playbooks / "site.yml").write_text(yaml.safe_dump(site, sort_keys=False))
+    runs = tmp_path / "runs"
+    env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
+    args = ["provision", "cluster", "-i", str(_inventory(tmp_path)), "--tags", "loop", "--artifacts", str(runs)]
+    child = Child(args, env)
+    child.proc.wait(timeout=120)
+    child.reader.join(5)
+    assert child.proc.returncode == 0, child.stderr
+    summary = _summary(runs)
+    assert summary["metrics"]["changed"] == 1, summary["metrics"]
+    [apply] = [c for c in summary["checks"] if c["id"] == "provision.apply"]
+    assert (apply["status"], apply["message"], apply["evidence"]) == ("passed", "1 ok, 1 changed", TASK), apply
