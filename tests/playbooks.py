@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from tests.runner_events import written_events
+from tests.runner_events import task_of, written_events
 
 if TYPE_CHECKING:
     from tests.processes import Child
@@ -46,10 +46,6 @@ def wait_until_task_runs(
     """Until the run's Ansible events (under ``runs``) show ``task`` started; the child must still run."""
     deadline = time.monotonic() + limit
     seen: set[Path] = set()
-    while not any(_task_of(event) == task for event in written_events(runs, seen)):
+    while not any(task_of(event) == task for event in written_events(runs, seen)):
         assert time.monotonic() < deadline and child.proc.poll() is None, child.stderr
         time.sleep(poll)
-
-
-def _task_of(event: dict[str, Any]) -> str:
-    return str((event.get("event_data") or {}).get("task", ""))

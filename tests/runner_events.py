@@ -26,3 +26,8 @@ def written_events(runs: Path, seen: set[Path] | None = None) -> Iterator[dict[s
         if seen is not None:
             seen.add(path)
         yield dict(event)
+
+
+def task_of(event: dict[str, Any]) -> str:
+    """The name of the task an event is about; "" for events of no task."""
+    return str((event.get("event_data") or {}).get("task", ""))

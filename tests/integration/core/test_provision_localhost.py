@@ -15,7 +15,7 @@ import pytest
 from gpuready.core.runner import TaskEvent, run_playbook
 from tests.conftest import ROOT, gpuready, provision_cluster
 from tests.playbooks import site, waiting_play
-from tests.runner_events import written_events
+from tests.runner_events import task_of, written_events
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +99,7 @@ def test_ctrl_c_cancels_the_run_cleanly_and_reports_what_ran(tmp_path: Path) -> 
     deadline = time.monotonic() + 60
     seen: set[Path] = set()
     while time.monotonic() < deadline:
-        if any((event.get("event_data") or {}).get("task") == "Slow | Wait" for event in written_events(runs, seen)):
+        if any(task_of(event) == "Slow | Wait" for event in written_events(runs, seen)):
             break
         time.sleep(0.2)
     started = time.monotonic()

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from tests.playbooks import site
 from tests.processes import Child, leftovers, new_mark
 from tests.runner_events import written_events
 from tests.unit.core.test_bad_inputs import GOOD, make_inventory
@@ -33,7 +33,9 @@ def _inventory(tmp_path: Path) -> Path:
     return make_inventory(tmp_path, hosts=hosts, settings={"gpuready": GOOD})
 
 
-def _playbooks(tmp_path: Path, timeout: int | None) -> Path:
+def _playbooks(tmp_path: Path, timeout: int | None, loop: list[str] | None = None, **task: Any) -> Path:
+    """A play on the vCenter host whose one task runs each command of ``loop`` (by default: one that changes, then
+    one that hangs), with ``task``'s keywords added; ``timeout``: the play's."""
     play: dict[str, Any] = {
         "name": "Loop | A vCenter play whose second item hangs",
         "hosts": "vcenter",
@@ -44,17 +46,26 @@ def _playbooks(tmp_path: Path, timeout: int | None) -> Path:
             {
                 "name": TASK,
                 "ansible.builtin.command": "{{ item }}",
-                "loop": ["true", f"sleep {HANG_S}"],
+                "loop": loop or ["true", f"sleep {HANG_S}"],
                 "changed_when": True,
+                **task,
             }
         ],
     }
     if timeout:
         play["timeout"] = timeout
-    folder = tmp_path / "playbooks"
-    folder.mkdir()
-    (folder / "site.yml").write_text(yaml.safe_dump([play], sort_keys=False))
-    return folder
+    return site(tmp_path, play)
+
+
+def _run_to_end(tmp_path: Path, playbooks: Path) -> tuple[int, str, dict[str, Any]]:
+    """``provision cluster`` of ``playbooks`` run to its end: its exit status, its stderr and its summary.json."""
+    runs = tmp_path / "runs"
+    env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
+    args = ["provision", "cluster", "-i", str(_inventory(tmp_path)), "--tags", "loop", "--artifacts", str(runs)]
+    child = Child(args, env)
+    child.proc.wait(timeout=120)
+    child.reader.join(5)
+    return child.proc.returncode, child.stderr, _summary(runs)
 
 
 def _wait_for_first_item(runs: Path, child: Child) -> None:
@@ -124,19 +135,10 @@ def test_a_cancel_mid_loop_reports_the_items_changed_before(tmp_path: Path) -> N
 
 def test_a_loop_that_fails_on_a_later_item_reports_the_items_changed_before(tmp_path: Path) -> None:
     # Ansible's recap counts no change for a failed task, though its items before the failure were applied.
-    playbooks = _playbooks(tmp_path, None)
-    site = yaml.safe_load((playbooks / "site.yml").read_text())
     # Ansible runs every item of a loop, also those after a failed one.
-    site[0]["tasks"][0]["loop"] = ["true first", "false second", "true third", "false fourth"]
-    (playbooks / "site.yml").write_text(yaml.safe_dump(site, sort_keys=False))
-    runs = tmp_path / "runs"
-    env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
-    args = ["provision", "cluster", "-i", str(_inventory(tmp_path)), "--tags", "loop", "--artifacts", str(runs)]
-    child = Child(args, env)
-    child.proc.wait(timeout=120)
-    child.reader.join(5)
-    assert child.proc.returncode == 1, child.stderr
-    summary = _summary(runs)
+    loop = ["true first", "false second", "true third", "false fourth"]
+    returncode, stderr, summary = _run_to_end(tmp_path, _playbooks(tmp_path, None, loop))
+    assert returncode == 1, stderr
     assert summary["metrics"]["changed"] == 1, summary["metrics"]
     [apply] = [c for c in summary["checks"] if c["id"] == "provision.apply"]
     assert apply["host"] == "vc" and apply["status"] == "failed", apply
@@ -149,19 +151,9 @@ def test_a_loop_that_fails_on_a_later_item_reports_the_items_changed_before(tmp_
 
 def test_a_failed_loop_whose_errors_are_ignored_counts_its_change_once(tmp_path: Path) -> None:
     # Ansible's recap counts the change of a task whose failure is ignored: the items are not counted again.
-    playbooks = _playbooks(tmp_path, None)
-    site = yaml.safe_load((playbooks / "site.yml").read_text())
-    site[0]["tasks"][0]["loop"] = ["true first", "false second"]
-    site[0]["tasks"][0]["ignore_errors"] = True
-    (playbooks / "site.yml").write_text(yaml.safe_dump(site, sort_keys=False))
-    runs = tmp_path / "runs"
-    env = {"GPUREADY_PLAYBOOKS": str(playbooks), **new_mark()}
-    args = ["provision", "cluster", "-i", str(_inventory(tmp_path)), "--tags", "loop", "--artifacts", str(runs)]
-    child = Child(args, env)
-    child.proc.wait(timeout=120)
-    child.reader.join(5)
-    assert child.proc.returncode == 0, child.stderr
-    summary = _summary(runs)
+    playbooks = _playbooks(tmp_path, None, ["true first", "false second"], ignore_errors=True)
+    returncode, stderr, summary = _run_to_end(tmp_path, playbooks)
+    assert returncode == 0, stderr
     assert summary["metrics"]["changed"] == 1, summary["metrics"]
     [apply] = [c for c in summary["checks"] if c["id"] == "provision.apply"]
     assert (apply["status"], apply["message"], apply["evidence"]) == ("passed", "1 ok, 1 changed", TASK), apply
