@@ -12,6 +12,9 @@ The package families are the vendors' own names:
 - ``dnf-module``: the streams of NVIDIA's ``nvidia-driver`` module in its CUDA repository for RHEL 8/9,
   ``<branch>-dkms`` (proprietary) and ``<branch>-open`` (NVIDIA driver installation guide, "Kernel Modules";
   yum-packaging-dkms-nvidia README), read from ``modules.yaml`` or from ``dnf module list nvidia-driver``.
+- ``dnf-versions``: NVIDIA's CUDA repository for RHEL 10, without module streams: the versions of its ``cuda-drivers``
+  (proprietary) and ``nvidia-open`` (open) packages (NVIDIA driver installation guide, "Kernel Modules" and "Switching
+  between Driver Module Flavors", RHEL 10), read from ``dnf repoquery --qf '%{name} %{version}'`` (a line each).
 """
 
 import json
@@ -27,16 +30,19 @@ description:
   - >-
     Reads package names from a Debian C(Packages) index (its Package fields), the output of C(apt-cache pkgnames)
     (one name a line) or a JSON object whose keys are package names; or module streams from a C(modules.yaml)
-    (the stream of each modulemd document named nvidia-driver) or the output of C(dnf module list nvidia-driver).
+    (the stream of each modulemd document named nvidia-driver), the output of C(dnf module list nvidia-driver), or
+    C(name version) lines of C(dnf repoquery).
   - Returns each branch the family's packages or streams name, with its flavours (C(proprietary), C(open)).
   - C(driver_streams) returns the nvidia-driver streams of C(dnf module list) output, and which one is enabled.
+  - C(versionlock_other_branches) returns the entries of dnf's version lock list that hold an NVIDIA package at a
+    driver branch other than the one given.
 options:
   _input:
     description: The index text.
     type: str
     required: true
   family:
-    description: C(ubuntu), C(cuda-apt) or C(dnf-module).
+    description: C(ubuntu), C(cuda-apt), C(dnf-module) or C(dnf-versions).
     type: str
     required: true
 """
@@ -57,7 +63,12 @@ FAMILIES = {
     "ubuntu": re.compile(r"^nvidia-driver-(?P<branch>\d+)-server(?P<open>-open)?$"),
     "cuda-apt": re.compile(r"^(?:cuda-drivers-(?P<branch>\d+)|nvidia-open-(?P<obranch>\d+))$"),
     "dnf-module": re.compile(r"^(?P<branch>\d+)-(?:dkms|(?P<open>open))$"),
+    "dnf-versions": re.compile(r"^(?:cuda-drivers|(?P<open>nvidia-open)) (?:\d+:)?(?P<branch>\d+)\.\S*$"),
 }
+# An entry of dnf 4's versionlock.list as `dnf versionlock add` writes it: name-epoch:version-release.arch, the arch
+# a glob (NVIDIA driver installation guide, "Version locking": "Adding versionlock on:
+# kmod-nvidia-open-dkms-3:575.51-1.fc41.*"). A driver branch is a version's first field, three digits or more.
+LOCK_ENTRY = re.compile(r"^(?P<name>(?!!)\S*nvidia\S*)-(?P<epoch>\d+):(?P<branch>\d{3,})\.[^-]*-[^-]+\.[^.]+$")
 DNF_LINE = re.compile(r"^nvidia-driver\s+(?P<stream>\S+)(?P<marks>(?:\s*\[[a-z]\])*)")
 
 
@@ -101,7 +112,8 @@ def driver_branches(text, family):
         raise AnsibleFilterError(f"driver_branches: family is one of {', '.join(FAMILIES)}, not {family!r}")
     pattern = FAMILIES[family]
     offered = {}
-    for name in _streams(text) if family == "dnf-module" else _names(text):
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for name in _streams(text) if family == "dnf-module" else lines if family == "dnf-versions" else _names(text):
         match = pattern.match(name)
         if not match:
             continue
@@ -118,6 +130,24 @@ def branch_offer(item):
     return item["key"] if len(flavours) > 1 else f"{item['key']} {flavours[0]} only"
 
 
+def versionlock_other_branches(entries, branch):
+    """The lock entries that hold an NVIDIA package at another driver branch: what a change of branch releases. Other
+    locks (the admin's, an exclusion's `!`, NVIDIA packages whose versions are not driver versions) stay."""
+    if isinstance(entries, str):
+        entries = entries.split()
+    others = []
+    for entry in entries:
+        match = LOCK_ENTRY.match(entry)
+        if match and match.group("branch") != str(branch):
+            others.append(entry)
+    return others
+
+
 class FilterModule:
     def filters(self):
-        return {"driver_branches": driver_branches, "driver_streams": driver_streams, "branch_offer": branch_offer}
+        return {
+            "driver_branches": driver_branches,
+            "driver_streams": driver_streams,
+            "branch_offer": branch_offer,
+            "versionlock_other_branches": versionlock_other_branches,
+        }

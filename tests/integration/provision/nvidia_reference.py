@@ -1,4 +1,4 @@
-"""What NVIDIA's and the distributions' own documentation says a node must get, written from those documents.
+r"""What NVIDIA's and the distributions' own documentation says a node must get, written from those documents.
 
 This table is the oracle of the planning tests: it is written from the sources below, never from the
 roles' variables, so a role that builds a name the vendor does not publish fails against it.
@@ -63,6 +63,23 @@ Sources (read for each row):
   repository's Packages index (developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/Packages):
   "Package: cuda-keyring Version: 1.1-1 ... Filename: ./cuda-keyring_1.1-1_all.deb ... Enrolls public key: 3BF863CC
   (2024) and enables repo: ubuntu2404/x86_64". NVIDIA's Ubuntu directories are ubuntu2204 and ubuntu2404.
+- [DIG10] NVIDIA Driver Installation Guide (595 and 620 editions), "Kernel Modules", table "Open GPU kernel module
+  installation", row "Red Hat Enterprise Linux 10, AlmaLinux 10, Rocky Linux 10, Oracle Linux 10": the latest
+  `dnf install nvidia-open`; a branch `dnf versionlock \*nvidia\*580\*` then `dnf install nvidia-open` (no module
+  streams); "Advanced Options", "Switching between Driver Module Flavors", RHEL 10: `dnf install --allowerasing
+  nvidia-open` (open), `cuda-drivers` (proprietary); "Version locking", DNF 4 (RHEL 10, Rocky 10): the plugin is
+  python3-dnf-plugin-versionlock. Pre-installation on RHEL 10: EPEL, and `subscription-manager repos
+  --enable=codeready-builder-for-rhel-10-$(uname -m)-rpms` (crb on the rebuilds). NVIDIA's cuda-rhel10.repo
+  (developer.download.nvidia.com/compute/cuda/repos/rhel10/x86_64/cuda-rhel10.repo, as public setup scripts reproduce
+  it): baseurl .../rhel10/x86_64, gpgkey .../rhel10/x86_64/CDF6BA43.pub.
+- [EPEL10] Fedora EPEL documentation, "EPEL 10": builds for RHEL 10.x "are published in pub/epel/10.x dnf repositories
+  for consumption by the corresponding RHEL 10 minor version"; pub/epel/10 is CentOS Stream 10's (a link to the
+  latest 10.x).
+- [EL10F] The EL10 hosts' facts: a real recording (AlmaLinux 9.0, RHEL 8.5: tests/fixtures/facts/SOURCES.md) with the
+  fields that name the release edited to a 10.0 release: distribution_version 10.0, major 10, the codename of its
+  os-release (python-distro/distro tests/resources/distros: rhel10 "10.0 (Coughlan)", almalinux10 "10.0 (Purple
+  Lion)", Apache-2.0) and the kernel RHEL 10.0 shipped, 6.12.0-55.9.1.el10_0.x86_64 (Red Hat's RHEL 10 documentation
+  prints it for `uname -r`).
 - [CTK] NVIDIA Container Toolkit install guide: apt list
   `deb https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /` (apt's $(ARCH) is dpkg's
   architecture: amd64, arm64); rpm repo `https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch`
@@ -249,6 +266,74 @@ HOSTS |= {
     "rhel-8-old-open": ("rhel-8", None),
     "ubuntu-22.04-570": ("ubuntu-22.04", None),
 }
+# Enterprise Linux 10 [DIG10]: no module stream; the request names the branch (every branch has the same package
+# names) and dnf's version lock holds it; rhel10 is signed with its own key; EPEL of the 10.x minor [EPEL10].
+EL10_KERNEL = "6.12.0-55.9.1.el10_0.x86_64"  # [EL10F]
+EL10_FACTS = {
+    "rhel-10": (
+        "rhel-8",
+        {
+            "distribution_version": "10.0",
+            "distribution_major_version": "10",
+            "distribution_release": "Coughlan",
+            "kernel": EL10_KERNEL,
+        },
+    ),
+    "alma-10": (
+        "almalinux-9",
+        {
+            "distribution_version": "10.0",
+            "distribution_major_version": "10",
+            "distribution_release": "Purple Lion",
+            "kernel": EL10_KERNEL,
+        },
+    ),
+}
+RHEL10_KEY = "CDF6BA43.pub"
+DRIVER |= {
+    "rhel-10-580-open": {
+        "pin": ("580-open", ""),
+        "repo": f"{CUDA}/rhel10/x86_64/",
+        "key": RHEL10_KEY,
+        "stream": "",
+        "packages": ["nvidia-open-580.*"],
+        "lock": ["*nvidia*580*"],
+        "crb": "codeready-builder-for-rhel-10-x86_64-rpms",
+        "epel": True,
+        "epel_url": "https://dl.fedoraproject.org/pub/epel/10.0/Everything/x86_64/",
+    },
+    "alma-10-580": {
+        "pin": ("580", ""),
+        "repo": f"{CUDA}/rhel10/x86_64/",
+        "key": RHEL10_KEY,
+        "stream": "",
+        "packages": ["cuda-drivers-580.*"],
+        "lock": ["*nvidia*580*"],
+        "crb": "crb",
+        "epel": True,
+        "epel_url": "https://dl.fedoraproject.org/pub/epel/10.0/Everything/x86_64/",
+    },
+    "alma-10-580-pinned": {  # a version of the branch (580.126.20: Ubuntu's fabric-manager-580 of that version)
+        "pin": ("580-open", "580.126.20"),
+        "repo": f"{CUDA}/rhel10/x86_64/",
+        "key": RHEL10_KEY,
+        "stream": "",
+        "packages": ["nvidia-open-580.126.20"],
+        "lock": ["*nvidia*580*"],
+        "crb": "crb",
+        "epel": True,
+        "epel_url": "https://dl.fedoraproject.org/pub/epel/10.0/Everything/x86_64/",
+    },
+}
+HOSTS |= {
+    "rhel-10-580-open": EL10_FACTS["rhel-10"],
+    "alma-10-580": EL10_FACTS["alma-10"],
+    "alma-10-580-pinned": EL10_FACTS["alma-10"],
+}
+CURRENT |= {"rhel-10-580-open", "alma-10-580", "alma-10-580-pinned"}
+# EL 8/9 take EPEL by major release [DIG].
+DRIVER["rhel-9-580-open"]["epel_url"] = "https://dl.fedoraproject.org/pub/epel/9/Everything/x86_64/"
+
 CURRENT |= {"ubuntu-22.04-570", "rhel-9-b200-plain-580", "ubuntu-22.04-secure-boot-580"}
 CURRENT |= {"rhel-9-hgx-620", "rocky-8-hgx-620", "rhel-9-hgx-615"}
 
@@ -405,7 +490,17 @@ FABRIC_REFUSED: dict[str, tuple[tuple[str, dict | None], str, str, str]] = {
     ),
     # [IMEX]: no IMEX package for Ubuntu 20.04.
     "ubuntu-20.04-gb200": (("ubuntu-20.04", None), "gb200-nvl72", "595", "NVIDIA's IMEX service (nvidia-imex-595)"),
+    # [DIG10], [FMY]: on EL 8/9 Fabric Manager comes with the module stream's fm profile; no source here names the
+    # package of the rhel10 repository, which has no streams.
+    "alma-10-hgx": (
+        EL10_FACTS["alma-10"],
+        "hgx-h100",
+        "580",
+        "node class hgx-h100 has NVSwitches: gpuready has no record of the Fabric Manager package",
+    ),
+    "rhel-10-gb200": (EL10_FACTS["rhel-10"], "gb200-nvl72", "580", "NVIDIA's IMEX service (nvidia-imex-580)"),
 }
+CURRENT |= {"alma-10-hgx", "rhel-10-gb200"}
 
 # host -> (recorded facts, (branch, version), packages, headers) with Secure Boot on.
 SECURE_BOOT: dict[str, dict] = {
@@ -468,8 +563,3 @@ DCGM_KEYRING: dict[str, str] = {
     "rhel-9": "",
     "rocky-9": "",
 }
-
-# Enterprise Linux 10 [DIG620 "Kernel Modules", table 5: "Red Hat Enterprise Linux 10, AlmaLinux 10, Rocky Linux 10":
-# `dnf install nvidia-open`; a branch: `dnf versionlock \*nvidia\*580\*` then `dnf install nvidia-open`; no module
-# streams]: refused until that path is built, saying so. The Rocky 9 recording as Rocky 10: one named edit, the version.
-EL10 = {"rocky-10": ("rocky-9", {"distribution_version": "10.0", "distribution_major_version": "10"})}

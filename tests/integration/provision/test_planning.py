@@ -82,9 +82,6 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
     noble.write_text(json.dumps(ARCHIVE["noble"]))
     hosts["ubuntu-24.04-old-branch"] = {"nvidia_driver_branch": "418", "nvidia_driver_plan_index": str(noble)}
     records = ref.HOSTS | {"debian-11": ("debian-11", None), "ubuntu-24.04-old-branch": ("ubuntu-24.04", None)}
-    for name, record in ref.EL10.items():
-        hosts[name] = {}
-        records[name] = record
     for name, want in ref.FABRIC_MANAGER.items():
         branch, version = want["pin"]
         hosts[name] = {
@@ -135,11 +132,16 @@ def test_driver_plan_matches_the_vendors_packaging(planned: Any, host: str) -> N
     plan = json.loads(checks["driver.plan"].evidence)
     want = ref.DRIVER[host]
     assert plan["repo"] == want["repo"]
-    assert plan["repo_key"] == (f"{want['repo']}{ref.KEYS[plan['repo_kind']]}" if want["repo"] else "")
+    key = f"{want['repo']}{want.get('key') or ref.KEYS[plan['repo_kind']]}" if want["repo"] else ""
+    assert plan["repo_key"] == key
     assert plan["module_stream"] == want["stream"]
     assert plan["packages"] == want["packages"]
+    assert plan["versionlock"] == want.get("lock", [])
+    assert plan["allowerasing"] is bool(want.get("lock"))  # EL10 switches flavours with --allowerasing
     assert plan["crb_repo"] == want["crb"]
     assert plan["epel"] is want["epel"]
+    if "epel_url" in want:
+        assert plan["epel_url"] == want["epel_url"]
     assert plan["handlers"] == HANDLERS
     assert "(plan only: nothing changed)" in checks["driver.plan"].message
 
@@ -220,15 +222,6 @@ def test_an_unsupported_distribution_fails_only_that_host(planned: Any) -> None:
     assert task == "Driver | Refuse an unsupported distribution"
     assert "nvidia_driver: Debian 11.11 is not supported" in message
     assert all(planned.hosts[h].failures == 0 for h in ref.DRIVER)  # the other hosts went on
-
-
-@pytest.mark.parametrize("host", sorted(ref.EL10))
-def test_enterprise_linux_10_is_refused_with_what_is_missing(planned: Any, host: str) -> None:
-    [(task, message)] = planned.hosts[host].failed_tasks
-    assert task == "Driver | Refuse an unsupported distribution"
-    assert "nvidia_driver: Rocky 10.0 is not supported: " in message
-    assert "dnf install nvidia-open" in message and "dnf versionlock" in message
-    assert "no record of NVIDIA's rhel10 repository" in message
 
 
 def test_a_branch_the_distribution_lacks_fails_only_that_host(planned: Any) -> None:

@@ -12,6 +12,7 @@ from tests.unit.provision.local_play import collection_filter
 
 driver_branches = collection_filter("driver_branches", "driver_index")
 driver_streams = collection_filter("driver_streams", "driver_index")
+versionlock_other_branches = collection_filter("versionlock_other_branches", "driver_index")
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "apt"
 ARCHIVE = json.loads((FIXTURES / "ubuntu-archive-nvidia.json").read_text())
 
@@ -65,6 +66,44 @@ def test_a_modules_yaml_document_gives_its_streams() -> None:
         "---\ndocument: modulemd-defaults\nversion: 1\ndata:\n  module: nvidia-driver\n  stream: 595-open\n"
     )
     assert driver_branches(text, "dnf-module") == {"580": ["open", "proprietary"]}
+
+
+def test_the_rhel10_repository_offers_the_branches_of_its_package_versions() -> None:
+    """`dnf repoquery --qf '%{name} %{version}' nvidia-open cuda-drivers` as dnf 4 prints it, a line a package version.
+    No repoquery of NVIDIA's rhel10 repository is recorded; the versions are real ones (nvidia-open-3:580.65.06-1.el10
+    in rocky-linux/rockylinux.org#201; 580.126.20 and 595.58.03 as Ubuntu's archive lists them), so this checks the
+    reading of the layout and which name is which flavour."""
+    text = "cuda-drivers 580.65.06\nnvidia-open 580.65.06\nnvidia-open 580.126.20\ncuda-drivers 595.58.03\n\n"
+    assert driver_branches(text, "dnf-versions") == {"580": ["open", "proprietary"], "595": ["proprietary"]}
+    # Other names and lines (a warning dnf prints on stdout) say nothing of the branches.
+    noise = "nvidia-driver 610.43.02\nLast metadata expiration check: 0:01:02 ago\n"
+    assert driver_branches(noise, "dnf-versions") == {}
+
+
+#: `dnf versionlock add` of NVIDIA's guide, "Version locking", DNF 4 (`dnf4 versionlock \*nvidia\*575\*`): the entries
+#: it reports adding, as versionlock.list holds them.
+NVIDIA_575_LOCKS = [
+    "kmod-nvidia-open-dkms-3:575.51-1.fc41.*",
+    "nvidia-kmod-common-3:575.51-1.fc41.*",
+    "nvidia-driver-cuda-libs-3:575.51-1.fc41.*",
+    "nvidia-open-3:575.51-1.fc41.*",
+    "nvidia-xconfig-3:575.51-1.fc41.*",
+    "xorg-x11-nvidia-3:575.51-1.fc41.*",
+    "kmod-nvidia-latest-dkms-3:575.51-1.fc41.*",
+    "libnvidia-cfg-3:575.51-1.fc41.*",
+]
+
+
+def test_a_change_of_branch_releases_only_the_holds_of_the_other_branch() -> None:
+    admins = [
+        "nvidia-container-toolkit-0:1.17.8-1.*",  # an NVIDIA package whose version is no driver branch
+        "!nvidia-open-3:575.51-1.fc41.*",  # an exclusion the admin made
+        "bash-0:5.2.26-4.el10.*",
+    ]
+    assert versionlock_other_branches(NVIDIA_575_LOCKS + admins, "575") == []
+    assert versionlock_other_branches(NVIDIA_575_LOCKS + admins, "580") == NVIDIA_575_LOCKS
+    # `dnf versionlock list` output, one entry a line, reads the same.
+    assert versionlock_other_branches("\n".join(NVIDIA_575_LOCKS + admins) + "\n", 580) == NVIDIA_575_LOCKS
 
 
 def test_an_unknown_family_is_a_clear_error() -> None:
