@@ -1,0 +1,187 @@
+"""What the driver role tells dnf on Enterprise Linux 10, done by a real dnf 4 and its versionlock plugin.
+
+EL10 has no module streams (NVIDIA driver installation guide, 595 and 620, "Kernel Modules"): the role asks
+`dnf repoquery` for the branches, holds the branch with `dnf versionlock '*nvidia*<branch>*'`, releases the holds of
+another branch, and installs `nvidia-open-<branch>.*` or `cuda-drivers-<branch>.*` with `--allowerasing`. No EL10
+node or NVIDIA rhel10 repository is reachable here, so Debian's dnf 4 (with dnf-plugins-core's versionlock, as RHEL 10
+runs it) works in an install root against a local repository of stand-in packages built with rpmbuild: NVIDIA's
+package names, epoch 3 on the driver packages as the rhel10 repository has it (nvidia-open-3:580.65.06-1.el10,
+rocky-linux/rockylinux.org#201), the flavours' kernel-module packages in conflict, versions of two branches. The
+strings come from the role itself (vars/RedHat-10.yml, tasks/install-redhat.yml) and its filter; what is under test is
+that dnf does with them what the role means: the branch installed and kept through `dnf upgrade`, the flavour
+switched, a change of branch blocked until the earlier holds go.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, require
+from tests.unit.provision.local_play import collection_filter
+
+ROLE = ROOT / "playbooks" / "roles" / "nvidia_driver"
+DISTRO = yaml.safe_load((ROLE / "vars" / "RedHat-10.yml").read_text())["nvidia_driver_distro"]
+REPOQUERY = next(
+    t["ansible.builtin.command"]["cmd"]
+    for t in yaml.safe_load((ROLE / "tasks" / "install-redhat.yml").read_text())
+    if t.get("name") == "Driver | Read the driver versions the repository offers"
+)
+pytestmark = pytest.mark.slow
+driver_branches = collection_filter("driver_branches", "driver_index")
+versionlock_other_branches = collection_filter("versionlock_other_branches", "driver_index")
+VERSIONS = ("580.65.06", "580.126.20", "595.58.03")
+
+
+def _package(top: Path, name: str, epoch: int, version: str, requires: str = "", conflicts: str = "") -> None:
+    spec = top / "SPECS" / f"{name}-{version}.spec"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"Name: {name}",
+        f"Epoch: {epoch}",
+        f"Version: {version}",
+        "Release: 1.el10",
+        "Summary: stand-in of NVIDIA's package of this name",
+        "License: none",
+        "BuildArch: noarch",
+        *([f"Requires: {requires}"] if requires else []),
+        *([f"Conflicts: {conflicts}"] if conflicts else []),
+        "%description",
+        "stand-in",
+        "%files",
+    ]
+    spec.write_text("\n".join(lines) + "\n")
+    subprocess.run(["rpmbuild", "--define", f"_topdir {top}", "-bb", str(spec)], check=True, capture_output=True)
+
+
+class Root:
+    """An install root that dnf manages, its repository the stand-in one and its version locks a file of its own."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+
+    def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        w = self.work
+        done = subprocess.run(
+            [
+                "dnf",
+                f"--installroot={w / 'root'}",
+                f"--setopt=reposdir={w / 'repos.d'}",
+                f"--setopt=cachedir={w / 'cache'}",
+                f"--setopt=pluginconfpath={w / 'plugins'}",
+                "--releasever=10",
+                "-y",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if ok:
+            assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    def installed(self) -> list[str]:
+        query = ["rpm", "--root", str(self.work / "root"), "-qa", "--qf", "%{NAME}-%{VERSION}\n"]
+        return sorted(subprocess.run(query, capture_output=True, text=True, check=True).stdout.split())
+
+    def locks(self) -> list[str]:
+        lines = (self.work / "locks").read_text().splitlines()
+        return [line for line in lines if line and not line.startswith("#")]
+
+    def hold(self, branch: str) -> None:
+        """The role's two lock tasks: hold the branch, then release the other branches' holds (raw entries)."""
+        self.run("-q", "versionlock", "add", DISTRO["versionlock"].replace("{branch}", branch))
+        for entry in versionlock_other_branches(self.locks(), branch):
+            self.run("-q", "versionlock", "delete", entry)
+
+
+@pytest.fixture(scope="module")
+def dnf(tmp_path_factory: pytest.TempPathFactory) -> Root:
+    tools = ("dnf", "rpmbuild", "createrepo_c")
+    missing = [t for t in tools if not shutil.which(t)]
+    require(
+        not missing,
+        f"needs {', '.join(missing)} (scripts/install-system-deps: dnf, dnf-plugins-core, rpm, createrepo-c)",
+    )
+    require(
+        Path("/usr/lib/python3/dist-packages/dnf-plugins/versionlock.py").exists(),
+        "needs dnf's versionlock plugin (Debian's dnf-plugins-core)",
+    )
+    work = tmp_path_factory.mktemp("el10-dnf")
+    top = work / "rpmbuild"
+    for v in VERSIONS:
+        driver = f"nvidia-driver = 3:{v}"
+        _package(top, "nvidia-driver", 3, v)
+        _package(top, "kmod-nvidia-open-dkms", 3, v, driver, "kmod-nvidia-latest-dkms")
+        _package(top, "kmod-nvidia-latest-dkms", 3, v, driver, "kmod-nvidia-open-dkms")
+        _package(top, "nvidia-open", 3, v, f"kmod-nvidia-open-dkms = 3:{v}, {driver}")
+        _package(top, "cuda-drivers", 0, v, f"kmod-nvidia-latest-dkms = 3:{v}, {driver}")
+    repo = work / "repo"
+    repo.mkdir()
+    for rpm in (top / "RPMS").rglob("*.rpm"):
+        shutil.copy(rpm, repo)
+    subprocess.run(["createrepo_c", "-q", str(repo)], check=True)
+    (work / "repos.d").mkdir()
+    (work / "repos.d" / "cuda.repo").write_text(
+        f"[gpuready-cuda]\nname=stand-in of NVIDIA's rhel10 repository\nbaseurl=file://{repo}\ngpgcheck=0\n"
+    )
+    (work / "plugins").mkdir()
+    (work / "plugins" / "versionlock.conf").write_text(f"[main]\nenabled = 1\nlocklist = {work / 'locks'}\n")
+    (work / "locks").write_text("")
+    return Root(work)
+
+
+def _request(variant: str, branch: str) -> list[str]:
+    names = DISTRO["variants"][variant]["packages"]
+    return [DISTRO["unversioned"].replace("{name}", n).replace("{branch}", branch) for n in names]
+
+
+def test_repoquery_as_the_role_asks_names_the_branches_the_repository_has(dnf: Root) -> None:
+    program, *args = shlex.split(REPOQUERY)  # the task's own command line
+    assert program == "dnf"
+    answer = dnf.run(*args).stdout
+    assert driver_branches(answer, DISTRO["index_family"]) == {
+        "580": ["open", "proprietary"],
+        "595": ["open", "proprietary"],
+    }
+
+
+def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf: Root) -> None:
+    run, installed, locks = dnf.run, dnf.installed, dnf.locks
+    # A first install of 580 with the open modules: its newest version, and every 580 version of the nvidia packages
+    # held (cuda-drivers has no "nvidia" in its name: the guide's lock does not cover it; its request names the branch).
+    dnf.hold("580")
+    assert locks() and all(":580." in entry for entry in locks())
+    run("install", "--allowerasing", *_request("open", "580"))
+    assert installed() == ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
+    # dnf upgrade keeps the node on the branch: 595 is in the repository, the holds keep it out.
+    run("upgrade")
+    assert installed() == ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
+    # The proprietary flavour of the same branch replaces the open one (--allowerasing).
+    dnf.hold("580")
+    run("install", "--allowerasing", *_request("proprietary", "580"))
+    assert installed() == ["cuda-drivers-580.126.20", "kmod-nvidia-latest-dkms-580.126.20", "nvidia-driver-580.126.20"]
+    # A change of branch: 595 installs (its request names it), and the holds of 580 go with the role's release.
+    dnf.hold("595")
+    assert locks() and all(":595." in entry for entry in locks())
+    run("install", "--allowerasing", *_request("open", "595"))
+    assert installed() == ["kmod-nvidia-open-dkms-595.58.03", "nvidia-driver-595.58.03", "nvidia-open-595.58.03"]
+    run("upgrade")
+    assert installed() == ["kmod-nvidia-open-dkms-595.58.03", "nvidia-driver-595.58.03", "nvidia-open-595.58.03"]
+    # Why the release: back to 580 with the 595 holds left in place, the next `dnf upgrade` takes the node back to
+    # 595; released as the role releases them, it stays on 580.
+    run("-q", "versionlock", "add", DISTRO["versionlock"].replace("{branch}", "580"))
+    run("install", "--allowerasing", *_request("open", "580"))
+    assert installed() == ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
+    run("upgrade")
+    assert installed() == ["kmod-nvidia-open-dkms-595.58.03", "nvidia-driver-595.58.03", "nvidia-open-595.58.03"]
+    dnf.hold("580")
+    run("install", "--allowerasing", *_request("open", "580"))
+    run("upgrade")
+    assert installed() == ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
