@@ -34,8 +34,8 @@ description:
     C(name version) lines of C(dnf repoquery).
   - Returns each branch the family's packages or streams name, with its flavours (C(proprietary), C(open)).
   - C(driver_streams) returns the nvidia-driver streams of C(dnf module list) output, and which one is enabled.
-  - C(versionlock_other_branches) returns the entries of dnf's version lock list that hold an NVIDIA package at a
-    driver branch other than the one given.
+  - C(versionlock_other_branches) returns the entries of dnf's version lock list that hold an NVIDIA driver package
+    (a name with nvidia, or cuda-drivers) at a driver branch other than the one given.
 options:
   _input:
     description: The index text.
@@ -67,8 +67,11 @@ FAMILIES = {
 }
 # An entry of dnf 4's versionlock.list as `dnf versionlock add` writes it: name-epoch:version-release.arch, the arch
 # a glob (NVIDIA driver installation guide, "Version locking": "Adding versionlock on:
-# kmod-nvidia-open-dkms-3:575.51-1.fc41.*"). A driver branch is a version's first field, three digits or more.
-LOCK_ENTRY = re.compile(r"^(?P<name>(?!!)\S*nvidia\S*)-(?P<epoch>\d+):(?P<branch>\d{3,})\.[^-]*-[^-]+\.[^.]+$")
+# kmod-nvidia-open-dkms-3:575.51-1.fc41.*"). The packages: NVIDIA's (a name with "nvidia") and cuda-drivers, the
+# proprietary flavour's; a driver branch is a version's first field, three digits or more.
+LOCK_ENTRY = re.compile(
+    r"^(?P<name>(?!!)(?:\S*nvidia\S*|cuda-drivers))-(?P<epoch>\d+):(?P<branch>\d{3,})\.[^-]*-[^-]+\.[^.]+$"
+)
 DNF_LINE = re.compile(r"^nvidia-driver\s+(?P<stream>\S+)(?P<marks>(?:\s*\[[a-z]\])*)")
 
 

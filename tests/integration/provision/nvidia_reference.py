@@ -72,6 +72,9 @@ Sources (read for each row):
   --enable=codeready-builder-for-rhel-10-$(uname -m)-rpms` (crb on the rebuilds). NVIDIA's cuda-rhel10.repo
   (developer.download.nvidia.com/compute/cuda/repos/rhel10/x86_64/cuda-rhel10.repo, as public setup scripts reproduce
   it): baseurl .../rhel10/x86_64, gpgkey .../rhel10/x86_64/CDF6BA43.pub.
+- [LOCK10] [DIG10]'s lock spec `*nvidia*<branch>*` misses `cuda-drivers` (no "nvidia" in the name): with RHEL's
+  `best=True` a later `dnf upgrade` of a proprietary node then fails on the next branch's cuda-drivers, whose driver
+  the lock excludes (shown by a real dnf 4 in test_el10_dnf.py); `cuda-drivers-<branch>.*` holds it too.
 - [EPEL10] Fedora EPEL documentation, "EPEL 10": builds for RHEL 10.x "are published in pub/epel/10.x dnf repositories
   for consumption by the corresponding RHEL 10 minor version"; pub/epel/10 is CentOS Stream 10's (a link to the
   latest 10.x).
@@ -297,7 +300,7 @@ DRIVER |= {
         "key": RHEL10_KEY,
         "stream": "",
         "packages": ["nvidia-open-580.*"],
-        "lock": ["*nvidia*580*"],
+        "lock": ["*nvidia*580*", "cuda-drivers-580.*"],  # [DIG10]; cuda-drivers [LOCK10]
         "crb": "codeready-builder-for-rhel-10-x86_64-rpms",
         "epel": True,
         "epel_url": "https://dl.fedoraproject.org/pub/epel/10.0/Everything/x86_64/",
@@ -308,7 +311,7 @@ DRIVER |= {
         "key": RHEL10_KEY,
         "stream": "",
         "packages": ["cuda-drivers-580.*"],
-        "lock": ["*nvidia*580*"],
+        "lock": ["*nvidia*580*", "cuda-drivers-580.*"],  # [DIG10]; cuda-drivers [LOCK10]
         "crb": "crb",
         "epel": True,
         "epel_url": "https://dl.fedoraproject.org/pub/epel/10.0/Everything/x86_64/",
@@ -319,7 +322,7 @@ DRIVER |= {
         "key": RHEL10_KEY,
         "stream": "",
         "packages": ["nvidia-open-580.126.20"],
-        "lock": ["*nvidia*580*"],
+        "lock": ["*nvidia*580*", "cuda-drivers-580.*"],  # [DIG10]; cuda-drivers [LOCK10]
         "crb": "crb",
         "epel": True,
         "epel_url": "https://dl.fedoraproject.org/pub/epel/10.0/Everything/x86_64/",

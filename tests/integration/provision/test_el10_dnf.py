@@ -96,7 +96,8 @@ class Root:
 
     def hold(self, branch: str) -> None:
         """The role's two lock tasks: hold the branch, then release the other branches' holds (raw entries)."""
-        self.run("-q", "versionlock", "add", DISTRO["versionlock"].replace("{branch}", branch))
+        for spec in DISTRO["versionlock"]:
+            self.run("-q", "versionlock", "add", spec.replace("{branch}", branch))
         for entry in versionlock_other_branches(self.locks(), branch):
             self.run("-q", "versionlock", "delete", entry)
 
@@ -167,6 +168,13 @@ def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf
     dnf.hold("580")
     run("install", "--allowerasing", *_request("proprietary", "580"))
     assert installed() == ["cuda-drivers-580.126.20", "kmod-nvidia-latest-dkms-580.126.20", "nvidia-driver-580.126.20"]
+    # With RHEL's best=True the upgrade keeps it there too; held by the guide's spec alone, the next branch's
+    # cuda-drivers (whose driver that spec excludes) makes it fail.
+    run("upgrade", "--best")
+    assert installed() == ["cuda-drivers-580.126.20", "kmod-nvidia-latest-dkms-580.126.20", "nvidia-driver-580.126.20"]
+    run("-q", "versionlock", "delete", "cuda-drivers")
+    unheld = run("upgrade", "--best", ok=False)
+    assert unheld.returncode != 0 and "cuda-drivers-595.58.03" in unheld.stderr, unheld.stdout + unheld.stderr
     # A change of branch: 595 installs (its request names it), and the holds of 580 go with the role's release.
     dnf.hold("595")
     assert locks() and all(":595." in entry for entry in locks())
@@ -176,7 +184,8 @@ def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf
     assert installed() == ["kmod-nvidia-open-dkms-595.58.03", "nvidia-driver-595.58.03", "nvidia-open-595.58.03"]
     # Why the release: back to 580 with the 595 holds left in place, the next `dnf upgrade` takes the node back to
     # 595; released as the role releases them, it stays on 580.
-    run("-q", "versionlock", "add", DISTRO["versionlock"].replace("{branch}", "580"))
+    for spec in DISTRO["versionlock"]:
+        run("-q", "versionlock", "add", spec.replace("{branch}", "580"))
     run("install", "--allowerasing", *_request("open", "580"))
     assert installed() == ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
     run("upgrade")

@@ -102,6 +102,9 @@ def test_a_change_of_branch_releases_only_the_holds_of_the_other_branch() -> Non
     ]
     assert versionlock_other_branches(NVIDIA_575_LOCKS + admins, "575") == []
     assert versionlock_other_branches(NVIDIA_575_LOCKS + admins, "580") == NVIDIA_575_LOCKS
+    # The proprietary flavour's meta package, held by its own spec, goes with its branch.
+    held = "cuda-drivers-0:575.51-1.fc41.*"
+    assert versionlock_other_branches([held, "cuda-drivers-0:580.65.06-1.el10.*"], "580") == [held]
     # `dnf versionlock list` output, one entry a line, reads the same.
     assert versionlock_other_branches("\n".join(NVIDIA_575_LOCKS + admins) + "\n", 580) == NVIDIA_575_LOCKS
 
