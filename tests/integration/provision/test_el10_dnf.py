@@ -7,13 +7,16 @@ node or NVIDIA rhel10 repository is reachable here, so Debian's dnf 4 (with dnf-
 runs it) works in an install root against a local repository of stand-in packages built with rpmbuild: NVIDIA's
 package names, epoch 3 on the driver packages as the rhel10 repository has it (nvidia-open-3:580.65.06-1.el10,
 rocky-linux/rockylinux.org#201), the flavours' kernel-module packages in conflict, versions of two branches. The
-strings come from the role itself (vars/RedHat-10.yml, tasks/install-redhat.yml) and its filter; what is under test is
-that dnf does with them what the role means: the branch installed and kept through `dnf upgrade`, the flavour
-switched, a change of branch blocked until the earlier holds go.
+strings come from the role itself (vars/RedHat-10.yml, tasks/install-redhat.yml) and its filter, and the role's install
+task runs through Ansible's dnf module; what is under test is that dnf does with them what the role means: the branch
+installed and kept through `dnf upgrade`, the flavour switched, the earlier branch's holds released, and the install
+task idempotent.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -23,13 +26,15 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, require
-from tests.unit.provision.local_play import collection_filter
+from tests.unit.provision.local_play import SAVED, collection_filter, run_local_play, save
 
 ROLE = ROOT / "playbooks" / "roles" / "nvidia_driver"
 DISTRO = yaml.safe_load((ROLE / "vars" / "RedHat-10.yml").read_text())["nvidia_driver_distro"]
+TASKS = ROLE / "tasks" / "install-redhat.yml"
+INSTALL = "Driver | Install the driver packages of the branch"
 REPOQUERY = next(
     t["ansible.builtin.command"]["cmd"]
-    for t in yaml.safe_load((ROLE / "tasks" / "install-redhat.yml").read_text())
+    for t in yaml.safe_load(TASKS.read_text())
     if t.get("name") == "Driver | Read the driver versions the repository offers"
 )
 pytestmark = pytest.mark.slow
@@ -62,15 +67,23 @@ def _package(top: Path, name: str, epoch: int, version: str, requires: str = "",
 class Root:
     """An install root that dnf manages, its repository the stand-in one and its version locks a file of its own."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, root: str = "root", home: Path | None = None) -> None:
         self.work = work
+        self.root = work / root
+        # Debian's rpm keeps its database under $HOME (%_dbpath ~/.rpmdb, RHEL's is /var/lib/rpm), inside the
+        # install root: whoever writes and reads a root must agree on HOME.
+        self.env = {**os.environ, "HOME": str(home or Path.home())}
+
+    def fresh(self, root: str, home: Path) -> Root:
+        """Another install root on the same repository and locks, its database under ``home``."""
+        return Root(self.work, root, home)
 
     def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
         w = self.work
         done = subprocess.run(
             [
                 "dnf",
-                f"--installroot={w / 'root'}",
+                f"--installroot={self.root}",
                 f"--setopt=reposdir={w / 'repos.d'}",
                 f"--setopt=cachedir={w / 'cache'}",
                 f"--setopt=pluginconfpath={w / 'plugins'}",
@@ -81,14 +94,15 @@ class Root:
             capture_output=True,
             text=True,
             timeout=300,
+            env=self.env,
         )
         if ok:
             assert done.returncode == 0, done.stdout + done.stderr
         return done
 
     def installed(self) -> list[str]:
-        query = ["rpm", "--root", str(self.work / "root"), "-qa", "--qf", "%{NAME}-%{VERSION}\n"]
-        return sorted(subprocess.run(query, capture_output=True, text=True, check=True).stdout.split())
+        query = ["rpm", "--root", str(self.root), "-qa", "--qf", "%{NAME}-%{VERSION}\n"]
+        return sorted(subprocess.run(query, capture_output=True, text=True, check=True, env=self.env).stdout.split())
 
     def locks(self) -> list[str]:
         lines = (self.work / "locks").read_text().splitlines()
@@ -194,3 +208,49 @@ def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf
     run("install", "--allowerasing", *_request("open", "580"))
     run("upgrade")
     assert installed() == ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
+
+
+def test_the_roles_install_task_installs_switches_and_changes_nothing_the_second_time(
+    dnf: Root, tmp_path: Path
+) -> None:
+    """The role's own install task through Ansible's dnf module (its dnf 4 backend, as on RHEL 10), pointed at an
+    install root: the branch-named request installs, a pinned version of the branch replaces a newer one, and the
+    same request again changes nothing."""
+    [task] = [t for t in yaml.safe_load(TASKS.read_text()) if t.get("name") == INSTALL]
+    root = dnf.fresh("ansible-root", home=tmp_path)  # the HOME run_local_play gives Ansible
+    (tmp_path / "dnf.conf").write_text(
+        f"[main]\nreposdir={dnf.work / 'repos.d'}\ncachedir={dnf.work / 'cache'}\n"
+        f"pluginconfpath={dnf.work / 'plugins'}\n"
+    )
+    # What only this machine needs: the install root and its configuration; Debian's dnf under the system Python
+    # (this machine's package manager is apt, so the module is told the backend RHEL 10's facts would give it).
+    here = {"installroot": str(root.root), "conf_file": str(tmp_path / "dnf.conf"), "releasever": "10"}
+
+    def apply(packages: list[str]) -> bool:
+        args = task["ansible.builtin.dnf"] | {"use_backend": "dnf4"} | here
+        plan = {"packages": packages, "allowerasing": DISTRO["allowerasing"]}  # what the plan gives the task on EL10
+        play = [
+            {
+                "hosts": "localhost",
+                "gather_facts": False,
+                "vars": {"nvidia_driver_plan": plan},
+                "tasks": [{"ansible.builtin.dnf": args, "register": "done"}, save("done.changed", tmp_path)],
+            }
+        ]
+        ran = run_local_play(tmp_path, play, "-e", "ansible_python_interpreter=/usr/bin/python3")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        return bool(json.loads((tmp_path / SAVED).read_text()))
+
+    assert apply(_request("open", "580")) is True
+    assert root.installed() == [
+        "kmod-nvidia-open-dkms-580.126.20",
+        "nvidia-driver-580.126.20",
+        "nvidia-open-580.126.20",
+    ]
+    assert apply(_request("open", "580")) is False
+    pinned = [DISTRO["versioned"].replace("{name}", "nvidia-open").replace("{version}", "580.65.06")]
+    assert apply(pinned) is True
+    assert root.installed() == ["kmod-nvidia-open-dkms-580.65.06", "nvidia-driver-580.65.06", "nvidia-open-580.65.06"]
+    assert apply(pinned) is False
+    assert apply(_request("proprietary", "580")) is True  # the flavour switched (--allowerasing)
+    assert "nvidia-open-580.65.06" not in root.installed()
