@@ -293,40 +293,26 @@ EL10_FACTS = {
     ),
 }
 RHEL10_KEY = "CDF6BA43.pub"
+# What every EL10 row shares: the rhel10 repository and key, no stream, the branch's locks, EPEL of 10.0.
+EL10_ROW = {
+    "repo": f"{CUDA}/rhel10/x86_64/",
+    "key": RHEL10_KEY,
+    "stream": "",
+    "lock": ["*nvidia*580*", "cuda-drivers-580.*"],  # [DIG10]; cuda-drivers [LOCK10]
+    "epel": True,
+    "epel_url": "https://dl.fedoraproject.org/pub/epel/10.0/Everything/x86_64/",  # [EPEL10]
+}
 DRIVER |= {
-    "rhel-10-580-open": {
+    "rhel-10-580-open": EL10_ROW
+    | {
         "pin": ("580-open", ""),
-        "repo": f"{CUDA}/rhel10/x86_64/",
-        "key": RHEL10_KEY,
-        "stream": "",
         "packages": ["nvidia-open-580.*"],
-        "lock": ["*nvidia*580*", "cuda-drivers-580.*"],  # [DIG10]; cuda-drivers [LOCK10]
         "crb": "codeready-builder-for-rhel-10-x86_64-rpms",
-        "epel": True,
-        "epel_url": "https://dl.fedoraproject.org/pub/epel/10.0/Everything/x86_64/",
     },
-    "alma-10-580": {
-        "pin": ("580", ""),
-        "repo": f"{CUDA}/rhel10/x86_64/",
-        "key": RHEL10_KEY,
-        "stream": "",
-        "packages": ["cuda-drivers-580.*"],
-        "lock": ["*nvidia*580*", "cuda-drivers-580.*"],  # [DIG10]; cuda-drivers [LOCK10]
-        "crb": "crb",
-        "epel": True,
-        "epel_url": "https://dl.fedoraproject.org/pub/epel/10.0/Everything/x86_64/",
-    },
-    "alma-10-580-pinned": {  # a version of the branch (580.126.20: Ubuntu's fabric-manager-580 of that version)
-        "pin": ("580-open", "580.126.20"),
-        "repo": f"{CUDA}/rhel10/x86_64/",
-        "key": RHEL10_KEY,
-        "stream": "",
-        "packages": ["nvidia-open-580.126.20"],
-        "lock": ["*nvidia*580*", "cuda-drivers-580.*"],  # [DIG10]; cuda-drivers [LOCK10]
-        "crb": "crb",
-        "epel": True,
-        "epel_url": "https://dl.fedoraproject.org/pub/epel/10.0/Everything/x86_64/",
-    },
+    "alma-10-580": EL10_ROW | {"pin": ("580", ""), "packages": ["cuda-drivers-580.*"], "crb": "crb"},
+    # A version of the branch (580.126.20: Ubuntu's fabric-manager-580 of that version).
+    "alma-10-580-pinned": EL10_ROW
+    | {"pin": ("580-open", "580.126.20"), "packages": ["nvidia-open-580.126.20"], "crb": "crb"},
 }
 HOSTS |= {
     "rhel-10-580-open": EL10_FACTS["rhel-10"],

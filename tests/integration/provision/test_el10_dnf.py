@@ -41,6 +41,11 @@ pytestmark = pytest.mark.slow
 driver_branches = collection_filter("driver_branches", "driver_index")
 versionlock_other_branches = collection_filter("versionlock_other_branches", "driver_index")
 VERSIONS = ("580.65.06", "580.126.20", "595.58.03")
+#: What an install root holds with each branch and flavour installed (name-version).
+OPEN_580 = ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
+OPEN_580_PINNED = ["kmod-nvidia-open-dkms-580.65.06", "nvidia-driver-580.65.06", "nvidia-open-580.65.06"]
+PROPRIETARY_580 = ["cuda-drivers-580.126.20", "kmod-nvidia-latest-dkms-580.126.20", "nvidia-driver-580.126.20"]
+OPEN_595 = ["kmod-nvidia-open-dkms-595.58.03", "nvidia-driver-595.58.03", "nvidia-open-595.58.03"]
 
 
 def _package(top: Path, name: str, epoch: int, version: str, requires: str = "", conflicts: str = "") -> None:
@@ -169,23 +174,23 @@ def test_repoquery_as_the_role_asks_names_the_branches_the_repository_has(dnf: R
 
 def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf: Root) -> None:
     run, installed, locks = dnf.run, dnf.installed, dnf.locks
-    # A first install of 580 with the open modules: its newest version, and every 580 version of the nvidia packages
-    # held (cuda-drivers has no "nvidia" in its name: the guide's lock does not cover it; its request names the branch).
+    # A first install of 580 with the open modules: its newest version, and every 580 version of the driver packages
+    # held (the guide's spec and cuda-drivers').
     dnf.hold("580")
     assert locks() and all(":580." in entry for entry in locks())
     run("install", "--allowerasing", *_request("open", "580"))
-    assert installed() == ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
+    assert installed() == OPEN_580
     # dnf upgrade keeps the node on the branch: 595 is in the repository, the holds keep it out.
     run("upgrade")
-    assert installed() == ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
+    assert installed() == OPEN_580
     # The proprietary flavour of the same branch replaces the open one (--allowerasing).
     dnf.hold("580")
     run("install", "--allowerasing", *_request("proprietary", "580"))
-    assert installed() == ["cuda-drivers-580.126.20", "kmod-nvidia-latest-dkms-580.126.20", "nvidia-driver-580.126.20"]
+    assert installed() == PROPRIETARY_580
     # With RHEL's best=True the upgrade keeps it there too; held by the guide's spec alone, the next branch's
     # cuda-drivers (whose driver that spec excludes) makes it fail.
     run("upgrade", "--best")
-    assert installed() == ["cuda-drivers-580.126.20", "kmod-nvidia-latest-dkms-580.126.20", "nvidia-driver-580.126.20"]
+    assert installed() == PROPRIETARY_580
     run("-q", "versionlock", "delete", "cuda-drivers")
     unheld = run("upgrade", "--best", ok=False)
     assert unheld.returncode != 0 and "cuda-drivers-595.58.03" in unheld.stderr, unheld.stdout + unheld.stderr
@@ -193,21 +198,21 @@ def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf
     dnf.hold("595")
     assert locks() and all(":595." in entry for entry in locks())
     run("install", "--allowerasing", *_request("open", "595"))
-    assert installed() == ["kmod-nvidia-open-dkms-595.58.03", "nvidia-driver-595.58.03", "nvidia-open-595.58.03"]
+    assert installed() == OPEN_595
     run("upgrade")
-    assert installed() == ["kmod-nvidia-open-dkms-595.58.03", "nvidia-driver-595.58.03", "nvidia-open-595.58.03"]
+    assert installed() == OPEN_595
     # Why the release: back to 580 with the 595 holds left in place, the next `dnf upgrade` takes the node back to
     # 595; released as the role releases them, it stays on 580.
     for spec in DISTRO["versionlock"]:
         run("-q", "versionlock", "add", spec.replace("{branch}", "580"))
     run("install", "--allowerasing", *_request("open", "580"))
-    assert installed() == ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
+    assert installed() == OPEN_580
     run("upgrade")
-    assert installed() == ["kmod-nvidia-open-dkms-595.58.03", "nvidia-driver-595.58.03", "nvidia-open-595.58.03"]
+    assert installed() == OPEN_595
     dnf.hold("580")
     run("install", "--allowerasing", *_request("open", "580"))
     run("upgrade")
-    assert installed() == ["kmod-nvidia-open-dkms-580.126.20", "nvidia-driver-580.126.20", "nvidia-open-580.126.20"]
+    assert installed() == OPEN_580
 
 
 def test_the_roles_install_task_installs_switches_and_changes_nothing_the_second_time(
@@ -242,15 +247,11 @@ def test_the_roles_install_task_installs_switches_and_changes_nothing_the_second
         return bool(json.loads((tmp_path / SAVED).read_text()))
 
     assert apply(_request("open", "580")) is True
-    assert root.installed() == [
-        "kmod-nvidia-open-dkms-580.126.20",
-        "nvidia-driver-580.126.20",
-        "nvidia-open-580.126.20",
-    ]
+    assert root.installed() == OPEN_580
     assert apply(_request("open", "580")) is False
     pinned = [DISTRO["versioned"].replace("{name}", "nvidia-open").replace("{version}", "580.65.06")]
     assert apply(pinned) is True
-    assert root.installed() == ["kmod-nvidia-open-dkms-580.65.06", "nvidia-driver-580.65.06", "nvidia-open-580.65.06"]
+    assert root.installed() == OPEN_580_PINNED
     assert apply(pinned) is False
     assert apply(_request("proprietary", "580")) is True  # the flavour switched (--allowerasing)
     assert "nvidia-open-580.65.06" not in root.installed()
