@@ -115,8 +115,7 @@ def driver_branches(text, family):
         raise AnsibleFilterError(f"driver_branches: family is one of {', '.join(FAMILIES)}, not {family!r}")
     pattern = FAMILIES[family]
     offered = {}
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for name in _streams(text) if family == "dnf-module" else lines if family == "dnf-versions" else _names(text):
+    for name in _streams(text) if family == "dnf-module" else _names(text):
         match = pattern.match(name)
         if not match:
             continue

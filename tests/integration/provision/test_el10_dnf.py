@@ -15,7 +15,6 @@ task idempotent.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -26,17 +25,13 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT, require
-from tests.unit.provision.local_play import SAVED, collection_filter, run_local_play, save
+from tests.unit.provision.local_play import collection_filter, run_and_read, save
 
 ROLE = ROOT / "playbooks" / "roles" / "nvidia_driver"
 DISTRO = yaml.safe_load((ROLE / "vars" / "RedHat-10.yml").read_text())["nvidia_driver_distro"]
-TASKS = ROLE / "tasks" / "install-redhat.yml"
-INSTALL = "Driver | Install the driver packages of the branch"
-REPOQUERY = next(
-    t["ansible.builtin.command"]["cmd"]
-    for t in yaml.safe_load(TASKS.read_text())
-    if t.get("name") == "Driver | Read the driver versions the repository offers"
-)
+TASKS = {t["name"]: t for t in yaml.safe_load((ROLE / "tasks" / "install-redhat.yml").read_text()) if "name" in t}
+INSTALL = TASKS["Driver | Install the driver packages of the branch"]
+REPOQUERY = TASKS["Driver | Read the driver versions the repository offers"]["ansible.builtin.command"]["cmd"]
 pytestmark = pytest.mark.slow
 driver_branches = collection_filter("driver_branches", "driver_index")
 versionlock_other_branches = collection_filter("versionlock_other_branches", "driver_index")
@@ -221,7 +216,6 @@ def test_the_roles_install_task_installs_switches_and_changes_nothing_the_second
     """The role's own install task through Ansible's dnf module (its dnf 4 backend, as on RHEL 10), pointed at an
     install root: the branch-named request installs, a pinned version of the branch replaces a newer one, and the
     same request again changes nothing."""
-    [task] = [t for t in yaml.safe_load(TASKS.read_text()) if t.get("name") == INSTALL]
     root = dnf.fresh("ansible-root", home=tmp_path)  # the HOME run_local_play gives Ansible
     (tmp_path / "dnf.conf").write_text(
         f"[main]\nreposdir={dnf.work / 'repos.d'}\ncachedir={dnf.work / 'cache'}\n"
@@ -232,7 +226,7 @@ def test_the_roles_install_task_installs_switches_and_changes_nothing_the_second
     here = {"installroot": str(root.root), "conf_file": str(tmp_path / "dnf.conf"), "releasever": "10"}
 
     def apply(packages: list[str]) -> bool:
-        args = task["ansible.builtin.dnf"] | {"use_backend": "dnf4"} | here
+        args = INSTALL["ansible.builtin.dnf"] | {"use_backend": "dnf4"} | here
         plan = {"packages": packages, "allowerasing": DISTRO["allowerasing"]}  # what the plan gives the task on EL10
         play = [
             {
@@ -242,9 +236,7 @@ def test_the_roles_install_task_installs_switches_and_changes_nothing_the_second
                 "tasks": [{"ansible.builtin.dnf": args, "register": "done"}, save("done.changed", tmp_path)],
             }
         ]
-        ran = run_local_play(tmp_path, play, "-e", "ansible_python_interpreter=/usr/bin/python3")
-        assert ran.returncode == 0, ran.stdout + ran.stderr
-        return bool(json.loads((tmp_path / SAVED).read_text()))
+        return bool(run_and_read(tmp_path, play, "-e", "ansible_python_interpreter=/usr/bin/python3"))
 
     assert apply(_request("open", "580")) is True
     assert root.installed() == OPEN_580
