@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,31 @@ def _locked(path: Path) -> Iterator[None]:
     with path.open("w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
+
+
+ModuleTmp = Callable[[str], Path]
+
+
+@pytest.fixture(scope="module")
+def module_tmp(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleTmp]:
+    """Folders for a module's shared fixtures, removed when the module ends with none of its tests failed.
+
+    What ``tmp_path_factory.mktemp`` makes stays until the session ends, and the modules' shared fixtures
+    are large (a Debian root is 580 MB, the installed wheel's venv 600 MB): kept to the end of the slow tier
+    they summed to 7 GB on two workers and filled CI's disk. tmp_path_retention_policy = "failed"
+    (pyproject.toml) does the same for each test's own tmp_path; both keep what a failure leaves to read.
+    Fixtures that mount into a folder undo the mount in their own teardown, which runs before this one."""
+    made: list[Path] = []
+    failed_before = request.session.testsfailed
+
+    def make(name: str) -> Path:
+        made.append(tmp_path_factory.mktemp(name))
+        return made[-1]
+
+    yield make
+    if request.session.testsfailed == failed_before:
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, require
+from tests.conftest import ROOT, ModuleTmp, require
 
 # Building and installing gpuready with all its dependencies takes minutes on a small machine.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -82,8 +82,8 @@ class Installed:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    work = tmp_path_factory.mktemp("wheel")
+def installed(module_tmp: ModuleTmp) -> Iterator[Installed]:
+    work = module_tmp("wheel")
     source, dist = work / "source", work / "dist"
     _copy_tracked_files(source)
     built = subprocess.run(

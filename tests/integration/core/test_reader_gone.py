@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, ModuleTmp
 from tests.unit.core.test_bad_inputs import make_inventory, with_settings
 from tests.unit.core.test_scope import LOCAL
 
@@ -58,9 +58,9 @@ def test_validate_writes_every_result_and_keeps_its_exit_code(tmp_path: Path, re
 
 
 @pytest.fixture(scope="module")
-def passed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+def passed_run(module_tmp: ModuleTmp) -> tuple[Path, Path]:
     """A passing run's folder, and its inventory."""
-    tmp_path = tmp_path_factory.mktemp("passed")
+    tmp_path = module_tmp("passed")
     inv = passing_inventory(tmp_path)
     runs = tmp_path / "runs"
     args = ["validate", "gpu-node", "-i", str(inv), "--artifacts", str(runs), "--only", "driver.nouveau_absent"]

@@ -14,7 +14,7 @@ import pytest
 
 from gpuready.core.report.hosts import natural
 from tests.browser import Dom, Element, dom, screenshot, shots_folder
-from tests.conftest import gpuready, require
+from tests.conftest import ModuleTmp, gpuready, require
 from tests.integration.node.conftest import can_make_namespaces
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -26,10 +26,10 @@ MAX_BYTES_AT_1000 = 1_000_000
 
 
 @pytest.fixture(scope="module")
-def lab_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+def lab_run(module_tmp: ModuleTmp) -> Iterator[dict[str, object]]:
     """`validate gpu-node --output json` on the nodes lab's ten replayed hosts: its run folder and stdout."""
     require(can_make_namespaces(), "needs root and `ip netns` (network namespaces)")
-    root = tmp_path_factory.mktemp("lab-report")
+    root = module_tmp("lab-report")
     lab = ["--lab-dir", str(root / "lab")]
     up = gpuready(
         "lab", "up", "--components", "nodes", "--set", f"nodes.profiles={PROFILES}",

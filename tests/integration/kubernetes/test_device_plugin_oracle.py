@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, ModuleTmp
 from tests.integration.kubernetes.conftest import require_go
 from tests.unit.kubernetes.test_manifests import _render
 
@@ -145,9 +145,9 @@ def _differences(helm: Path, name: str, tmp: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def differences(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
+def differences(module_tmp: ModuleTmp) -> dict[str, set[str]]:
     helm = _helm()
-    return {name: _differences(helm, name, tmp_path_factory.mktemp(name)) for name in SCENARIOS}
+    return {name: _differences(helm, name, module_tmp(name)) for name in SCENARIOS}
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS))

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.lab import kwok as kwok_config
-from tests.conftest import ROOT
+from tests.conftest import ROOT, ModuleTmp
 from tests.integration.kubernetes.conftest import LabCluster, eventually
 from tests.integration.kubernetes.test_gpu_node_through_kubernetes import _by_host, _gpu_nodes
 from tests.integration.kubernetes.test_node_conditions import this_node
@@ -35,8 +35,8 @@ PLACEHOLDER = "gpuready-test-node"
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
-    cluster = LabCluster(tmp_path_factory.mktemp("many"), f"nodes={NODES}")
+def lab(module_tmp: ModuleTmp) -> Iterator[LabCluster]:
+    cluster = LabCluster(module_tmp("many"), f"nodes={NODES}")
     yield cluster
     cluster.down()
 

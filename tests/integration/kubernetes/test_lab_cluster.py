@@ -21,7 +21,7 @@ import yaml
 
 from gpuready.core.settings.kubernetes import DevicePlugin
 from gpuready.lab.kubernetes import KUBERNETES_VERSION
-from tests.conftest import gpuready
+from tests.conftest import ModuleTmp, gpuready
 from tests.integration.kubernetes.conftest import LabCluster, eventually, the_one_error
 
 pytestmark = pytest.mark.slow
@@ -35,10 +35,10 @@ def _checks(summary: dict) -> dict[tuple[str, str], dict]:
 
 
 @pytest.fixture(scope="module")
-def provisioned(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+def provisioned(lab: LabCluster, module_tmp: ModuleTmp) -> Iterator[dict]:
     # An admin labelled stor2 before gpuready came: --remove must leave that label alone.
     lab.kubectl.run("label", "node", "stor2.lab.local", f"{LABEL}=true")
-    runs = tmp_path_factory.mktemp("runs")
+    runs = module_tmp("runs")
     rc, _, err, summary = lab.run("provision", "cluster", "--tags", "kubernetes", artifacts=runs)
     assert rc == 0, err
     yield {**summary, "runs": str(runs)}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, ModuleTmp
 from tests.integration.kubernetes.conftest import LabCluster, eventually
 from tests.integration.kubernetes.test_lab_cluster import _checks, _copy_inventory
 
@@ -24,15 +24,15 @@ HEALTHY = "gpu-0006.lab.local"
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
-    cluster = LabCluster(tmp_path_factory.mktemp("faulty"), "nodes=6", f"fail={','.join(FAULTS)}")
+def lab(module_tmp: ModuleTmp) -> Iterator[LabCluster]:
+    cluster = LabCluster(module_tmp("faulty"), "nodes=6", f"fail={','.join(FAULTS)}")
     yield cluster
     cluster.down()
 
 
 @pytest.fixture(scope="module")
-def provisioned(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    folder = tmp_path_factory.mktemp("provision")
+def provisioned(lab: LabCluster, module_tmp: ModuleTmp) -> dict:
+    folder = module_tmp("provision")
     inventory = _copy_inventory(lab, folder, device_plugin={"rollout_timeout_s": 15}, pod_timeout_s=10)
     rc, out, err, summary = lab.run(
         "provision", "cluster", "--tags", "kubernetes", artifacts=folder / "runs", inventory=inventory
@@ -48,8 +48,8 @@ def test_rollout_that_does_not_finish_names_the_node_and_why(provisioned: dict) 
 
 
 @pytest.fixture(scope="module")
-def validated(lab: LabCluster, provisioned: dict, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    runs = tmp_path_factory.mktemp("validate")
+def validated(lab: LabCluster, provisioned: dict, module_tmp: ModuleTmp) -> dict:
+    runs = module_tmp("validate")
     rc, out, err, summary = lab.run("validate", "cluster", artifacts=runs, inventory=provisioned["inventory"])
     return {"rc": rc, "err": out + err, "checks": _checks(summary), "pods": lab.test_pods()}
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ModuleTmp
 from tests.integration.kubernetes.conftest import LabCluster
 
 pytestmark = pytest.mark.slow
@@ -19,10 +20,10 @@ PLUGIN_SA = f"system:serviceaccount:{PROJECT}:nvidia-device-plugin"
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabCluster]:
+def lab(module_tmp: ModuleTmp) -> Iterator[LabCluster]:
     """One OpenShift-flavoured lab for the module: the first test removes what it provisions, the second
     only sends the API server an object it refuses."""
-    cluster = LabCluster(tmp_path_factory.mktemp("lab"), "flavour=openshift")
+    cluster = LabCluster(module_tmp("lab"), "flavour=openshift")
     yield cluster
     cluster.down()
 

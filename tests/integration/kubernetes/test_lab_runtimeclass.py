@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import ModuleTmp
 from tests.integration.kubernetes.conftest import LabCluster, eventually
 
 pytestmark = pytest.mark.slow
@@ -26,9 +27,9 @@ DS = "nvidia-device-plugin-daemonset"
 
 
 @pytest.fixture(scope="module")
-def inventory(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def inventory(lab: LabCluster, module_tmp: ModuleTmp) -> Iterator[Path]:
     """The lab's inventory with the NVIDIA runtime offered through a RuntimeClass, provisioned."""
-    inventory = tmp_path_factory.mktemp("inv") / "inventory"
+    inventory = module_tmp("inv") / "inventory"
     shutil.copytree(lab.inventory, inventory)
     settings_file = inventory / "group_vars/all/gpuready.yml"
     settings = yaml.safe_load(settings_file.read_text())
@@ -36,7 +37,7 @@ def inventory(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iter
     # A pod pinned to a node that is not there stays Pending: say so within a minute, not five.
     settings["gpuready"]["kubernetes"]["pod_timeout_s"] = 60
     settings_file.write_text(yaml.safe_dump(settings))
-    runs = tmp_path_factory.mktemp("runs")
+    runs = module_tmp("runs")
     rc, out, err, _ = lab.run("provision", "cluster", "--tags", "kubernetes", artifacts=runs, inventory=inventory)
     assert rc == 0, out + err
     yield inventory

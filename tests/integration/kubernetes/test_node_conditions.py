@@ -23,7 +23,7 @@ from gpuready.core import role_defaults
 from gpuready.lab import kwok as kwok_config
 from gpuready.lab import replay
 from gpuready.lab.kubernetes import PROFILES
-from tests.conftest import ROOT, gpuready, require
+from tests.conftest import ROOT, ModuleTmp, gpuready, require
 from tests.doc_samples import owned_block
 from tests.integration.kubernetes.conftest import LabCluster, eventually
 
@@ -57,10 +57,10 @@ def _kubeconfig_for(lab: LabCluster, token: str, path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def site(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def site(lab: LabCluster, module_tmp: ModuleTmp) -> Iterator[dict[str, Any]]:
     """Two GPU nodes of the lab's kind (labelled as gpuready labels GPU nodes), the node checks' manifests and
     the taint opt-in created, and a kubeconfig of the DaemonSet's service account; all taken away at the end."""
-    folder = tmp_path_factory.mktemp("node-conditions")
+    folder = module_tmp("node-conditions")
     key, value = role_defaults.gpu_label().split("=")
     nodes = [kwok_config.node({"name": n, "profile": "t4", "fault": ""}, PROFILES["t4"]) for n in NODES]
     for n in nodes:

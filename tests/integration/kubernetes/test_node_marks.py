@@ -17,6 +17,7 @@ import yaml
 
 from gpuready.lab import kwok as kwok_config
 from gpuready.lab.kubernetes import PROFILES
+from tests.conftest import ModuleTmp
 from tests.integration.kubernetes.conftest import LabCluster, the_one_error
 from tests.integration.node.conftest import start
 
@@ -28,10 +29,10 @@ GPU_TAINT = "nvidia.com/gpu"
 
 
 @pytest.fixture(scope="module")
-def site(lab: LabCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def site(lab: LabCluster, module_tmp: ModuleTmp) -> Iterator[dict[str, Any]]:
     """A healthy and an ECC-faulty GPU host, and the shared lab with a kwok node of each one's name (taken
     away again at the end, with what gpuready marked on them)."""
-    hosts_gen = start(tmp_path_factory.mktemp("hosts"), ["a100-x4", "ecc-errors"])
+    hosts_gen = start(module_tmp("hosts"), ["a100-x4", "ecc-errors"])
     hosts = next(hosts_gen)
     names = {h["profile"]: h["name"] for h in hosts["hosts"]}
     try:

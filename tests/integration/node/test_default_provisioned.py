@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import gpuready
+from tests.conftest import ModuleTmp, gpuready
 from tests.integration.node.conftest import start
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    yield from start(tmp_path_factory.mktemp("dcgm"), ["dcgm-only"])
+def lab(module_tmp: ModuleTmp) -> Iterator[dict[str, Any]]:
+    yield from start(module_tmp("dcgm"), ["dcgm-only"])
 
 
 def test_a_node_with_only_dcgm_is_measured_by_dcgm(lab: dict[str, Any], artifacts: Path) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import ModuleTmp
 from tests.integration.node.conftest import start
 from tests.processes import Child, leftovers, new_mark
 
@@ -29,8 +30,8 @@ PROFILES = ["a100-x4", "h100-x8", "v100-x4"]
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    yield from start(tmp_path_factory.mktemp("faults"), PROFILES)
+def lab(module_tmp: ModuleTmp) -> Iterator[dict[str, Any]]:
+    yield from start(module_tmp("faults"), PROFILES)
 
 
 def _smi(lab: dict[str, Any], index: int) -> Path:

@@ -16,7 +16,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from gpuready.lab import replay
-from tests.conftest import gpuready
+from tests.conftest import ModuleTmp, gpuready
 from tests.unit.core.test_bad_inputs import make_inventory, with_settings
 
 MODEL = "Tesla V100-SXM2-32GB"
@@ -46,8 +46,8 @@ def elements(html: str) -> list[tuple[str, list[tuple[str, str | None]]]]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    tmp_path = tmp_path_factory.mktemp("markup")
+def run(module_tmp: ModuleTmp) -> tuple[Path, str]:
+    tmp_path = module_tmp("markup")
     tools = replay.build("v100-x4", tmp_path / "replay")
     data = tools.parent / "data"
     xml = (data / "q.xml").read_text()

@@ -15,7 +15,7 @@ import pytest
 
 from gpuready.lab.replay import PROFILES
 from gpuready.validate.node.checks import CATALOGUE, CHECK_IDS
-from tests.conftest import gpuready
+from tests.conftest import ModuleTmp, gpuready
 from tests.integration.node.conftest import accepted, start
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -102,9 +102,9 @@ def expected(profile: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def lab(module_tmp: ModuleTmp) -> Iterator[dict[str, Any]]:
     assert set(FAULTS) == set(PROFILES), "every profile needs its expected statuses"
-    yield from start(tmp_path_factory.mktemp("nodes"), list(PROFILES), unreachable=True)
+    yield from start(module_tmp("nodes"), list(PROFILES), unreachable=True)
 
 
 def run(lab: dict[str, Any], artifacts: Path, *args: str) -> tuple[Any, dict[str, Any]]:

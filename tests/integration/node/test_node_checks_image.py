@@ -19,16 +19,16 @@ from gpuready.lab import replay
 from gpuready.validate.node import node_verdict
 from gpuready.validate.node.checks import CHECK_IDS
 from gpuready.validate.node.checks.selection import ACTIVE
-from tests.conftest import require
+from tests.conftest import ModuleTmp, require
 from tests.integration.node import node_checks_image
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory: pytest.TempPathFactory) -> str:
+def image(module_tmp: ModuleTmp) -> str:
     require(*node_checks_image.prerequisites())
-    return node_checks_image.image(tmp_path_factory.mktemp("node-checks-image"))
+    return node_checks_image.image(module_tmp("node-checks-image"))
 
 
 def run_on_replayed(image: str, tmp_path: Path, profile: str, host: str) -> tuple[int, dict[str, Any], str]:

@@ -26,7 +26,7 @@ import pytest
 from gpuready.core.results import Check
 from gpuready.lab import replay
 from gpuready.validate import slurm
-from tests.conftest import gpuready, require
+from tests.conftest import ModuleTmp, gpuready, require
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
@@ -47,13 +47,13 @@ exec {python} -m gpuready.core.cli slurm {command} --settings {settings} --node-
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def lab(module_tmp: ModuleTmp) -> Iterator[dict[str, Any]]:
     from gpuready.lab import slurm as lab_slurm
 
     require(os.geteuid() == 0 and shutil.which("ip"), "needs root and `ip netns` (network namespaces)")
     require(not lab_slurm.missing_tools(), f"missing {lab_slurm.missing_tools()} (scripts/install-system-deps)")
-    root = tmp_path_factory.mktemp("lab")
-    out = tmp_path_factory.mktemp("hc")
+    root = module_tmp("lab")
+    out = module_tmp("hc")
     prefix = f"gh{os.getpid() % 100000}"
     up = gpuready("lab", "up", "--components", "slurm", "--set", f"slurm.prefix={prefix}", "--lab-dir", str(root))
     assert up.returncode == 0, up.stdout + up.stderr

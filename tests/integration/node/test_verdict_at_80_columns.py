@@ -17,7 +17,7 @@ from rich.cells import cell_len
 
 from gpuready.lab.nodes import DEFAULT_PROFILES
 from gpuready.lab.replay import profile_names
-from tests.conftest import gpuready
+from tests.conftest import ModuleTmp, gpuready
 from tests.integration.node.conftest import start
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -27,8 +27,8 @@ PROFILES = profile_names(DEFAULT_PROFILES)
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    yield from start(tmp_path_factory.mktemp("verdict"), PROFILES, unreachable=True)
+def lab(module_tmp: ModuleTmp) -> Iterator[dict[str, Any]]:
+    yield from start(module_tmp("verdict"), PROFILES, unreachable=True)
 
 
 def validate(lab: dict[str, Any], artifacts: Path, *args: str) -> tuple[list[str], dict[str, Any]]:

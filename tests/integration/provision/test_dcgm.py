@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, require
+from tests.conftest import ROOT, ModuleTmp, require
 from tests.integration.provision import debian_root as dr
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -25,10 +25,10 @@ HOST_VARS = {"dcgm_wanted": True, "dcgm_manage_services": False}
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def repo(module_tmp: ModuleTmp) -> Path:
     ok, why = dr.prerequisites()
     require(ok, why)
-    return dr.build_repo(tmp_path_factory.mktemp("standin"))
+    return dr.build_repo(module_tmp("standin"))
 
 
 def _node(repo: Path, tmp: Path) -> Iterator[tuple[Path, Path]]:
@@ -38,14 +38,14 @@ def _node(repo: Path, tmp: Path) -> Iterator[tuple[Path, Path]]:
 
 
 @pytest.fixture(scope="module")
-def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    yield from _node(repo, tmp_path_factory.mktemp("node"))
+def node(repo: Path, module_tmp: ModuleTmp) -> Iterator[tuple[Path, Path]]:
+    yield from _node(repo, module_tmp("node"))
 
 
 @pytest.fixture(scope="module")
-def first(node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
+def first(node: tuple[Path, Path], module_tmp: ModuleTmp) -> tuple[Any, dict[str, Any]]:
     _, inventory = node
-    return dr.provision(inventory, tmp_path_factory.mktemp("first"), "--tags", "driver,dcgm")
+    return dr.provision(inventory, module_tmp("first"), "--tags", "driver,dcgm")
 
 
 def test_dcgm_for_the_driver_branchs_cuda_major_comes_from_the_cuda_repository(
@@ -73,10 +73,10 @@ def test_dcgm_for_the_driver_branchs_cuda_major_comes_from_the_cuda_repository(
 
 
 @pytest.fixture(scope="module")
-def second(first: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+def second(first: Any, node: tuple[Path, Path], module_tmp: ModuleTmp) -> tuple[Any, ...]:
     root, inventory = node
     before = dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
-    done, summary = dr.provision(inventory, tmp_path_factory.mktemp("second"), "--tags", "dcgm")
+    done, summary = dr.provision(inventory, module_tmp("second"), "--tags", "dcgm")
     return done, summary, before, dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
 
 
@@ -108,8 +108,8 @@ def test_a_driver_of_another_cuda_major_gets_its_dcgm_build(
 
 
 @pytest.fixture(scope="module")
-def fresh(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    yield from _node(repo, tmp_path_factory.mktemp("fresh"))
+def fresh(repo: Path, module_tmp: ModuleTmp) -> Iterator[tuple[Path, Path]]:
+    yield from _node(repo, module_tmp("fresh"))
 
 
 def test_check_mode_on_a_fresh_root_changes_nothing(fresh: tuple[Path, Path], tmp_path: Path) -> None:

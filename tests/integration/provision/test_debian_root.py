@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import ModuleTmp, require
 from tests.integration.provision import debian_root as dr
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
@@ -24,10 +24,10 @@ CONTAINERD = "etc/containerd/config.toml"
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def repo(module_tmp: ModuleTmp) -> Path:
     ok, why = dr.prerequisites()
     require(ok, why)
-    return dr.build_repo(tmp_path_factory.mktemp("standin"))
+    return dr.build_repo(module_tmp("standin"))
 
 
 def _root(tmp: Path, repo: Path) -> Iterator[Path]:
@@ -37,9 +37,9 @@ def _root(tmp: Path, repo: Path) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def node(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+def node(repo: Path, module_tmp: ModuleTmp) -> Iterator[tuple[Path, Path]]:
     """A root that ran another branch's driver (535) before gpuready, with SELinux policy to evaluate rules."""
-    tmp = tmp_path_factory.mktemp("node")
+    tmp = module_tmp("node")
     for root in _root(tmp, repo):
         dr.install_in_root(
             root,
@@ -98,23 +98,23 @@ def _original(member: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def first(node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
+def first(node: tuple[Path, Path], module_tmp: ModuleTmp) -> tuple[Any, dict[str, Any], Path]:
     _, inventory = node
-    runs = tmp_path_factory.mktemp("first")
+    runs = module_tmp("first")
     done, summary = dr.provision(inventory, runs, "--diff")
     return done, summary, next(runs.iterdir())
 
 
 @pytest.fixture(scope="module")
-def second(first: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
+def second(first: Any, node: tuple[Path, Path], module_tmp: ModuleTmp) -> tuple[Any, dict[str, Any]]:
     root, inventory = node
     before = dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
-    done, summary = dr.provision(inventory, tmp_path_factory.mktemp("second"))
+    done, summary = dr.provision(inventory, module_tmp("second"))
     return done, summary, before, dr.snapshot(root, "etc", "usr", "var/lib/dpkg")
 
 
 @pytest.fixture(scope="module")
-def drifted(second: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, ...]:
+def drifted(second: Any, node: tuple[Path, Path], module_tmp: ModuleTmp) -> tuple[Any, ...]:
     """A no-change run's files edited behind gpuready's back: one mode, one content, one file gone."""
     root, inventory = node
     sources = root / "etc/apt/sources.list.d/gpuready-cuda.sources"
@@ -127,14 +127,14 @@ def drifted(second: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempP
     # And the NIC's firmware was reset since (the stand-in's NVRAM: Next Boot becomes Current).
     ats = root / "var/lib/mlxconfig-standin/mt4123_pciconf0"
     ats.with_name(ats.name + ".current").write_bytes(ats.read_bytes())
-    done, summary = dr.provision(inventory, tmp_path_factory.mktemp("drifted"))
+    done, summary = dr.provision(inventory, module_tmp("drifted"))
     return done, summary, wanted
 
 
 @pytest.fixture(scope="module")
-def removed(drifted: Any, node: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict]:
+def removed(drifted: Any, node: tuple[Path, Path], module_tmp: ModuleTmp) -> tuple[Any, dict]:
     _, inventory = node
-    return dr.provision(inventory, tmp_path_factory.mktemp("removed"), "--remove")
+    return dr.provision(inventory, module_tmp("removed"), "--remove")
 
 
 def test_first_apply_passes_and_reports_what_a_root_cannot_do(first: Any) -> None:
@@ -398,8 +398,8 @@ def test_remove_restores_the_backup_and_drops_the_rules_but_keeps_the_driver(
 
 
 @pytest.fixture(scope="module")
-def fresh(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    tmp = tmp_path_factory.mktemp("fresh")
+def fresh(repo: Path, module_tmp: ModuleTmp) -> Iterator[tuple[Path, Path]]:
+    tmp = module_tmp("fresh")
     for root in _root(tmp, repo):
         yield root, dr.write_inventory(tmp / "inventory", {"fresh1": root})
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, require
+from tests.conftest import ROOT, ModuleTmp, require
 from tests.unit.provision.local_play import collection_filter, run_and_read, save
 
 ROLE = ROOT / "playbooks" / "roles" / "nvidia_driver"
@@ -117,7 +117,7 @@ class Root:
 
 
 @pytest.fixture(scope="module")
-def dnf(tmp_path_factory: pytest.TempPathFactory) -> Root:
+def dnf(module_tmp: ModuleTmp) -> Root:
     tools = ("dnf", "rpmbuild", "createrepo_c")
     missing = [t for t in tools if not shutil.which(t)]
     require(
@@ -128,7 +128,7 @@ def dnf(tmp_path_factory: pytest.TempPathFactory) -> Root:
         Path("/usr/lib/python3/dist-packages/dnf-plugins/versionlock.py").exists(),
         "needs dnf's versionlock plugin (Debian's dnf-plugins-core)",
     )
-    work = tmp_path_factory.mktemp("el10-dnf")
+    work = module_tmp("el10-dnf")
     top = work / "rpmbuild"
     for v in VERSIONS:
         driver = f"nvidia-driver = 3:{v}"

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import gpuready, require
+from tests.conftest import ModuleTmp, gpuready, require
 from tests.integration.provision import debian_root as dr
 
 pytestmark = [pytest.mark.root, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def nodes(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Path], Path]:
+def nodes(module_tmp: ModuleTmp) -> tuple[dict[str, Path], Path]:
     ok, why = dr.prerequisites()
     require(ok, why)
-    tmp = tmp_path_factory.mktemp("mpi")
+    tmp = module_tmp("mpi")
     repo = dr.build_repo(tmp / "standin")
     roots = {name: dr.fresh_root(tmp / name, repo) for name in ("gpu01", "gpu02")}
     for root in roots.values():

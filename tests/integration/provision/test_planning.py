@@ -18,7 +18,7 @@ import yaml
 
 from gpuready.core.collection import collection_dir
 from gpuready.core.runner import run_playbook
-from tests.conftest import require
+from tests.conftest import ModuleTmp, require
 from tests.integration.provision import netplan, recorded_facts
 from tests.integration.provision import nvidia_reference as ref
 from tests.unit.provision.local_play import run_local_play
@@ -68,8 +68,8 @@ def _inventory(folder: Path, hosts: dict[str, dict[str, Any]]) -> Path:
 
 
 @pytest.fixture(scope="module")
-def planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tmp = tmp_path_factory.mktemp("planning")
+def planned(module_tmp: ModuleTmp) -> Any:
+    tmp = module_tmp("planning")
     hosts: dict[str, dict[str, Any]] = {
         name: {"nvidia_driver_branch": pin[0], "nvidia_driver_version": pin[1]}
         | ({"gpuready_node_class": ref.NODE_CLASS[name]} if name in ref.NODE_CLASS else {})
@@ -245,15 +245,15 @@ LINK_HOSTS = {
 
 
 @pytest.fixture(scope="module")
-def links_planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def links_planned(module_tmp: ModuleTmp) -> Any:
     fabric = {"type": "infiniband", "ports": ["mlx5_0", "mlx5_1"], "mtu": 4092}
-    return _plan_links(tmp_path_factory.mktemp("links"), fabric, LINK_HOSTS)
+    return _plan_links(module_tmp("links"), fabric, LINK_HOSTS)
 
 
 @pytest.fixture(scope="module")
-def roce_planned(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def roce_planned(module_tmp: ModuleTmp) -> Any:
     fabric = {"type": "roce", "ports": ["mlx5_0", "mlx5_1"]}
-    return _plan_links(tmp_path_factory.mktemp("roce"), fabric, {"rhel-9": LINK_HOSTS["rhel-9"]})
+    return _plan_links(module_tmp("roce"), fabric, {"rhel-9": LINK_HOSTS["rhel-9"]})
 
 
 def _plan_links(tmp: Path, fabric: dict[str, Any], hosts: dict[str, str]) -> Any:

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from gpuready.core.runner import run_playbook
-from tests.conftest import require
+from tests.conftest import ModuleTmp, require
 from tests.integration.provision import recorded_facts
 
 pytestmark = pytest.mark.slow
@@ -86,8 +86,8 @@ def _bus(folder: Path, gpus: int, nvswitches: int) -> Path:
 
 
 @pytest.fixture(scope="module")
-def preflight(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tmp = tmp_path_factory.mktemp("preflight-pci")
+def preflight(module_tmp: ModuleTmp) -> Any:
+    tmp = module_tmp("preflight-pci")
     hgx = _bus(tmp / "hgx", gpus=8, nvswitches=6)
     no_switches = _bus(tmp / "pcie", gpus=8, nvswitches=0)
     b200 = _nvlink5_bus(tmp / "b200")

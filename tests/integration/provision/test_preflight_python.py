@@ -24,7 +24,7 @@ from ansible.release import __version__ as ansible_core
 
 from gpuready.core.errors import shorten
 from gpuready.core.runner import run_playbook
-from tests.conftest import ROOT
+from tests.conftest import ROOT, ModuleTmp
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +46,8 @@ def _interpreter(path: Path, version: str, stream: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    tmp = tmp_path_factory.mktemp("preflight-python")
+def run(module_tmp: ModuleTmp) -> Any:
+    tmp = module_tmp("preflight-python")
     (tmp / "el7-base").mkdir()
     python2 = _interpreter(tmp / "python", _rhel7_python(), "stderr")
     python36 = _interpreter(tmp / "el7-base" / "python3", "3.6.8", "stdout")

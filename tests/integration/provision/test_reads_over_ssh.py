@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from gpuready.core.runner import ansible_environment
-from tests.conftest import require
+from tests.conftest import ModuleTmp, require
 from tests.integration.node.conftest import start
 from tests.unit.provision.local_play import collection_filter
 
@@ -35,14 +35,12 @@ BIN = Path(shutil.which("ansible-playbook") or "ansible-playbook").parent
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    yield from start(tmp_path_factory.mktemp("ssh-node"), ["a100-x4"])
+def node(module_tmp: ModuleTmp) -> Iterator[dict[str, Any]]:
+    yield from start(module_tmp("ssh-node"), ["a100-x4"])
 
 
 @pytest.fixture(scope="module", params=["root", "nobody"])
-def ssh_reads(
-    node: dict[str, Any], tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> dict[str, Any]:
+def ssh_reads(node: dict[str, Any], module_tmp: ModuleTmp, request: pytest.FixtureRequest) -> dict[str, Any]:
     """The roles' reads, run once over SSH (as the SSH user, and through sudo as another user, as
     ansible_become runs them), with ansible.builtin.find's answer for the same files."""
     require(shutil.which("dpkg-query") is not None, "the apt read needs a Debian or Ubuntu machine")
@@ -50,7 +48,7 @@ def ssh_reads(
     become = {"become": True, "become_user": user} if user != "root" else {}
     if become:
         require(shutil.which("sudo") is not None, "become needs sudo (scripts/install-system-deps)")
-    tmp_path = tmp_path_factory.mktemp("ssh-reads")
+    tmp_path = module_tmp("ssh-reads")
     out = tmp_path / "read.json"
     play = [
         {

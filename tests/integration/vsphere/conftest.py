@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import require
+from tests.conftest import ModuleTmp, require
 
 PASSWORD = "vc-Test-pw-4711"
 
@@ -121,8 +121,8 @@ class Vcsim:
 
 
 @pytest.fixture(scope="module")
-def vcsim(vcsim_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vcsim]:
-    yield from start_vcsim(vcsim_binary, tmp_path_factory.mktemp("vcsim"))
+def vcsim(vcsim_binary: Path, module_tmp: ModuleTmp) -> Iterator[Vcsim]:
+    yield from start_vcsim(vcsim_binary, module_tmp("vcsim"))
 
 
 def start_vcsim(binary: Path, folder: Path, extra: tuple[str, ...] = ()) -> Iterator[Vcsim]:

@@ -13,17 +13,15 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import gpuready
+from tests.conftest import ModuleTmp, gpuready
 from tests.integration.vsphere.conftest import Vcsim, start_vcsim
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def old_vcsim(vcsim_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Vcsim]:
-    yield from start_vcsim(
-        vcsim_binary, tmp_path_factory.mktemp("old-vcsim"), ("-hardware-version", "vmx-13", "-firmware", "bios")
-    )
+def old_vcsim(vcsim_binary: Path, module_tmp: ModuleTmp) -> Iterator[Vcsim]:
+    yield from start_vcsim(vcsim_binary, module_tmp("old-vcsim"), ("-hardware-version", "vmx-13", "-firmware", "bios"))
 
 
 def _vms(vcsim: Vcsim) -> dict[str, dict[str, Any]]:

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests import training_sizes as sizes
-from tests.conftest import gpuready, require
+from tests.conftest import ModuleTmp, gpuready, require
 from tests.lab_hints import run_hints
 from tests.processes import Child
 
@@ -41,12 +41,12 @@ def _train_on_two(inventory: str | Path, artifacts: Path, *options: str) -> subp
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def lab(module_tmp: ModuleTmp) -> Iterator[dict[str, Any]]:
     from gpuready.lab import slurm
 
     require(os.geteuid() == 0 and shutil.which("ip"), "needs root and `ip netns` (network namespaces)")
     require(not slurm.missing_tools(), f"missing {slurm.missing_tools()} (scripts/install-system-deps)")
-    root = tmp_path_factory.mktemp("lab")
+    root = module_tmp("lab")
     prefix = f"gw{os.getpid() % 100000}"
     up = gpuready("lab", "up", "--components", "slurm", "--set", f"slurm.prefix={prefix}", "--lab-dir", str(root))
     assert up.returncode == 0, up.stdout + up.stderr

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import ModuleTmp
 from tests.unit.provision.local_play import collection_filter, run_local_play
 
 file_holds = collection_filter("file_holds")
@@ -49,8 +50,8 @@ COMPARED = ("isreg", "isdir", "islnk", "mode", "pw_name", "gr_name", "checksum")
 
 
 @pytest.fixture(scope="module")
-def oracle(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    tmp = tmp_path_factory.mktemp("holds")
+def oracle(module_tmp: ModuleTmp) -> tuple[Path, dict]:
+    tmp = module_tmp("holds")
     files = tmp / "files"
     files.mkdir()
     _files(files)

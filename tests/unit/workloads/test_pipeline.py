@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.workloads.dataset.labels import PATHOLOGIES
-from tests.conftest import require
+from tests.conftest import ModuleTmp, require
 
 N_IMAGES = 24
 
@@ -33,17 +33,17 @@ def make_nih(root: Path, images: int = N_IMAGES) -> dict[str, tuple[int, ...]]:
 
 
 @pytest.fixture(scope="module")
-def nih(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, tuple[int, ...]]]:
+def nih(module_tmp: ModuleTmp) -> tuple[Path, dict[str, tuple[int, ...]]]:
     require(importlib.util.find_spec("tensorflow"), "TensorFlow (make test installs the train extra)")
-    root = tmp_path_factory.mktemp("nih")
+    root = module_tmp("nih")
     return root, make_nih(root)
 
 
 @pytest.fixture(scope="module")
-def records(nih: tuple[Path, dict], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def records(nih: tuple[Path, dict], module_tmp: ModuleTmp) -> Path:
     from gpuready.workloads.dataset import convert
 
-    out = tmp_path_factory.mktemp("tfrecords")
+    out = module_tmp("tfrecords")
     counts = convert.convert(nih[0], out, size=36, shards=4)
     assert counts == {"train": 18, "test": 6}
     return out
