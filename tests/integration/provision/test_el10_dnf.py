@@ -115,6 +115,12 @@ class Root:
         for entry in versionlock_other_branches(self.locks(), branch):
             self.run("-q", "versionlock", "delete", entry)
 
+    def install(self, variant: str, branch: str, *, held: bool = True) -> None:
+        """The role's install of a branch: its holds (``held``), then its request with ``--allowerasing``."""
+        if held:
+            self.hold(branch)
+        self.run("install", "--allowerasing", *_request(variant, branch))
+
 
 @pytest.fixture(scope="module")
 def dnf(module_tmp: ModuleTmp) -> Root:
@@ -171,16 +177,14 @@ def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf
     run, installed, locks = dnf.run, dnf.installed, dnf.locks
     # A first install of 580 with the open modules: its newest version, and every 580 version of the driver packages
     # held (the guide's spec and cuda-drivers').
-    dnf.hold("580")
+    dnf.install("open", "580")
     assert locks() and all(":580." in entry for entry in locks())
-    run("install", "--allowerasing", *_request("open", "580"))
     assert installed() == OPEN_580
     # dnf upgrade keeps the node on the branch: 595 is in the repository, the holds keep it out.
     run("upgrade")
     assert installed() == OPEN_580
     # The proprietary flavour of the same branch replaces the open one (--allowerasing).
-    dnf.hold("580")
-    run("install", "--allowerasing", *_request("proprietary", "580"))
+    dnf.install("proprietary", "580")
     assert installed() == PROPRIETARY_580
     # With RHEL's best=True the upgrade keeps it there too; held by the guide's spec alone, the next branch's
     # cuda-drivers (whose driver that spec excludes) makes it fail.
@@ -190,9 +194,8 @@ def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf
     unheld = run("upgrade", "--best", ok=False)
     assert unheld.returncode != 0 and "cuda-drivers-595.58.03" in unheld.stderr, unheld.stdout + unheld.stderr
     # A change of branch: 595 installs (its request names it), and the holds of 580 go with the role's release.
-    dnf.hold("595")
+    dnf.install("open", "595")
     assert locks() and all(":595." in entry for entry in locks())
-    run("install", "--allowerasing", *_request("open", "595"))
     assert installed() == OPEN_595
     run("upgrade")
     assert installed() == OPEN_595
@@ -200,12 +203,11 @@ def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf
     # 595; released as the role releases them, it stays on 580.
     for spec in DISTRO["versionlock"]:
         run("-q", "versionlock", "add", spec.replace("{branch}", "580"))
-    run("install", "--allowerasing", *_request("open", "580"))
+    dnf.install("open", "580", held=False)
     assert installed() == OPEN_580
     run("upgrade")
     assert installed() == OPEN_595
-    dnf.hold("580")
-    run("install", "--allowerasing", *_request("open", "580"))
+    dnf.install("open", "580")
     run("upgrade")
     assert installed() == OPEN_580
 
