@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from gpuready.core.settings.base import Section
 from gpuready.core.settings.dcgm import Dcgm
 from gpuready.core.settings.kubernetes import Kubernetes
+from gpuready.core.settings.nccl_tests import NcclTests
 from gpuready.core.settings.nodes import (
     ContainerRuntime,
     Driver,
@@ -37,6 +38,7 @@ class Settings(Section):
     node_classes: dict[str, NodeClass] = Field(min_length=1)
     driver: Driver
     dcgm: Dcgm = Dcgm()
+    nccl_tests: NcclTests = NcclTests()
     container_runtime: ContainerRuntime = "containerd"
     selinux: SELinux = SELinux()
     preflight: Preflight = Preflight()
@@ -61,6 +63,7 @@ __all__ = [
     "Fabric",
     "GpuVm",
     "Kubernetes",
+    "NcclTests",
     "NodeChecks",
     "NodeClass",
     "Preflight",

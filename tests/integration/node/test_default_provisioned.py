@@ -48,7 +48,7 @@ def test_a_node_with_only_dcgm_is_measured_by_dcgm(lab: dict[str, Any], artifact
     assert matmul.startswith("GPU 1 (00000000:1C:00.0): 0.577 TFLOP/s below 85% of its 3 mate(s)' median 1.1 TFLOP/s")
     assert matmul.endswith("DCGM's sm_stress failed GPU 0, GPU 2, GPU 3 against DCGM's own floor for the SKU")
     assert checks["perf.memory_bandwidth"]["message"].startswith("DCGM's memory_bandwidth did not run here")
-    assert "git clone https://github.com/NVIDIA/nccl-tests" in checks["perf.nccl_allreduce"]["message"]
+    assert "--tags nccl_tests" in checks["perf.nccl_allreduce"]["message"]
     # DCGM 3 prints no peer figure and ships no nvbandwidth: the skip says so and names the DCGM 4 package.
     assert checks["perf.p2p_bandwidth"]["message"].startswith("DCGM is installed here without nvbandwidth")
     assert "datacenter-gpu-manager-4-cuda12" in checks["perf.p2p_bandwidth"]["message"]

@@ -269,7 +269,7 @@ def test_peers_on_a_node_with_dcgm_3_only_skip_saying_dcgm_prints_none(tmp_path:
     assert (without.status, without.message) == ("skipped", perf_checks.NO_COPY_TOOL)
 
 
-def test_nccl_without_torch_or_nccl_tests_names_what_to_build_and_how() -> None:
+def test_nccl_without_torch_or_nccl_tests_names_the_role_that_builds_it() -> None:
     answers: dict[str, str | Answer] = {
         checks.NCCL_COMMAND: "== not installed\n",
         checks.PROBE_COMMAND: "== no torch\n",
@@ -278,10 +278,8 @@ def test_nccl_without_torch_or_nccl_tests_names_what_to_build_and_how() -> None:
     result = one(node_for(H100_X4, answers=answers), "perf.nccl_allreduce")
     assert (result.status, result.message) == ("skipped", perf_checks.NO_NCCL_TOOL)
     assert "NVIDIA packages no all_reduce_perf" in result.message
-    assert (
-        "git clone https://github.com/NVIDIA/nccl-tests /opt/nccl-tests && make -C /opt/nccl-tests -j && "
-        "ln -sf /opt/nccl-tests/build/all_reduce_perf /usr/local/bin/all_reduce_perf" in result.message
-    )
+    assert "`gpuready provision cluster --tags nccl_tests`" in result.message
+    assert "links /usr/local/bin/all_reduce_perf" in result.message
     # What the remedy puts on PATH is what the check's command looks for.
     assert "command -v all_reduce_perf" in checks.NCCL_COMMAND
 

@@ -13,7 +13,7 @@ import yaml
 from tests.conftest import ROOT, require
 
 PLAYBOOKS = ROOT / "playbooks"
-ROLES = ["nvidia_driver", "dcgm", "nvidia_container_toolkit", "gpu_selinux", "fabric", "mpi_ssh"]
+ROLES = ["nvidia_driver", "dcgm", "nccl_tests", "nvidia_container_toolkit", "gpu_selinux", "fabric", "mpi_ssh"]
 BIN = Path(sys.executable).parent
 
 
@@ -36,7 +36,7 @@ def test_every_default_is_role_prefixed_commented_and_in_the_argument_specs(role
     assert (base / "meta" / "main.yml").is_file()
 
 
-@pytest.mark.parametrize("tag", ["driver", "dcgm", "container_runtime", "selinux"])
+@pytest.mark.parametrize("tag", ["driver", "dcgm", "nccl_tests", "container_runtime", "selinux"])
 def test_each_layer_has_its_tag_in_site_yml(tag: str) -> None:
     plays = yaml.safe_load((PLAYBOOKS / "site.yml").read_text())
     assert [p for p in plays if tag in p.get("tags", [])]

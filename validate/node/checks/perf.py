@@ -57,13 +57,13 @@ DCGM_PRINTS_NO_PEERS = (
 # NVIDIA packages NCCL (libnccl2, libnccl-dev in its CUDA repository: NCCL installation guide, "Ubuntu") but not
 # nccl-tests, and DCGM measures no all-reduce by itself: its nccl_tests plugin (DCGM 4.5 on) runs the
 # all_reduce_perf the node provides (DCGM_NCCL_TESTS_BIN_PATH, NVIDIA/DCGM nvvs/plugin_src/nccl_tests/
-# NcclTestsPlugin.cpp). nccl-tests builds with `make` against CUDA_HOME=/usr/local/cuda and the system's NCCL
-# (its src/Makefile) into build/.
+# NcclTestsPlugin.cpp). gpuready's nccl_tests role builds it (on by default for node classes with 2+ GPUs) and
+# links /usr/local/bin/all_reduce_perf, which this check's `command -v` finds.
 NO_NCCL_TOOL = (
     "nothing here runs NCCL, and NVIDIA packages no all_reduce_perf (DCGM's nccl_tests plugin runs one the node "
-    "provides): with the CUDA toolkit in /usr/local/cuda and NVIDIA's libnccl-dev installed, as root: "
-    "git clone https://github.com/NVIDIA/nccl-tests /opt/nccl-tests && make -C /opt/nccl-tests -j && "
-    "ln -sf /opt/nccl-tests/build/all_reduce_perf /usr/local/bin/all_reduce_perf; or " + INSTALL_PROBE
+    "provides): gpuready's nccl_tests role builds nccl-tests against NVIDIA's NCCL and links "
+    "/usr/local/bin/all_reduce_perf: `gpuready provision cluster --tags nccl_tests` (on by default for node classes "
+    "with 2 or more GPUs; gpuready.nccl_tests.enabled must not be false); or " + INSTALL_PROBE
 )
 
 
