@@ -99,12 +99,22 @@ def root_tarball() -> Path:
     return tarball
 
 
+def link_or_copy(src: str | Path, dst: str | Path) -> None:
+    """A hard link where both are on one filesystem (the cache and the test's folder may not be), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def fresh_root(dest: Path, repo: Path) -> Path:
     """A new root from the cached tarball, with the stand-in repository copied in."""
     dest.mkdir(parents=True)
     with tarfile.open(root_tarball()) as tar:
         tar.extractall(dest, filter="fully_trusted")  # our own tarball: device nodes, owners and modes as built
-    shutil.copytree(repo, dest / REPO_IN_ROOT)
+    # Linked, not copied: apt reads a file: repository in place and nothing writes to it, and a repository of
+    # real compilers (the nccl_tests stand-ins, 330 MB) copied into every root is disk the slow tier runs short of.
+    shutil.copytree(repo, dest / REPO_IN_ROOT, copy_function=link_or_copy)
     (dest / f"{REPO_IN_ROOT}-toolkit").symlink_to(Path(REPO_IN_ROOT).name)
     return dest
 

@@ -3,14 +3,14 @@
 NVIDIA's CUDA 13 wheels on PyPI hold a whole nvcc (nvcc, cicc, ptxas, fatbinary, nvlink), the CUDA runtime, CCCL and
 NCCL (tests/fixtures/nccl-tests/SOURCES.md). They are downloaded once, pinned, into the user's cache dir and
 repackaged as .deb files under NVIDIA's package names, with files where those packages put them, so the
-nccl_tests role's build in a Debian root is a real build. nccl-tests' source is a bare clone cached beside them.
+nccl_tests role's build in a Debian root is a real build. nccl-tests' source is NVIDIA's own history up to the
+pinned tag, kept in the repository as a git bundle (the role's commit, by its hash; no network needed).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -34,8 +34,9 @@ CUDA_HOME = f"/usr/local/cuda-{CUDA}"
 NCCL_VERSION = f"{WHEELS['nvidia-nccl-cu13']}-1+cuda{CUDA}"
 # Debian's multiarch folder, where NVIDIA's libnccl2 puts libnccl.so.2.
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
-# NVIDIA/nccl-tests, tag v2.19.6 (the role's pin).
-NCCL_TESTS_URL = "https://github.com/NVIDIA/nccl-tests.git"
+# NVIDIA/nccl-tests, tag v2.19.6 (the role's pin): `git bundle create ... v2.19.6` of its repository
+# (tests/fixtures/nccl-tests/SOURCES.md).
+NCCL_TESTS_BUNDLE = Path(__file__).resolve().parents[2] / "fixtures" / "nccl-tests" / "nccl-tests-v2.19.6.bundle"
 NCCL_TESTS_COMMIT = "a0b82b2260cf5152b9f8c061bbf7eaf0ba096432"
 
 
@@ -155,22 +156,9 @@ def debs() -> list[Path]:
     return sorted(out.glob("*.deb"))
 
 
-def nccl_tests_git() -> Path:
-    """A bare clone of NVIDIA/nccl-tests holding the pinned commit, cloned once into the cache."""
-    bare = CACHE / "nccl-tests.git"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / "git.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not bare.is_dir():
-            partial = CACHE / "nccl-tests.partial.git"
-            shutil.rmtree(partial, ignore_errors=True)
-            subprocess.run(["git", "clone", "--quiet", "--bare", NCCL_TESTS_URL, str(partial)], check=True, timeout=600)
-            partial.rename(bare)
-    return bare
-
-
-def has_commit(bare: Path) -> bool:
-    done = subprocess.run(
-        ["git", "-C", str(bare), "cat-file", "-e", f"{NCCL_TESTS_COMMIT}^{{commit}}"], capture_output=True
+def nccl_tests_git(dest: Path) -> Path:
+    """A bare repository at ``dest`` with NVIDIA/nccl-tests' history up to the pinned tag, cloned from the bundle."""
+    subprocess.run(
+        ["git", "clone", "--quiet", "--bare", str(NCCL_TESTS_BUNDLE), str(dest)], check=True, capture_output=True
     )
-    return done.returncode == 0 and os.access(bare, os.R_OK)
+    return dest

@@ -39,7 +39,7 @@ PACKAGES = "make g++ git cuda-nvcc-13-0 cuda-cudart-dev-13-0 libnccl2=*+cuda13.*
 def _add_to_repo(work: Path, repo: Path, debs: list[Path]) -> None:
     """The NVIDIA stand-ins into the stand-in repository: its index rewritten and signed again with its key."""
     for deb in debs:
-        (repo / "pool" / deb.name).hardlink_to(deb)
+        dr.link_or_copy(deb, repo / "pool" / deb.name)
     packages = subprocess.run(
         ["dpkg-scanpackages", "--multiversion", "pool", "/dev/null"],
         cwd=repo,
@@ -77,11 +77,6 @@ def repo(module_tmp: ModuleTmp) -> Path:
         debs = ns.debs()
     except subprocess.CalledProcessError as e:
         require(False, f"cannot download NVIDIA's wheels from PyPI: {e}")
-    try:
-        bare = ns.nccl_tests_git()
-    except subprocess.CalledProcessError as e:
-        require(False, f"cannot clone {ns.NCCL_TESTS_URL}: {e}")
-    require(ns.has_commit(bare), f"{bare} lacks commit {ns.NCCL_TESTS_COMMIT}: remove it to clone it again")
     work = module_tmp("standin")
     built = dr.build_repo(work)
     _add_to_repo(work, built, debs)
@@ -95,7 +90,7 @@ def _node(repo: Path, tmp: Path, settings: dict[str, Any]) -> Iterator[tuple[Pat
     smi = root / "usr/bin/nvidia-smi"
     smi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{H100_NVIDIA_SMI.read_text()}EOF\n")
     smi.chmod(0o755)
-    shutil.copytree(ns.nccl_tests_git(), root / GIT_IN_ROOT)
+    ns.nccl_tests_git(root / GIT_IN_ROOT)
     with dr.booted_like(root):
         yield root, dr.write_inventory(tmp / "inventory", {"node1": root}, settings=settings)
 
@@ -203,19 +198,25 @@ def test_remove_takes_away_the_build_when_asked(second: Any, node: tuple[Path, P
 
 
 @pytest.fixture(scope="module")
-def fresh(repo: Path, module_tmp: ModuleTmp) -> Iterator[tuple[Path, Path]]:
-    yield from _node(repo, module_tmp("fresh"), _classes(8))
+def untouched(repo: Path, module_tmp: ModuleTmp) -> Iterator[tuple[Path, Path]]:
+    """A root that no test may change: check mode on an 8-GPU class, a real run on a one-GPU class."""
+    yield from _node(repo, module_tmp("untouched"), _classes(8))
+
+
+def _unchanged(root: Path, inventory: Path, runs: Path, *args: str) -> dict[str, Any]:
+    """The run's summary, after asserting that the run passed and changed nothing in the root."""
+    before = dr.snapshot(root, "etc", "usr", "opt", "var/lib/dpkg")
+    done, summary = dr.provision(inventory, runs, "--tags", "nccl_tests", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert dr.snapshot(root, "etc", "usr", "opt", "var/lib/dpkg") == before
+    return summary
 
 
 def test_check_mode_on_a_fresh_root_changes_nothing_and_says_what_it_would_do(
-    fresh: tuple[Path, Path], tmp_path: Path
+    untouched: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    root, inventory = fresh
-    before = dr.snapshot(root, "etc", "usr", "opt", "var/lib/dpkg")
-    done, summary = dr.provision(inventory, tmp_path / "runs", "--check", "--tags", "nccl_tests")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert dr.snapshot(root, "etc", "usr", "opt", "var/lib/dpkg") == before
-    checks = dr.checks_by_id(summary)
+    root, inventory = untouched
+    checks = dr.checks_by_id(_unchanged(root, inventory, tmp_path / "runs", "--check"))
     assert (checks["nccl_tests.install"]["status"], checks["nccl_tests.build"]["status"]) == ("skipped", "skipped")
     assert checks["nccl_tests.install"]["message"].startswith("check mode: would install make g++ git cuda-nvcc-13-0")
     assert checks["nccl_tests.build"]["message"] == (
@@ -224,18 +225,11 @@ def test_check_mode_on_a_fresh_root_changes_nothing_and_says_what_it_would_do(
     )
 
 
-@pytest.fixture(scope="module")
-def one_gpu(repo: Path, module_tmp: ModuleTmp) -> Iterator[tuple[Path, Path]]:
-    yield from _node(repo, module_tmp("one-gpu"), _classes(1))
-
-
-def test_a_one_gpu_class_gets_nothing(one_gpu: tuple[Path, Path], tmp_path: Path) -> None:
-    root, inventory = one_gpu
-    before = dr.snapshot(root, "etc", "usr", "opt", "var/lib/dpkg")
-    done, summary = dr.provision(inventory, tmp_path / "runs", "--tags", "nccl_tests")
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_a_one_gpu_class_gets_nothing(untouched: tuple[Path, Path], tmp_path: Path) -> None:
+    root, _ = untouched
+    one_gpu = dr.write_inventory(tmp_path / "inventory", {"node1": root}, settings=_classes(1))
+    summary = _unchanged(root, one_gpu, tmp_path / "runs")
     assert summary["metrics"]["changed"] == 0
-    assert dr.snapshot(root, "etc", "usr", "opt", "var/lib/dpkg") == before
     finding = dr.checks_by_id(summary)["nccl_tests.build"]
     assert (finding["status"], finding["message"]) == (
         "skipped",
