@@ -15,16 +15,15 @@ task idempotent.
 
 from __future__ import annotations
 
-import os
 import shlex
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import ROOT, ModuleTmp, require
+from tests.integration.provision import dnf_root
+from tests.integration.provision.dnf_root import package
 from tests.unit.provision.local_play import collection_filter, run_and_read, save
 
 ROLE = ROOT / "playbooks" / "roles" / "nvidia_driver"
@@ -43,70 +42,8 @@ PROPRIETARY_580 = ["cuda-drivers-580.126.20", "kmod-nvidia-latest-dkms-580.126.2
 OPEN_595 = ["kmod-nvidia-open-dkms-595.58.03", "nvidia-driver-595.58.03", "nvidia-open-595.58.03"]
 
 
-def _package(top: Path, name: str, epoch: int, version: str, requires: str = "", conflicts: str = "") -> None:
-    spec = top / "SPECS" / f"{name}-{version}.spec"
-    spec.parent.mkdir(parents=True, exist_ok=True)
-    lines = [
-        f"Name: {name}",
-        f"Epoch: {epoch}",
-        f"Version: {version}",
-        "Release: 1.el10",
-        "Summary: stand-in of NVIDIA's package of this name",
-        "License: none",
-        "BuildArch: noarch",
-        *([f"Requires: {requires}"] if requires else []),
-        *([f"Conflicts: {conflicts}"] if conflicts else []),
-        "%description",
-        "stand-in",
-        "%files",
-    ]
-    spec.write_text("\n".join(lines) + "\n")
-    subprocess.run(["rpmbuild", "--define", f"_topdir {top}", "-bb", str(spec)], check=True, capture_output=True)
-
-
-class Root:
-    """An install root that dnf manages, its repository the stand-in one and its version locks a file of its own."""
-
-    def __init__(self, work: Path, root: str = "root", home: Path | None = None) -> None:
-        self.work = work
-        self.root = work / root
-        # Debian's rpm keeps its database under $HOME (%_dbpath ~/.rpmdb, RHEL's is /var/lib/rpm), inside the
-        # install root: whoever writes and reads a root must agree on HOME.
-        self.env = {**os.environ, "HOME": str(home or Path.home())}
-
-    def fresh(self, root: str, home: Path) -> Root:
-        """Another install root on the same repository and locks, its database under ``home``."""
-        return Root(self.work, root, home)
-
-    def run(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-        w = self.work
-        done = subprocess.run(
-            [
-                "dnf",
-                f"--installroot={self.root}",
-                f"--setopt=reposdir={w / 'repos.d'}",
-                f"--setopt=cachedir={w / 'cache'}",
-                f"--setopt=pluginconfpath={w / 'plugins'}",
-                "--releasever=10",
-                "-y",
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=self.env,
-        )
-        if ok:
-            assert done.returncode == 0, done.stdout + done.stderr
-        return done
-
-    def installed(self) -> list[str]:
-        query = ["rpm", "--root", str(self.root), "-qa", "--qf", "%{NAME}-%{VERSION}\n"]
-        return sorted(subprocess.run(query, capture_output=True, text=True, check=True, env=self.env).stdout.split())
-
-    def locks(self) -> list[str]:
-        lines = (self.work / "locks").read_text().splitlines()
-        return [line for line in lines if line and not line.startswith("#")]
+class DriverRoot(dnf_root.Root):
+    """An install root with the driver role's two lock tasks and its install request."""
 
     def hold(self, branch: str) -> None:
         """The role's two lock tasks: hold the branch, then release the other branches' holds (raw entries)."""
@@ -123,39 +60,19 @@ class Root:
 
 
 @pytest.fixture(scope="module")
-def dnf(module_tmp: ModuleTmp) -> Root:
-    tools = ("dnf", "rpmbuild", "createrepo_c")
-    missing = [t for t in tools if not shutil.which(t)]
-    require(
-        not missing,
-        f"needs {', '.join(missing)} (scripts/install-system-deps: dnf, dnf-plugins-core, rpm, createrepo-c)",
-    )
-    require(
-        Path("/usr/lib/python3/dist-packages/dnf-plugins/versionlock.py").exists(),
-        "needs dnf's versionlock plugin (Debian's dnf-plugins-core)",
-    )
+def dnf(module_tmp: ModuleTmp) -> DriverRoot:
+    require(*dnf_root.prerequisites())
     work = module_tmp("el10-dnf")
     top = work / "rpmbuild"
     for v in VERSIONS:
         driver = f"nvidia-driver = 3:{v}"
-        _package(top, "nvidia-driver", 3, v)
-        _package(top, "kmod-nvidia-open-dkms", 3, v, driver, "kmod-nvidia-latest-dkms")
-        _package(top, "kmod-nvidia-latest-dkms", 3, v, driver, "kmod-nvidia-open-dkms")
-        _package(top, "nvidia-open", 3, v, f"kmod-nvidia-open-dkms = 3:{v}, {driver}")
-        _package(top, "cuda-drivers", 0, v, f"kmod-nvidia-latest-dkms = 3:{v}, {driver}")
-    repo = work / "repo"
-    repo.mkdir()
-    for rpm in (top / "RPMS").rglob("*.rpm"):
-        shutil.copy(rpm, repo)
-    subprocess.run(["createrepo_c", "-q", str(repo)], check=True)
-    (work / "repos.d").mkdir()
-    (work / "repos.d" / "cuda.repo").write_text(
-        f"[gpuready-cuda]\nname=stand-in of NVIDIA's rhel10 repository\nbaseurl=file://{repo}\ngpgcheck=0\n"
-    )
-    (work / "plugins").mkdir()
-    (work / "plugins" / "versionlock.conf").write_text(f"[main]\nenabled = 1\nlocklist = {work / 'locks'}\n")
-    (work / "locks").write_text("")
-    return Root(work)
+        package(top, "nvidia-driver", 3, v)
+        package(top, "kmod-nvidia-open-dkms", 3, v, driver, "kmod-nvidia-latest-dkms")
+        package(top, "kmod-nvidia-latest-dkms", 3, v, driver, "kmod-nvidia-open-dkms")
+        package(top, "nvidia-open", 3, v, f"kmod-nvidia-open-dkms = 3:{v}, {driver}")
+        package(top, "cuda-drivers", 0, v, f"kmod-nvidia-latest-dkms = 3:{v}, {driver}")
+    dnf_root.repository(work, top, "stand-in of NVIDIA's rhel10 repository")
+    return DriverRoot(work)
 
 
 def _request(variant: str, branch: str) -> list[str]:
@@ -163,7 +80,7 @@ def _request(variant: str, branch: str) -> list[str]:
     return [DISTRO["unversioned"].replace("{name}", n).replace("{branch}", branch) for n in names]
 
 
-def test_repoquery_as_the_role_asks_names_the_branches_the_repository_has(dnf: Root) -> None:
+def test_repoquery_as_the_role_asks_names_the_branches_the_repository_has(dnf: DriverRoot) -> None:
     program, *args = shlex.split(REPOQUERY)  # the task's own command line
     assert program == "dnf"
     answer = dnf.run(*args).stdout
@@ -173,7 +90,7 @@ def test_repoquery_as_the_role_asks_names_the_branches_the_repository_has(dnf: R
     }
 
 
-def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf: Root) -> None:
+def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf: DriverRoot) -> None:
     run, installed, locks = dnf.run, dnf.installed, dnf.locks
     # A first install of 580 with the open modules: its newest version, and every 580 version of the driver packages
     # held (the guide's spec and cuda-drivers').
@@ -213,7 +130,7 @@ def test_the_branch_is_installed_held_switched_and_changed_as_the_role_means(dnf
 
 
 def test_the_roles_install_task_installs_switches_and_changes_nothing_the_second_time(
-    dnf: Root, tmp_path: Path
+    dnf: DriverRoot, tmp_path: Path
 ) -> None:
     """The role's own install task through Ansible's dnf module (its dnf 4 backend, as on RHEL 10), pointed at an
     install root: the branch-named request installs, a pinned version of the branch replaces a newer one, and the

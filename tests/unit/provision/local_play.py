@@ -42,9 +42,9 @@ def save(expression: str, tmp_path: Path) -> dict[str, Any]:
     return {"name": "Save", "ansible.builtin.copy": {"content": content, "dest": str(tmp_path / SAVED), "mode": "0644"}}
 
 
-def run_and_read(tmp_path: Path, play: list[dict], *args: str) -> Any:
+def run_and_read(tmp_path: Path, play: list[dict], *args: str, env: dict[str, str] | None = None) -> Any:
     """Run the play, which must pass, and return what its ``save`` task wrote."""
-    done = run_local_play(tmp_path, play, *args)
+    done = run_local_play(tmp_path, play, *args, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads((tmp_path / SAVED).read_text())
 

@@ -1,0 +1,100 @@
+"""The nccl_tests role's choice of CUDA version and packages: its own task, run by Ansible on this machine with the
+recorded Debian 11 facts, nvidia-smi's answer as recorded on an H100 (driver 580.159.04, "CUDA Version: 13.0") or
+none, the inventory's driver branch and its override."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.integration.provision import recorded_facts
+from tests.unit.provision.local_play import run_and_read, save
+
+ROLE = ROOT / "playbooks" / "roles" / "nccl_tests"
+TASK = "NCCL tests | Work out the CUDA version and the packages"
+H100_NVIDIA_SMI = ROOT / "tests" / "fixtures" / "gpu" / "recorded" / "h100-80gb-hbm3-580.159.04" / "22-nvidia-smi.out"
+
+
+def _choose(tmp_path: Path, smi: str, branch: str, cuda_version: str = "") -> dict[str, Any]:
+    [task] = [t for t in yaml.safe_load((ROLE / "tasks" / "present.yml").read_text()) if t.get("name") == TASK]
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    gpuready = {
+        "node_classes": {"hgx": {"gpu_count": 8}},
+        "driver": {"branch": branch},
+        "nccl_tests": {"cuda_version": cuda_version},
+    }
+    cache = recorded_facts.fact_cache(tmp_path / "facts", {"localhost": ("debian-11", None)})
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": True,  # from the cache: the recorded Debian 11 node
+            "vars": {**defaults, "gpuready": gpuready, "nccl_tests_smi": {"stdout": smi, "rc": 0 if smi else 127}},
+            "tasks": [
+                task,
+                save(
+                    "{'cuda': nccl_tests_cuda, 'from': nccl_tests_cuda_from, 'home': nccl_tests_cuda_home, "
+                    "'packages': nccl_tests_packages}",
+                    tmp_path,
+                ),
+            ],
+        }
+    ]
+    env = {
+        "ANSIBLE_GATHERING": "smart",
+        "ANSIBLE_CACHE_PLUGIN": "jsonfile",
+        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(cache),
+        "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "0",
+    }
+    chosen: dict[str, Any] = run_and_read(tmp_path, play, env=env)
+    return chosen
+
+
+def _packages(cuda: str) -> list[str]:
+    major, minor = cuda.split(".")
+    return [
+        "make",
+        "g++",
+        "git",
+        f"cuda-nvcc-{major}-{minor}",
+        f"cuda-cudart-dev-{major}-{minor}",
+        f"libnccl2=*+cuda{major}.*",
+        f"libnccl-dev=*+cuda{major}.*",
+    ]
+
+
+def test_nvidia_smis_cuda_version_decides(tmp_path: Path) -> None:
+    # The recorded H100 says CUDA 13.0 while the inventory still pins the 550 branch: the driver that runs wins.
+    chosen = _choose(tmp_path, H100_NVIDIA_SMI.read_text(), "550")
+    assert chosen == {
+        "cuda": "13.0",
+        "from": "nvidia-smi",
+        "home": "/usr/local/cuda-13.0",
+        "packages": _packages("13.0"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("branch", "cuda"), [("580-open", "13.0"), ("575", "12.9"), ("550-server", "12.4"), ("590", "13.0")]
+)
+def test_before_the_driver_answers_the_branch_decides(tmp_path: Path, branch: str, cuda: str) -> None:
+    chosen = _choose(tmp_path, "", branch)
+    assert chosen == {
+        "cuda": cuda,
+        "from": f"driver branch {branch}",
+        "home": f"/usr/local/cuda-{cuda}",
+        "packages": _packages(cuda),
+    }
+
+
+def test_a_branch_older_than_cuda_12_gets_nothing(tmp_path: Path) -> None:
+    assert _choose(tmp_path, "", "470") == {"cuda": "", "from": "", "home": "", "packages": []}
+
+
+def test_the_inventory_can_force_a_version(tmp_path: Path) -> None:
+    chosen = _choose(tmp_path, H100_NVIDIA_SMI.read_text(), "580", cuda_version="12.8")
+    assert chosen["cuda"] == "12.8" and chosen["from"] == "gpuready.nccl_tests.cuda_version"
+    assert chosen["packages"] == _packages("12.8")
