@@ -162,3 +162,19 @@ def nccl_tests_git(dest: Path) -> Path:
         ["git", "clone", "--quiet", "--bare", str(NCCL_TESTS_BUNDLE), str(dest)], check=True, capture_output=True
     )
     return dest
+
+
+#: NCCL builds beside the stand-in's, empty: a newer one built for CUDA 12 and an older one for CUDA 13 (NVIDIA's
+#: repository carries a build of each NCCL version per CUDA version).
+DECOY_VERSIONS = ("2.31.0-1+cuda12.9", "2.28.9-1+cuda13.0")
+
+
+def decoys(out: Path) -> list[Path]:
+    """Empty libnccl2 and libnccl-dev of DECOY_VERSIONS, which a node whose driver runs CUDA 13 must not get."""
+    made = []
+    for version in DECOY_VERSIONS:
+        folder = out / version
+        folder.mkdir(parents=True)
+        made.append(_deb(folder, "libnccl2", version, "", folder / "libnccl2"))
+        made.append(_deb(folder, "libnccl-dev", version, f"libnccl2 (= {version})", folder / "libnccl-dev"))
+    return made

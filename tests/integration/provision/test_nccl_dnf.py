@@ -71,7 +71,11 @@ def _install(dnf: dnf_root.Root, tmp_path: Path) -> tuple[dnf_root.Root, Any]:
             "tasks": [
                 CHOOSE,
                 install,
-                save("{'packages': nccl_tests_packages, 'changed': nccl_tests_install_dnf.changed}", tmp_path),
+                save(
+                    "{'packages': nccl_tests_packages + nccl_tests_nccl_specs, "
+                    "'changed': nccl_tests_install_dnf.changed}",
+                    tmp_path,
+                ),
             ],
         }
     ]

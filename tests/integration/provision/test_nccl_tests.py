@@ -33,7 +33,7 @@ GIT_IN_ROOT = "srv/nccl-tests.git"
 GENCODE = "-gencode=arch=compute_90,code=sm_90"
 SETTINGS = {"nccl_tests": {"repo_url": f"file:///{GIT_IN_ROOT}", "nvcc_gencode": GENCODE}}
 BUILD = f"opt/gpuready/nccl-tests/{ns.NCCL_TESTS_COMMIT}"
-PACKAGES = "make g++ git cuda-nvcc-13-0 cuda-cudart-dev-13-0 libnccl2=*+cuda13.* libnccl-dev=*+cuda13.*"
+PACKAGES = f"make g++ git cuda-nvcc-13-0 cuda-cudart-dev-13-0 libnccl2={ns.NCCL_VERSION} libnccl-dev={ns.NCCL_VERSION}"
 
 
 def _add_to_repo(work: Path, repo: Path, debs: list[Path]) -> None:
@@ -79,7 +79,7 @@ def repo(module_tmp: ModuleTmp) -> Path:
         require(False, f"cannot download NVIDIA's wheels from PyPI: {e}")
     work = module_tmp("standin")
     built = dr.build_repo(work)
-    _add_to_repo(work, built, debs)
+    _add_to_repo(work, built, debs + ns.decoys(work / "decoys"))
     return built
 
 
@@ -125,6 +125,7 @@ def test_the_first_run_builds_nccl_tests_against_nvidias_nccl_and_links_all_redu
     assert install["message"] == f"installed: {PACKAGES} (CUDA 13.0, from nvidia-smi)"
     assert "CUDA Version: 13.0" in install["evidence"]
     installed = dr.installed_packages(root)
+    # The newest NCCL built for the driver's CUDA major: not the newer build for CUDA 12, not the older for 13.
     assert installed["libnccl-dev"] == installed["libnccl2"] == ns.NCCL_VERSION
     assert {"cuda-nvcc-13-0", "cuda-cudart-dev-13-0", "make", "g++", "git"} <= set(installed)
     build = checks["nccl_tests.build"]
@@ -235,3 +236,26 @@ def test_a_one_gpu_class_gets_nothing(untouched: tuple[Path, Path], tmp_path: Pa
         "skipped",
         "node class standin expects fewer than 2 GPUs: no nccl-tests",
     )
+
+
+def test_no_nccl_built_for_the_cuda_major_installs_nothing_and_says_so(
+    untouched: tuple[Path, Path], tmp_path: Path
+) -> None:
+    root, _ = untouched
+    settings = _classes(8)
+    settings["nccl_tests"] = {**SETTINGS["nccl_tests"], "cuda_version": "11.8"}
+    inventory = dr.write_inventory(tmp_path / "inventory", {"node1": root}, settings=settings)
+    before = dr.snapshot(root, "etc", "usr", "opt", "var/lib/dpkg")
+    done, summary = dr.provision(inventory, tmp_path / "runs", "--tags", "nccl_tests")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert dr.snapshot(root, "etc", "usr", "opt", "var/lib/dpkg") == before
+    checks = dr.checks_by_id(summary)
+    finding = checks["nccl_tests.install"]
+    assert (finding["status"], finding["message"]) == (
+        "failed",
+        "NVIDIA's CUDA repository offers no libnccl2 built for CUDA 11 (the CUDA version 11.8 is from "
+        "gpuready.nccl_tests.cuda_version): nothing installed",
+    )
+    # apt-cache madison's list, newest first: what the repository does offer.
+    assert finding["evidence"].index("2.31.0-1+cuda12.9") < finding["evidence"].index(ns.NCCL_VERSION)
+    assert "nccl_tests.build" not in checks

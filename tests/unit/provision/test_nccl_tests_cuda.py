@@ -37,7 +37,7 @@ def _choose(tmp_path: Path, smi: str, branch: str, cuda_version: str = "") -> di
                 task,
                 save(
                     "{'cuda': nccl_tests_cuda, 'from': nccl_tests_cuda_from, 'home': nccl_tests_cuda_home, "
-                    "'packages': nccl_tests_packages}",
+                    "'packages': nccl_tests_packages + nccl_tests_nccl_specs}",
                     tmp_path,
                 ),
             ],
@@ -61,9 +61,7 @@ def _packages(cuda: str) -> list[str]:
         "git",
         f"cuda-nvcc-{major}-{minor}",
         f"cuda-cudart-dev-{major}-{minor}",
-        f"libnccl2=*+cuda{major}.*",
-        f"libnccl-dev=*+cuda{major}.*",
-    ]
+    ]  # NCCL's version is read from the node's apt index (tests/integration/provision/test_nccl_tests.py)
 
 
 def test_nvidia_smis_cuda_version_decides(tmp_path: Path) -> None:
