@@ -309,6 +309,42 @@ def build_repo(dest: Path) -> Path:
             depends="datacenter-gpu-manager-4-core (= 4.4.2-1)",
             files={f"/usr/lib/datacenter-gpu-manager-4/cuda{major}/README": f"stand-in CUDA {major} build\n"},
         )
+    home = dest / "gnupg"
+    home.mkdir(mode=0o700)
+    gpg = _gpg(home)
+    subprocess.run(
+        [*gpg, "--quick-gen-key", "gpuready stand-in <standin@gpuready.invalid>", "ed25519", "sign", "never"],
+        check=True,
+        capture_output=True,
+    )
+    key = subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True, text=True).stdout
+    (repo / "3bf863cc.pub").write_text(key)
+    index_and_sign(repo, home)
+    return repo
+
+
+# NVIDIA's own apt setup, as its documents write it. cuda-keyring installs
+# /etc/apt/sources.list.d/cuda-<distro>-<arch>.list and /usr/share/keyrings/cuda-archive-keyring.gpg (NVIDIA driver
+# installation guide, "Network repository installation"); the Container Toolkit install guide writes
+# nvidia-container-toolkit.list from NVIDIA's published file with sed, adding its keyring. One named edit each: the
+# URI is the stand-in repository's (the toolkit one keeps apt's $(ARCH)); the keyrings hold the stand-in's key,
+# dearmored as NVIDIA's instructions do.
+NVIDIA_CUDA_LIST = "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {uri} /\n"
+NVIDIA_TOOLKIT_LIST = (
+    "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] {uri}$(ARCH) /\n"
+    "#deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] {experimental}$(ARCH) /\n"
+)
+# Where the toolkit stand-in is reached with an architecture folder, as NVIDIA's stable/deb/<arch>/.
+TOOLKIT_ARCH_BASE = f"/{REPO_IN_ROOT}-deb/"
+
+
+def _gpg(home: Path) -> list[str]:
+    return ["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase", ""]
+
+
+def index_and_sign(repo: Path, home: Path) -> None:
+    """The flat repository's Packages and Release from what its pool holds, and InRelease signed with the key in
+    ``home`` (apt verifies it as it verifies NVIDIA's); run again after adding packages."""
     packages = subprocess.run(
         ["dpkg-scanpackages", "--multiversion", "pool", "/dev/null"],
         cwd=repo,
@@ -327,38 +363,12 @@ def build_repo(dest: Path) -> Path:
          {digest} {len(packages.encode())} Packages
         """)
     )
-    home = dest / "gnupg"
-    home.mkdir(mode=0o700)
-    gpg = ["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase", ""]
     subprocess.run(
-        [*gpg, "--quick-gen-key", "gpuready stand-in <standin@gpuready.invalid>", "ed25519", "sign", "never"],
+        [*_gpg(home), "--yes", "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release")],
         check=True,
         capture_output=True,
     )
-    subprocess.run(
-        [*gpg, "--yes", "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release")],
-        check=True,
-        capture_output=True,
-    )
-    key = subprocess.run([*gpg, "--armor", "--export"], check=True, capture_output=True, text=True).stdout
-    (repo / "3bf863cc.pub").write_text(key)
     subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True)
-    return repo
-
-
-# NVIDIA's own apt setup, as its documents write it. cuda-keyring installs
-# /etc/apt/sources.list.d/cuda-<distro>-<arch>.list and /usr/share/keyrings/cuda-archive-keyring.gpg (NVIDIA driver
-# installation guide, "Network repository installation"); the Container Toolkit install guide writes
-# nvidia-container-toolkit.list from NVIDIA's published file with sed, adding its keyring. One named edit each: the
-# URI is the stand-in repository's (the toolkit one keeps apt's $(ARCH)); the keyrings hold the stand-in's key,
-# dearmored as NVIDIA's instructions do.
-NVIDIA_CUDA_LIST = "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] {uri} /\n"
-NVIDIA_TOOLKIT_LIST = (
-    "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] {uri}$(ARCH) /\n"
-    "#deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] {experimental}$(ARCH) /\n"
-)
-# Where the toolkit stand-in is reached with an architecture folder, as NVIDIA's stable/deb/<arch>/.
-TOOLKIT_ARCH_BASE = f"/{REPO_IN_ROOT}-deb/"
 
 
 def seed_nvidia_apt_setup(root: Path, arch: str = "amd64") -> None:

@@ -9,14 +9,11 @@ nvidia-smi as recorded on an H100 with driver 580.159.04 ("CUDA Version: 13.0").
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import subprocess
-import textwrap
 import time
 from collections.abc import Iterator
-from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
@@ -40,32 +37,7 @@ def _add_to_repo(work: Path, repo: Path, debs: list[Path]) -> None:
     """The NVIDIA stand-ins into the stand-in repository: its index rewritten and signed again with its key."""
     for deb in debs:
         dr.link_or_copy(deb, repo / "pool" / deb.name)
-    packages = subprocess.run(
-        ["dpkg-scanpackages", "--multiversion", "pool", "/dev/null"],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    (repo / "Packages").write_text(packages)
-    digest = hashlib.sha256(packages.encode()).hexdigest()
-    (repo / "Release").write_text(
-        textwrap.dedent(f"""\
-        Origin: gpuready-standin
-        Label: gpuready stand-in NVIDIA packages
-        Date: {formatdate(usegmt=True)}
-        SHA256:
-         {digest} {len(packages.encode())} Packages
-        """)
-    )
-    home = work / "gnupg"  # dr.build_repo's key
-    gpg = ["gpg", "--homedir", str(home), "--batch", "--pinentry-mode", "loopback", "--passphrase", ""]
-    subprocess.run(
-        [*gpg, "--yes", "--clearsign", "-o", str(repo / "InRelease"), str(repo / "Release")],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True)
+    dr.index_and_sign(repo, work / "gnupg")  # dr.build_repo's key
 
 
 @pytest.fixture(scope="module")
