@@ -24,11 +24,11 @@ import yaml
 from tests.conftest import ROOT, ModuleTmp, require
 from tests.integration.provision import dnf_root
 from tests.integration.provision.dnf_root import package
-from tests.unit.provision.local_play import collection_filter, run_and_read, save
+from tests.unit.provision.local_play import collection_filter, role_tasks, run_and_read, save
 
 ROLE = ROOT / "playbooks" / "roles" / "nvidia_driver"
 DISTRO = yaml.safe_load((ROLE / "vars" / "RedHat-10.yml").read_text())["nvidia_driver_distro"]
-TASKS = {t["name"]: t for t in yaml.safe_load((ROLE / "tasks" / "install-redhat.yml").read_text()) if "name" in t}
+TASKS = role_tasks("nvidia_driver", "install-redhat.yml")
 INSTALL = TASKS["Driver | Install the driver packages of the branch"]
 REPOQUERY = TASKS["Driver | Read the driver versions the repository offers"]["ansible.builtin.command"]["cmd"]
 pytestmark = pytest.mark.slow

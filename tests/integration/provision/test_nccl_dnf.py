@@ -16,15 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import ROOT, ModuleTmp, require
 from tests.integration.provision import dnf_root, recorded_facts
 from tests.integration.provision.dnf_root import package
-from tests.unit.provision.local_play import run_and_read, save
+from tests.unit.provision.local_play import role_defaults, role_tasks, run_and_read, save
 
-ROLE = ROOT / "playbooks" / "roles" / "nccl_tests"
-TASKS = {t["name"]: t for t in yaml.safe_load((ROLE / "tasks" / "present.yml").read_text()) if "name" in t}
+TASKS = role_tasks("nccl_tests", "present.yml")
 CHOOSE = TASKS["NCCL tests | Work out the CUDA version and the packages"]
 BLOCK = TASKS["NCCL tests | Install, fetch, build and link"]["block"]
 INSTALL = next(t for t in BLOCK if t["name"] == "NCCL tests | Install the compiler, NCCL and the build tools (dnf)")
@@ -58,7 +56,7 @@ def _install(dnf: dnf_root.Root, tmp_path: Path) -> tuple[dnf_root.Root, Any]:
     )
     here = {"installroot": str(root.root), "conf_file": str(tmp_path / "dnf.conf"), "releasever": "9"}
     install = INSTALL | {"ansible.builtin.dnf": INSTALL["ansible.builtin.dnf"] | {"use_backend": "dnf4"} | here}
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    defaults = role_defaults("nccl_tests")
     gpuready = {"node_classes": {"hgx": {"gpu_count": 8}}, "driver": {"branch": "580"}}
     smi = {"stdout": H100_NVIDIA_SMI.read_text(), "rc": 0}
     cache = recorded_facts.fact_cache(tmp_path / "facts", {"localhost": ("rhel-9", None)})

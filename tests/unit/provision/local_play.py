@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.conftest import ROOT
 
 BIN = Path(sys.executable).parent
@@ -89,3 +91,17 @@ def collection_filter(name: str, plugin: str | None = None) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, name)
+
+
+def role_tasks(role: str, tasks_file: str) -> dict[str, dict[str, Any]]:
+    """The named tasks of one of the collection's task files (``roles/<role>/tasks/<tasks_file>``), by name."""
+    tasks = yaml.safe_load((ROOT / "playbooks" / "roles" / role / "tasks" / tasks_file).read_text())
+    return {t["name"]: t for t in tasks if "name" in t}
+
+
+def role_defaults(role: str) -> dict[str, Any]:
+    """A role's defaults/main.yml, as a play's vars."""
+    defaults: dict[str, Any] = yaml.safe_load(
+        (ROOT / "playbooks" / "roles" / role / "defaults" / "main.yml").read_text()
+    )
+    return defaults

@@ -8,19 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import ROOT
-from tests.unit.provision.local_play import run_local_play
+from tests.unit.provision.local_play import role_defaults, role_tasks, run_local_play
 
-ROLE = ROOT / "playbooks" / "roles" / "dcgm"
 H100_NVIDIA_SMI = ROOT / "tests" / "fixtures" / "gpu" / "recorded" / "h100-80gb-hbm3-580.159.04" / "22-nvidia-smi.out"
 TASK = "DCGM | Work out the CUDA major and the package"
 
 
 def _choose(tmp_path: Path, smi: str, branch: str, cuda_major: int = 0) -> dict[str, Any]:
-    [task] = [t for t in yaml.safe_load((ROLE / "tasks" / "present.yml").read_text()) if t.get("name") == TASK]
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    task, defaults = role_tasks("dcgm", "present.yml")[TASK], role_defaults("dcgm")
     gpuready = {
         "node_classes": {"gpu": {"gpu_count": 1}},
         "driver": {"branch": branch},

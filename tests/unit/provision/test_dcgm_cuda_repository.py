@@ -9,20 +9,16 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.conftest import ROOT
 from tests.integration.provision import nvidia_reference as ref
 from tests.integration.provision import recorded_facts
-from tests.unit.provision.local_play import run_local_play
+from tests.unit.provision.local_play import role_defaults, role_tasks, run_local_play
 
-ROLE = ROOT / "playbooks" / "roles" / "dcgm"
 TASK = "DCGM | Work out NVIDIA's CUDA repository for this node"
 
 
 def _keyring(tmp_path: Path, record: str, repo_url: str = "") -> str:
-    [task] = [t for t in yaml.safe_load((ROLE / "tasks" / "present.yml").read_text()) if t.get("name") == TASK]
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    task, defaults = role_tasks("dcgm", "present.yml")[TASK], role_defaults("dcgm")
     facts = recorded_facts.facts(record, None)
     out = tmp_path / "chosen.json"
     play = [

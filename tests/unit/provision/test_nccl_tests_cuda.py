@@ -8,20 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.conftest import ROOT
 from tests.integration.provision import recorded_facts
-from tests.unit.provision.local_play import run_and_read, save
+from tests.unit.provision.local_play import role_defaults, role_tasks, run_and_read, save
 
-ROLE = ROOT / "playbooks" / "roles" / "nccl_tests"
 TASK = "NCCL tests | Work out the CUDA version and the packages"
 H100_NVIDIA_SMI = ROOT / "tests" / "fixtures" / "gpu" / "recorded" / "h100-80gb-hbm3-580.159.04" / "22-nvidia-smi.out"
 
 
 def _choose(tmp_path: Path, smi: str, branch: str, cuda_version: str = "") -> dict[str, Any]:
-    [task] = [t for t in yaml.safe_load((ROLE / "tasks" / "present.yml").read_text()) if t.get("name") == TASK]
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    task, defaults = role_tasks("nccl_tests", "present.yml")[TASK], role_defaults("nccl_tests")
     gpuready = {
         "node_classes": {"hgx": {"gpu_count": 8}},
         "driver": {"branch": branch},
