@@ -1,6 +1,7 @@
-"""A node as gpuready's defaults provision it (the driver and DCGM; no torch, nvbandwidth or nccl-tests),
-replayed over real SSH: the perf checks measure through DCGM and say so (profile ``dcgm-only``: dcgmi replays
-DCGM's recorded figures, lab/recordings/SOURCES.md)."""
+"""A node with the driver and DCGM only (no torch, nvbandwidth or nccl-tests: the defaults without the nccl_tests
+layer, which a one-GPU class or `gpuready.nccl_tests.enabled: false` leaves out), replayed over real SSH: the perf
+checks measure through DCGM and say so (profile ``dcgm-only``: dcgmi replays DCGM's recorded figures,
+lab/recordings/SOURCES.md)."""
 
 from __future__ import annotations
 
