@@ -21,26 +21,15 @@ def compile_mode(eager: bool, xla: bool | None) -> str:
 
 def plan_for(settings: Training, cpu: bool) -> Plan:
     """What every worker runs, from the training settings."""
+    from dataclasses import fields
+
     from gpuready.workloads.launchers import Plan
 
-    return Plan(
-        model=settings.model,
-        batch_size=settings.batch_size,
-        image_size=settings.image_size,
-        steps=settings.steps,
-        warmup_steps=settings.warmup_steps,
-        data=settings.data,
-        pipeline=settings.pipeline,
-        distribution=settings.distribution,
-        mixed_precision=settings.mixed_precision,
-        compile=compile_mode(settings.eager, settings.xla),
-        cpu=cpu,
-        eval_batches=settings.eval_batches,
-        timeout_s=settings.timeout_s,
-        framework=settings.framework,
-        cpu_threads=settings.cpu_threads,
-        progress_s=settings.progress_s,
-    )
+    # Every Plan field but the two worked out here has a training setting of the same name.
+    given = {
+        field.name: getattr(settings, field.name) for field in fields(Plan) if field.name not in ("compile", "cpu")
+    }
+    return Plan(**given, compile=compile_mode(settings.eager, settings.xla), cpu=cpu)
 
 
 def run(ctx: Context, settings: Training, *, cpu: bool) -> RunResult:

@@ -11,7 +11,7 @@ needs no reference.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from gpuready.core.perf import Reference
 from gpuready.core.settings.training import TrainingReference
@@ -84,16 +84,8 @@ TABLE: tuple[Row, ...] = (
 
 def from_settings(row: TrainingReference) -> Row:
     """An inventory row, whose bounds are fractions of its target (ReFrame's form), as a table row."""
-    conditions = Conditions(
-        gpu_model=row.gpu_model,
-        model=row.model,
-        metric=row.metric,
-        gpus=row.gpus,
-        batch_size=row.batch_size,
-        image_size=row.image_size,
-        precision=row.precision,
-        compiled=row.compiled,
-    )
+    # The inventory row names its conditions as Conditions does, so a condition added there is read here too.
+    conditions = Conditions(**{field.name: getattr(row, field.name) for field in fields(Conditions)})
     upper = row.target * (1 + row.upper) if row.upper is not None else None
     source = row.source or "the inventory's training.references"
     return conditions, Reference(row.target, row.target * (1 + row.lower), row.unit, source, upper)

@@ -6,9 +6,11 @@ from dataclasses import replace
 
 import pytest
 
-from gpuready.core.settings.training import TrainingReference
+from gpuready.core.settings.training import Training, TrainingReference
+from gpuready.workloads import smoke_run
 from gpuready.workloads.controller import references, scaling
 from gpuready.workloads.controller.references import Conditions
+from gpuready.workloads.launchers import Plan
 
 
 def _rank(rank: int, times: list[float], batch: int = 8) -> dict:
@@ -71,3 +73,60 @@ def test_inventory_reference_exact_beats_wildcard_and_keeps_its_upper_bound() ->
     assert references.find(mine, replace(run, gpu_model="Other"))[1].target == 100.0
     assert not references.find(mine, run)[1].admits(56.0)  # above the upper bound
     assert references.find(mine, replace(run, gpus=2)) is None
+
+
+def test_an_inventory_row_keeps_every_condition_it_names() -> None:
+    row = TrainingReference(
+        gpu_model="NVIDIA H200",
+        model="resnet50",
+        gpus=8,
+        metric=references.TOTAL,
+        batch_size=64,
+        image_size=256,
+        precision="bf16",
+        compiled=True,
+        target=1000.0,
+        lower=-0.2,
+    )
+    conditions, ref = references.from_settings(row)
+    assert conditions == Conditions("NVIDIA H200", "resnet50", references.TOTAL, 8, 64, 256, "bf16", True)
+    assert (ref.target, ref.lower) == (1000.0, 800.0)
+
+
+def test_the_workers_plan_carries_every_training_setting() -> None:
+    settings = Training(
+        model="resnet50",
+        batch_size=16,
+        image_size=128,
+        steps=7,
+        warmup_steps=2,
+        data="synthetic",
+        pipeline="old",
+        distribution="mwms",
+        mixed_precision=True,
+        eval_batches=3,
+        timeout_s=99,
+        framework="pytorch",
+        cpu_threads=4,
+        progress_s=5,
+        eager=True,
+    )
+    plan = smoke_run.plan_for(settings, cpu=True)
+    assert plan == Plan(
+        model="resnet50",
+        batch_size=16,
+        image_size=128,
+        steps=7,
+        warmup_steps=2,
+        data="synthetic",
+        pipeline="old",
+        distribution="mwms",
+        mixed_precision=True,
+        compile="off",
+        cpu=True,
+        eval_batches=3,
+        timeout_s=99,
+        framework="pytorch",
+        cpu_threads=4,
+        progress_s=5,
+    )
