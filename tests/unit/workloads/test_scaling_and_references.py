@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -94,39 +95,23 @@ def test_an_inventory_row_keeps_every_condition_it_names() -> None:
 
 
 def test_the_workers_plan_carries_every_training_setting() -> None:
-    settings = Training(
-        model="resnet50",
-        batch_size=16,
-        image_size=128,
-        steps=7,
-        warmup_steps=2,
-        data="synthetic",
-        pipeline="old",
-        distribution="mwms",
-        mixed_precision=True,
-        eval_batches=3,
-        timeout_s=99,
-        framework="pytorch",
-        cpu_threads=4,
-        progress_s=5,
-        eager=True,
-    )
-    plan = smoke_run.plan_for(settings, cpu=True)
-    assert plan == Plan(
-        model="resnet50",
-        batch_size=16,
-        image_size=128,
-        steps=7,
-        warmup_steps=2,
-        data="synthetic",
-        pipeline="old",
-        distribution="mwms",
-        mixed_precision=True,
-        compile="off",
-        cpu=True,
-        eval_batches=3,
-        timeout_s=99,
-        framework="pytorch",
-        cpu_threads=4,
-        progress_s=5,
-    )
+    # Values other than the defaults, under the names the settings and the plan share.
+    shared: dict[str, Any] = {
+        "model": "resnet50",
+        "batch_size": 16,
+        "image_size": 128,
+        "steps": 7,
+        "warmup_steps": 2,
+        "data": "/data/chexnet",
+        "pipeline": "old",
+        "distribution": "mwms",
+        "mixed_precision": True,
+        "eval_batches": 3,
+        "timeout_s": 99,
+        "framework": "pytorch",
+        "cpu_threads": 4,
+        "progress_s": 5,
+    }
+    assert all(getattr(Plan(), name) != value for name, value in shared.items())
+    plan = smoke_run.plan_for(Training(**shared, eager=True), cpu=True)
+    assert plan == Plan(**shared, compile="off", cpu=True)
