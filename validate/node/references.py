@@ -1,6 +1,7 @@
 """Reference figures per GPU model, kept in one table (as ReFrame keeps its references).
 
-A row is (model pattern, metric) -> target, lower bound, unit, source. Patterns are matched against
+A row is (model pattern, metric) -> target, lower bound, unit, source, read from the sheet
+``reference_figures.tsv`` beside this module (and DCGM's own floors, below). Patterns are matched against
 nvidia-smi's product name, first match wins, so specific rows come before general ones. A node class
 overrides a lower bound with ``references: {metric: value}``. A metric with no row for the node's model
 is judged against the GPU's same-model mates only; with no mates either it is recorded and says so.
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuready.core.perf import Reference
+from gpuready.validate.node.sheets import table
 
 if TYPE_CHECKING:
     from gpuready.validate.node.nvsmi import Gpu
@@ -48,12 +50,6 @@ PCIE_SOURCE = "PCI-SIG raw x16 rate; target 80%, lower bound 70% (gpuready)"
 #: 82%), high enough that a GPU at half speed fails; the median-of-mates rule catches what is between.
 PEAK_FLOOR = 0.6
 
-#: Azure's HPC health checks (Azure/azurehpc-health-checks, MIT licence, commit 0e0a1ac2): the conf file
-#: of each VM size and its line. check_gpu_bw <H2D and D2H GB/s> <GPU-to-GPU GB/s> runs nvbandwidth
-#: (customTests/azure_gpu_bandwidth.nhc) and fails any GPU or pair below; check_nccl_allreduce <GB/s>
-#: runs all_reduce_perf within the VM (customTests/azure_nccl_allreduce.nhc).
-_AZURE = "Azure/azurehpc-health-checks conf/"
-
 
 def _peak(value: float, unit: str, source: str) -> Reference:
     return Reference(value, round(value * PEAK_FLOOR, 1), unit, f"{source}; lower bound {PEAK_FLOOR:.0%} (gpuready)")
@@ -65,20 +61,11 @@ def _peak(value: float, unit: str, source: str) -> Reference:
 #: ND A100 v4 FP16 cuBLASLt at 8192^3: 253.7 TFLOP/s, 93.5% of the A100 SXM's MAMF of 271.2), so 80% of the
 #: figure; a GPU at 80% of its mates fails the mates' rule anyway.
 ACHIEVED_FLOOR = 0.8
-#: stas00/ml-engineering (CC BY-SA 4.0) ``compute/accelerator/README.md`` at commit 744d01e1, "Maximum
-#: Achievable Matmul FLOPS comparison table", BF16 (torch matmul, mean of 100 iterations, best shape).
-_MAMF = "stas00/ml-engineering compute/accelerator/README.md@744d01e1 MAMF BF16"
-#: Azure/AI-benchmarking-guide results (BabelStream's Copy: bytes read + written, the probe's convention).
-_AIBG = "Azure/AI-benchmarking-guide "
 
 
 def _achieved(value: float, unit: str, source: str) -> Reference:
     lower = round(value * ACHIEVED_FLOOR, 1)
     return Reference(value, lower, unit, f"{source}; lower bound {ACHIEVED_FLOOR:.0%} (gpuready)")
-
-
-def _azure(lower: float, where: str) -> Reference:
-    return Reference(lower, lower, "GB/s", _AZURE + where)
 
 
 #: DCGM's own per-SKU floors: NVIDIA/DCGM ``nvvs/diag-skus.yaml.in`` at commit
@@ -133,92 +120,24 @@ DCGM_ROWS: dict[str, dict[str, Reference]] = {
     "NVIDIA L4": _dcgm(2935, "Nvidia L4, id 27b8", 8700, False, 2958, 198500),
 }
 
-_H100_SXM = "NVIDIA H100 Tensor Core GPU data sheet (SXM5)"
-_H100_PCIE = "NVIDIA H100 Tensor Core GPU data sheet (PCIe)"
-_H200 = "NVIDIA H200 Tensor Core GPU data sheet (SXM)"
-_A100 = "NVIDIA A100 Tensor Core GPU data sheet"
-_V100 = "NVIDIA Tesla V100 GPU data sheet"
-_L40S = "NVIDIA L40S GPU data sheet"
 
-#: (model pattern, metric) -> Reference. Dense (not sparse) Tensor Core TFLOP/s in BF16 (FP16 on Volta,
-#: which has no BF16) and peak memory bandwidth from NVIDIA's data sheets; NVLink links per GPU from the
-#: same sheets (V100 SXM2: 6, A100 SXM4: 12, H100/H200 SXM5: 18, B200: 18).
+def _reference(row: Mapping[str, str]) -> Reference:
+    """A row of the sheet: its kind says how its figure bounds a GPU."""
+    figure, unit, source = float(row["figure"]), row["unit"], row["source"]
+    if row["kind"] == "peak":
+        return _peak(figure, unit, source)
+    if row["kind"] == "achieved":
+        return _achieved(figure, unit, source)
+    if row["kind"] == "floor":
+        return Reference(figure, figure, unit, source)
+    raise ValueError(f"reference_figures.tsv: {row['GPU model']} {row['metric']}: unknown kind {row['kind']!r}")
+
+
+#: (model pattern, metric) -> Reference: the sheet reference_figures.tsv (dense, not sparse, Tensor Core TFLOP/s in
+#: BF16, FP16 on Volta, which has no BF16; memory, copy and all-reduce bandwidths; NVLink links per GPU from NVIDIA's
+#: data sheets: V100 SXM2 6, A100 SXM4 12, H100/H200 SXM5 18, B200 18), each row with its source, then DCGM's floors.
 TABLE: dict[tuple[str, str], Reference] = {
-    # H100 SXM5 (HGX): ND96isr H100 v5 on Azure.
-    ("NVIDIA H100 80GB HBM3", "matmul_tflops"): _achieved(794.5, "TFLOP/s", _MAMF + " line 354 (H100 SXM: 794.5)"),
-    ("NVIDIA H100 80GB HBM3", "memory_bandwidth"): _achieved(
-        2900, "GB/s", _AIBG + "Azure Results/ND_H100_v5_results.md@f350e7e6 (HBM Copy 2.90 TB/s)"
-    ),
-    ("NVIDIA H100 80GB HBM3", "h2d_bandwidth"): _azure(48, "nd96isr_h100_v5.conf line 49 (check_gpu_bw 48 335)"),
-    ("NVIDIA H100 80GB HBM3", "d2h_bandwidth"): _azure(48, "nd96isr_h100_v5.conf line 49 (check_gpu_bw 48 335)"),
-    ("NVIDIA H100 80GB HBM3", "p2p_bandwidth"): _azure(335, "nd96isr_h100_v5.conf line 49 (check_gpu_bw 48 335)"),
-    ("NVIDIA H100 80GB HBM3", "nccl_allreduce_busbw"): _azure(
-        460, "nd96isr_h100_v5.conf line 52 (check_nccl_allreduce 460.0 1 16G)"
-    ),
-    ("NVIDIA H100 80GB HBM3", "nvlink_links"): Reference(18, 18, "links", _H100_SXM),
-    ("NVIDIA H100 PCIe", "matmul_tflops"): _peak(756, "TFLOP/s", _H100_PCIE + ": BF16 756"),
-    ("NVIDIA H100 PCIe", "memory_bandwidth"): _peak(2000, "GB/s", _H100_PCIE + ": 2 TB/s"),
-    # H200 SXM: ND96isr H200 v5.
-    ("NVIDIA H200", "matmul_tflops"): _achieved(
-        794.5, "TFLOP/s", _MAMF + ' line 354 (H100 SXM 794.5, "H200 is the same")'
-    ),
-    ("NVIDIA H200", "memory_bandwidth"): _achieved(
-        4010, "GB/s", _AIBG + "Azure_Results/ND_H200_v5_results.md@7f20e5fa (HBM Copy 4.01 TB/s)"
-    ),
-    ("NVIDIA H200", "h2d_bandwidth"): _azure(48, "nd96isr_h200_v5.conf line 50 (check_gpu_bw 48 335)"),
-    ("NVIDIA H200", "d2h_bandwidth"): _azure(48, "nd96isr_h200_v5.conf line 50 (check_gpu_bw 48 335)"),
-    ("NVIDIA H200", "p2p_bandwidth"): _azure(335, "nd96isr_h200_v5.conf line 50 (check_gpu_bw 48 335)"),
-    ("NVIDIA H200", "nccl_allreduce_busbw"): _azure(
-        431, "nd96isr_h200_v5.conf line 53 (check_nccl_allreduce 431.0 1 16G)"
-    ),
-    ("NVIDIA H200*", "nvlink_links"): Reference(18, 18, "links", _H200),
-    # A100 SXM4 80GB: ND96amsr A100 v4; 40GB: ND96asr v4.
-    ("NVIDIA A100-SXM4-80GB", "memory_bandwidth"): _achieved(
-        1610, "GB/s", _AIBG + "Azure_Results/ND_A100_v4_results.md@3bb66cac (HBM Copy 1.61 TB/s)"
-    ),
-    ("NVIDIA A100-SXM4-80GB", "h2d_bandwidth"): _azure(21, "nd96amsr_a100_v4.conf line 54 (check_gpu_bw 21 238)"),
-    ("NVIDIA A100-SXM4-80GB", "d2h_bandwidth"): _azure(21, "nd96amsr_a100_v4.conf line 54 (check_gpu_bw 21 238)"),
-    ("NVIDIA A100-SXM4-80GB", "p2p_bandwidth"): _azure(238, "nd96amsr_a100_v4.conf line 54 (check_gpu_bw 21 238)"),
-    ("NVIDIA A100-SXM4-80GB", "nccl_allreduce_busbw"): _azure(
-        228, "nd96amsr_a100_v4.conf line 57 (check_nccl_allreduce 228.0 1 16G)"
-    ),
-    ("NVIDIA A100-SXM4-40GB", "memory_bandwidth"): _peak(1555, "GB/s", _A100 + ": 40GB 1,555 GB/s"),
-    ("NVIDIA A100-SXM4-40GB", "h2d_bandwidth"): _azure(21, "nd96asr_v4.conf line 54 (check_gpu_bw 21 235)"),
-    ("NVIDIA A100-SXM4-40GB", "d2h_bandwidth"): _azure(21, "nd96asr_v4.conf line 54 (check_gpu_bw 21 235)"),
-    ("NVIDIA A100-SXM4-40GB", "p2p_bandwidth"): _azure(235, "nd96asr_v4.conf line 54 (check_gpu_bw 21 235)"),
-    ("NVIDIA A100-SXM4-40GB", "nccl_allreduce_busbw"): _azure(
-        228, "nd96asr_v4.conf line 57 (check_nccl_allreduce 228.0 1 8G)"
-    ),
-    ("NVIDIA A100-PCIE-40GB", "memory_bandwidth"): _peak(1555, "GB/s", _A100 + ": 40GB PCIe 1,555 GB/s"),
-    ("NVIDIA A100 80GB PCIe", "memory_bandwidth"): _peak(1935, "GB/s", _A100 + ": 80GB PCIe 1,935 GB/s"),
-    ("NVIDIA A100-SXM4*", "matmul_tflops"): _achieved(271.2, "TFLOP/s", _MAMF + " line 351 (A100 SXM: 271.2)"),
-    ("NVIDIA A100*PCI*", "matmul_tflops"): _achieved(252.9, "TFLOP/s", _MAMF + " line 353 (A100 PCIe: 252.9)"),
-    ("NVIDIA A100-SXM4*", "nvlink_links"): Reference(12, 12, "links", _A100),
-    # V100 SXM2: ND40rs v2 (no GPU-to-GPU figure there).
-    ("Tesla V100-SXM2*", "matmul_tflops"): _peak(125, "TFLOP/s", _V100 + ": SXM2 FP16 Tensor 125"),
-    ("Tesla V100-SXM2*", "memory_bandwidth"): _peak(900, "GB/s", _V100 + ": 900 GB/s"),
-    ("Tesla V100-SXM2*", "h2d_bandwidth"): _azure(9, "nd40rs_v2.conf line 40 (check_gpu_bw 9)"),
-    ("Tesla V100-SXM2*", "d2h_bandwidth"): _azure(9, "nd40rs_v2.conf line 40 (check_gpu_bw 9)"),
-    ("Tesla V100-SXM2*", "nccl_allreduce_busbw"): _azure(
-        110, "nd40rs_v2.conf line 42 (check_nccl_allreduce 110.0 1 8G)"
-    ),
-    ("Tesla V100-SXM2*", "nvlink_links"): Reference(6, 6, "links", _V100),
-    ("Tesla V100-PCIE*", "matmul_tflops"): _peak(112, "TFLOP/s", _V100 + ": PCIe FP16 Tensor 112"),
-    ("Tesla V100-PCIE*", "memory_bandwidth"): _peak(900, "GB/s", _V100 + ": 900 GB/s"),
-    ("NVIDIA L40S", "matmul_tflops"): _peak(362, "TFLOP/s", _L40S + ": BF16 362.05"),
-    ("NVIDIA L40S", "memory_bandwidth"): _peak(864, "GB/s", _L40S + ": 864 GB/s"),
-    ("NVIDIA B200*", "nvlink_links"): Reference(18, 18, "links", "NVIDIA DGX B200 user guide"),
-    ("NVIDIA B200*", "matmul_tflops"): _achieved(1745.0, "TFLOP/s", _MAMF + " line 356 (B200 SXM: 1745.0)"),
-    ("NVIDIA B300*", "matmul_tflops"): _achieved(1769.0, "TFLOP/s", _MAMF + " line 355 (B300 SXM: 1769.0)"),
-    ("NVIDIA GB200", "matmul_tflops"): _achieved(1822.0, "TFLOP/s", _MAMF + " line 358 (GB200 SXM: 1822.0)"),
-    ("NVIDIA GH200*", "matmul_tflops"): _achieved(828.6, "TFLOP/s", _MAMF + " line 352 (GH200 SXM 141GiB: 828.6)"),
-    # GB200 (4 GPUs a node): ND GB200 v6 on Azure.
-    ("NVIDIA GB200", "h2d_bandwidth"): _azure(48, "nd128isr_ndr_gb200_v6.conf line 40 (check_gpu_bw 48 335)"),
-    ("NVIDIA GB200", "d2h_bandwidth"): _azure(48, "nd128isr_ndr_gb200_v6.conf line 40 (check_gpu_bw 48 335)"),
-    ("NVIDIA GB200", "p2p_bandwidth"): _azure(335, "nd128isr_ndr_gb200_v6.conf line 40 (check_gpu_bw 48 335)"),
-    ("NVIDIA GB200", "nccl_allreduce_busbw"): _azure(
-        432, "nd128isr_ndr_gb200_v6.conf line 43 (check_nccl_allreduce 432.0 1 16G)"
-    ),
+    **{(row["GPU model"], row["metric"]): _reference(row) for row in table("reference_figures.tsv")},
     **{(model, metric): ref for model, rows in DCGM_ROWS.items() for metric, ref in rows.items()},
 }
 

@@ -63,6 +63,10 @@ CATALOG: dict[int, Entry] = {
     for row in table("xid_catalog.tsv")
 }
 
+#: Rows the catalog marks "Unused" on every GPU it lists (deprecated, or Volta and older): immediate action
+#: CONTACT_SUPPORT, investigatory "N/A; Unused". They are real Xids on older GPUs, so they still fail.
+UNUSED = frozenset(code for code, entry in CATALOG.items() if entry.investigatory == "N/A; Unused")
+
 #: The catalog's resolution buckets for the immediate action -> gpuready's class.
 BUCKET_CLASS = {
     "RESTART_APP": APPLICATION,
