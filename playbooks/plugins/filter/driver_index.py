@@ -36,6 +36,13 @@ description:
   - C(driver_streams) returns the nvidia-driver streams of C(dnf module list) output, and which one is enabled.
   - C(versionlock_other_branches) returns the entries of dnf's version lock list that hold an NVIDIA driver package
     (a name with nvidia, or cuda-drivers) at a driver branch other than the one given.
+  - >-
+    C(driver_cuda) returns the CUDA version a node's driver supports, for the layers whose packages are built per
+    CUDA version (DCGM per major, nvcc and NCCL per version): C(CUDA Version: X.Y) in the header nvidia-smi printed
+    (its input; DCGM docs, "Install DCGM", read it so), else, before the driver answers (installed in this run, loaded
+    after the reboot), the first version whose minimum driver the branch given reaches, by NVIDIA's CUDA Toolkit
+    release notes, table "CUDA Toolkit and Corresponding Driver Versions". It returns C(version) (V(13.0), empty
+    when neither says), C(major) (0 when none) and C(source) (V(nvidia-smi), V(driver branch 550-server), or empty).
 options:
   _input:
     description: The index text.
@@ -145,6 +152,46 @@ def versionlock_other_branches(entries, branch):
     return others
 
 
+# NVIDIA CUDA Toolkit release notes, "CUDA Toolkit and Corresponding Driver Versions", Linux x86_64, the GA release of
+# each version: 13.0 >= 580.65.06, 12.9 >= 575.51.03, 12.8 >= 570.26, 12.6 >= 560.28.03, 12.5 >= 555.42.02,
+# 12.4 >= 550.54.14, 12.3 >= 545.23.06, 12.2 >= 535.54.03, 12.1 >= 530.30.02, 12.0 >= 525.60.13, 11.8 >= 520.61.05,
+# 11.7 >= 515.43.04, 11.6 >= 510.39.01, 11.5 >= 495.29.05, 11.4 >= 470.42.01, 11.3 >= 465.19.01, 11.2 >= 460.27.03,
+# 11.1 >= 455.23, 11.0 >= 450.36.06. A branch gets the newest version whose driver it reaches; highest first.
+CUDA_BY_BRANCH = (
+    (580, "13.0"),
+    (575, "12.9"),
+    (570, "12.8"),
+    (560, "12.6"),
+    (555, "12.5"),
+    (550, "12.4"),
+    (545, "12.3"),
+    (535, "12.2"),
+    (530, "12.1"),
+    (525, "12.0"),
+    (520, "11.8"),
+    (515, "11.7"),
+    (510, "11.6"),
+    (495, "11.5"),
+    (470, "11.4"),
+    (465, "11.3"),
+    (460, "11.2"),
+    (455, "11.1"),
+    (450, "11.0"),
+)
+SMI = re.compile(r"CUDA Version: (\d+)\.(\d+)")
+
+
+def driver_cuda(nvidia_smi, branch):
+    said = SMI.search(nvidia_smi or "")
+    if said:
+        return {"version": f"{said[1]}.{said[2]}", "major": int(said[1]), "source": "nvidia-smi"}
+    number = re.match(r"\d+", str(branch or ""))
+    for first, version in CUDA_BY_BRANCH:
+        if number and int(number.group()) >= first:
+            return {"version": version, "major": int(version.split(".")[0]), "source": f"driver branch {branch}"}
+    return {"version": "", "major": 0, "source": ""}
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -152,4 +199,5 @@ class FilterModule:
             "driver_streams": driver_streams,
             "branch_offer": branch_offer,
             "versionlock_other_branches": versionlock_other_branches,
+            "driver_cuda": driver_cuda,
         }

@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.conftest import ROOT
 from tests.integration.provision import recorded_facts
 from tests.unit.provision.local_play import role_defaults, role_tasks, run_and_read, save
@@ -50,46 +48,28 @@ def _choose(tmp_path: Path, smi: str, branch: str, cuda_version: str = "") -> di
     return chosen
 
 
-def _packages(cuda: str) -> list[str]:
+def _expected(cuda: str, source: str) -> dict[str, Any]:
     major, minor = cuda.split(".")
-    return [
-        "make",
-        "g++",
-        "git",
-        f"cuda-nvcc-{major}-{minor}",
-        f"cuda-cudart-dev-{major}-{minor}",
-    ]  # NCCL's version is read from the node's apt index (tests/integration/provision/test_nccl_tests.py)
+    # NCCL's version is read from the node's apt index (tests/integration/provision/test_nccl_tests.py).
+    packages = ["make", "g++", "git", f"cuda-nvcc-{major}-{minor}", f"cuda-cudart-dev-{major}-{minor}"]
+    return {"cuda": cuda, "from": source, "home": f"/usr/local/cuda-{cuda}", "packages": packages}
 
 
 def test_nvidia_smis_cuda_version_decides(tmp_path: Path) -> None:
     # The recorded H100 says CUDA 13.0 while the inventory still pins the 550 branch: the driver that runs wins.
-    chosen = _choose(tmp_path, H100_NVIDIA_SMI.read_text(), "550")
-    assert chosen == {
-        "cuda": "13.0",
-        "from": "nvidia-smi",
-        "home": "/usr/local/cuda-13.0",
-        "packages": _packages("13.0"),
-    }
+    assert _choose(tmp_path, H100_NVIDIA_SMI.read_text(), "550") == _expected("13.0", "nvidia-smi")
 
 
-@pytest.mark.parametrize(
-    ("branch", "cuda"), [("580-open", "13.0"), ("575", "12.9"), ("550-server", "12.4"), ("590", "13.0")]
-)
-def test_before_the_driver_answers_the_branch_decides(tmp_path: Path, branch: str, cuda: str) -> None:
-    chosen = _choose(tmp_path, "", branch)
-    assert chosen == {
-        "cuda": cuda,
-        "from": f"driver branch {branch}",
-        "home": f"/usr/local/cuda-{cuda}",
-        "packages": _packages(cuda),
-    }
+def test_before_the_driver_answers_the_branch_decides(tmp_path: Path) -> None:
+    # Every branch's CUDA version: tests/unit/provision/test_driver_cuda.py (the filter this task reads it with).
+    assert _choose(tmp_path, "", "575") == _expected("12.9", "driver branch 575")
 
 
-def test_a_branch_older_than_cuda_12_gets_nothing(tmp_path: Path) -> None:
+def test_a_driver_of_cuda_11_gets_nothing(tmp_path: Path) -> None:
+    # The 470 branch supports CUDA 11.4, a major the layer does not build for.
     assert _choose(tmp_path, "", "470") == {"cuda": "", "from": "", "home": "", "packages": []}
 
 
 def test_the_inventory_can_force_a_version(tmp_path: Path) -> None:
     chosen = _choose(tmp_path, H100_NVIDIA_SMI.read_text(), "580", cuda_version="12.8")
-    assert chosen["cuda"] == "12.8" and chosen["from"] == "gpuready.nccl_tests.cuda_version"
-    assert chosen["packages"] == _packages("12.8")
+    assert chosen == _expected("12.8", "gpuready.nccl_tests.cuda_version")
