@@ -189,31 +189,27 @@ PROFILES: dict[str, Profile] = {
     ),
 }
 
+
+def _node_class(model: Model, count: int, **extra: Any) -> dict[str, Any]:
+    """A node class of ``count`` GPUs of ``model`` as an inventory writes it, its GPU facts the model's own (memory in
+    whole GiB as data sheets give it, NVLink links, the pairs its NVLink joins)."""
+    bridged = [(first, first + 1) for first in range(0, count - 1, 2)]
+    pairs = combinations(range(count), 2) if model.nvlink_peers == "all" else bridged
+    return {
+        "gpu_model": model.name,
+        "gpu_count": count,
+        "gpu_memory_gib": round(model.memory_mib / 1024),
+        "nvlink_links_per_gpu": model.nvlinks,
+        "p2p_pairs": [list(pair) for pair in pairs],
+        **extra,
+    }
+
+
 #: The node classes the profiles belong to, as an inventory's gpuready.node_classes.
 NODE_CLASSES = {
-    "c4140-v100": {
-        "gpu_model": MODELS["v100"].name,
-        "gpu_count": 4,
-        "gpu_memory_gib": 32,
-        "nvlink_links_per_gpu": 6,
-        "p2p_pairs": [list(p) for p in combinations(range(4), 2)],
-        "fabric": {"type": "infiniband", "ports": ["mlx5_0"]},
-    },
-    "r750xa-a100": {
-        "gpu_model": MODELS["a100"].name,
-        "gpu_count": 4,
-        "gpu_memory_gib": 40,
-        "nvlink_links_per_gpu": 12,
-        "p2p_pairs": [[0, 1], [2, 3]],
-        "fabric": {"type": "roce", "ports": ["mlx5_0"], "ats": True},
-    },
-    "hgx-h100": {
-        "gpu_model": MODELS["h100"].name,
-        "gpu_count": 8,
-        "gpu_memory_gib": 80,
-        "nvlink_links_per_gpu": 18,
-        "p2p_pairs": [list(p) for p in combinations(range(8), 2)],
-    },
+    "c4140-v100": _node_class(MODELS["v100"], 4, fabric={"type": "infiniband", "ports": ["mlx5_0"]}),
+    "r750xa-a100": _node_class(MODELS["a100"], 4, fabric={"type": "roce", "ports": ["mlx5_0"], "ats": True}),
+    "hgx-h100": _node_class(MODELS["h100"], 8),
 }
 
 
