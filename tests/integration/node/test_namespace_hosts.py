@@ -42,15 +42,12 @@ NOT_HERE = dict.fromkeys(
     ],
     "skipped",
 )
+#: The checks each node class skips on a healthy replayed host: SELinux is disabled there (a profile may enforce
+#: it), only the RoCE class asks for ATS, the HGX class has no fabric ports.
 BY_CLASS = {
-    "c4140-v100": {"node.selinux_labels": "skipped", "node.ats": "skipped"},
-    "r750xa-a100": {"node.selinux_labels": "skipped"},
-    "hgx-h100": {
-        "node.selinux_labels": "skipped",
-        "node.ib_ports": "skipped",
-        "node.ib_flapping": "skipped",
-        "node.ats": "skipped",
-    },
+    "c4140-v100": dict.fromkeys(("node.selinux_labels", "node.ats"), "skipped"),
+    "r750xa-a100": dict.fromkeys(("node.selinux_labels",), "skipped"),
+    "hgx-h100": dict.fromkeys(("node.selinux_labels", "node.ib_ports", "node.ib_flapping", "node.ats"), "skipped"),
 }
 #: Everything that needs the nvidia driver: skipped ("depends on ...") when the driver is not there.
 NEEDS_DRIVER = [c.id for c in CATALOGUE if c.depends]

@@ -499,6 +499,13 @@ def provision(inventory: Path, runs: Path, *args: str) -> tuple[subprocess.Compl
     return done, json.loads(summary.read_text())
 
 
+def passed(run: tuple[subprocess.CompletedProcess[str], dict[str, Any]]) -> dict[str, Any]:
+    """A gpuready run's summary, once it exited 0; else the test fails with what it printed."""
+    done, summary = run
+    assert done.returncode == 0, done.stdout + done.stderr
+    return summary
+
+
 def checks_by_id(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["id"]: c for c in summary["checks"]}
 
