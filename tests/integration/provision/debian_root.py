@@ -390,6 +390,12 @@ def seed_nvidia_apt_setup(root: Path, arch: str = "amd64") -> None:
     )
 
 
+def refresh_index(root: Path) -> None:
+    """apt's index of the root read again from every source it lists (NVIDIA's CUDA repository included), as the driver
+    layer leaves a node: it refreshes the index when it adds the repository."""
+    subprocess.run(["chroot", str(root), "apt-get", "update"], check=True, capture_output=True, timeout=600)
+
+
 def install_in_root(root: Path, *debs: str) -> None:
     """Install stand-in packages with dpkg inside the root (the state a node had before gpuready)."""
     paths = [f"/{REPO_IN_ROOT}/pool/{d}" for d in debs]

@@ -59,6 +59,9 @@ def _node(repo: Path, tmp: Path, settings: dict[str, Any]) -> Iterator[tuple[Pat
     """A root as the driver layer leaves it: NVIDIA's CUDA repository configured, nvidia-smi answering (CUDA 13.0)."""
     root = dr.fresh_root(tmp / "root", repo)
     dr.seed_nvidia_apt_setup(root)
+    # The role refreshes an index older than an hour; a root built from a tarball made minutes before (a cold
+    # cache) would keep an index without the CUDA repository, which the driver layer never leaves.
+    dr.refresh_index(root)
     smi = root / "usr/bin/nvidia-smi"
     smi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{H100_NVIDIA_SMI.read_text()}EOF\n")
     smi.chmod(0o755)
