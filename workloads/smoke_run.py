@@ -3,6 +3,7 @@ to the checks, the figures and the report. The rest of the package is free to ch
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,8 +22,6 @@ def compile_mode(eager: bool, xla: bool | None) -> str:
 
 def plan_for(settings: Training, cpu: bool) -> Plan:
     """What every worker runs, from the training settings."""
-    from dataclasses import fields
-
     from gpuready.workloads.launchers import Plan
 
     # Every Plan field but the two worked out here has a training setting of the same name.
